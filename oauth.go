@@ -1,0 +1,186 @@
+// Package oauthflow runs the OAuth 2.0 authorization-code flow for any registered
+// provider, stores tokens per user and provider in Redis (or memory), refreshes them
+// on read, and lets a workflow that hits "unauthorized" send its user through
+// sign-in and resume.
+//
+// A host application creates the services it needs from one [KV] store:
+//
+//	kv, err := oauthflow.KVFromEnv(ctx, logger) // KVSTORE_HOST, KVSTORE_PORT, KVSTORE_PASSWORD
+//	reg := oauthflow.NewRegistry()
+//	reg.Register(github)                        // any Provider
+//	tokens := oauthflow.NewTokenStore(kv, reg)
+//	client := tokens.Client(ctx, userID, "github") // sends Authorization: Bearer, refreshing as needed
+//
+// Tokens live under "oauth:{userId}:{providerId}", pending sign-ins under
+// "oauth:session:{state}", so several instances that share one Redis behave as one.
+package oauthflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"golang.org/x/oauth2"
+)
+
+// Provider is the contract an OAuth 2.0 provider implements (SPEC: OAuthProviderInterface).
+//
+// ExchangeCode and RefreshToken should report the provider's answer as a
+// *ProviderError or an *oauth2.RetrieveError so the library can tell a dead grant
+// (invalid_grant) from a transient failure.
+type Provider interface {
+	ProviderID() string
+	DefaultScopes() []string
+	BuildAuthURL(scopes []string, state string, opts ...oauth2.AuthCodeOption) string
+	ExchangeCode(ctx context.Context, code string, opts ...oauth2.AuthCodeOption) (*TokenSet, error)
+	RefreshToken(ctx context.Context, refreshToken string) (*TokenSet, error)
+}
+
+// Optional interfaces a Provider may implement; they are found with a type assertion.
+type (
+	// PKCESupporter reports whether the provider accepts PKCE (default true).
+	PKCESupporter interface{ SupportsPKCE() bool }
+	// Issuerer names the provider's issuer, which enables the RFC 9207 iss check.
+	Issuerer interface{ Issuer() string }
+	// Revoker revokes a token (RFC 7009); DeleteTokens calls it.
+	Revoker interface {
+		RevokeToken(ctx context.Context, token, hint string) error
+	}
+	// DisplayNamer gives the provider's human name ("GitHub").
+	DisplayNamer interface{ DisplayName() string }
+)
+
+// TokenSet is what a provider returns after an exchange or a refresh.
+// ExpiresIn is in seconds; 0 means the provider reported none and the token never expires.
+type TokenSet struct {
+	AccessToken  string `json:"accessToken"`
+	RefreshToken string `json:"refreshToken,omitempty"`
+	ExpiresIn    int64  `json:"expiresIn,omitempty"`
+	Scope        string `json:"scope"`
+}
+
+// StoredTokens is the persisted token record. ExpiresAt is Unix milliseconds; 0 means never.
+type StoredTokens struct {
+	AccessToken  string `json:"accessToken"`
+	RefreshToken string `json:"refreshToken,omitempty"`
+	ExpiresAt    int64  `json:"expiresAt"`
+	Scope        string `json:"scope"`
+}
+
+// Session is a pending sign-in, registered under its state when the URL is built.
+// CodeVerifier is the PKCE verifier; it never leaves the server.
+type Session struct {
+	WorkflowID   string   `json:"workflowId"`
+	UserID       string   `json:"userId"`
+	Provider     string   `json:"provider"`
+	CodeVerifier string   `json:"codeVerifier,omitempty"`
+	Scopes       []string `json:"scopes,omitempty"`
+	RedirectURL  string   `json:"redirectUrl,omitempty"`
+	Issuer       string   `json:"issuer,omitempty"`
+	CreatedAt    int64    `json:"createdAt,omitempty"` // Unix milliseconds
+}
+
+// Sentinel errors callers branch on with errors.Is.
+var (
+	ErrUnknownProvider  = errors.New("oauthflow: unknown provider")
+	ErrNoToken          = errors.New("oauthflow: no usable token")
+	ErrSessionNotFound  = errors.New("oauthflow: sign-in session unknown, expired or already used")
+	ErrStateMismatch    = errors.New("oauthflow: state mismatch")
+	ErrForbidden        = errors.New("oauthflow: forbidden")
+	ErrStoreUnavailable = errors.New("oauthflow: store unavailable")
+	ErrCorruptRecord    = errors.New("oauthflow: corrupt stored record")
+	ErrInvalidArgument  = errors.New("oauthflow: invalid argument")
+)
+
+// ProviderError is a provider's refusal or failure, with the RFC 6749 §5.2 fields.
+type ProviderError struct {
+	ProviderID  string
+	StatusCode  int    // HTTP status of the provider's answer; 0 when no answer came
+	Code        string // RFC 6749 "error", e.g. "invalid_grant"
+	Description string // "error_description"
+	URI         string // "error_uri"
+	Err         error  // the underlying error, if any
+}
+
+func (e *ProviderError) Error() string {
+	msg := "oauthflow: provider " + e.ProviderID
+	switch {
+	case e.Code != "":
+		msg += ": " + e.Code
+		if e.Description != "" {
+			msg += ": " + e.Description
+		}
+	case e.StatusCode != 0:
+		msg += fmt.Sprintf(": HTTP %d", e.StatusCode)
+	default:
+		msg += ": request failed"
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *ProviderError) Unwrap() error { return e.Err }
+
+// IsGrantDead reports whether err says the grant is gone for good (RFC 6749
+// invalid_grant): the refresh token or code will never work again and the user
+// must sign in anew.
+func IsGrantDead(err error) bool {
+	return providerCode(err) == "invalid_grant"
+}
+
+// IsTransient reports whether err is worth retrying later: a network failure, a
+// timeout, HTTP 429 or 5xx from the provider, or an unavailable store.
+func IsTransient(err error) bool {
+	if err == nil || IsGrantDead(err) {
+		return false
+	}
+	if errors.Is(err, ErrStoreUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	status := providerStatus(err)
+	if status == http.StatusTooManyRequests || status >= 500 {
+		return true
+	}
+	var pe *ProviderError
+	if errors.As(err, &pe) {
+		return pe.Code == "" && pe.StatusCode == 0 // no answer at all: network
+	}
+	var re *oauth2.RetrieveError
+	return !errors.As(err, &re) // not a provider answer: network or similar
+}
+
+func providerCode(err error) string {
+	var pe *ProviderError
+	if errors.As(err, &pe) && pe.Code != "" {
+		return pe.Code
+	}
+	var re *oauth2.RetrieveError
+	if errors.As(err, &re) {
+		return re.ErrorCode
+	}
+	return ""
+}
+
+func providerStatus(err error) int {
+	var pe *ProviderError
+	if errors.As(err, &pe) && pe.StatusCode != 0 {
+		return pe.StatusCode
+	}
+	var re *oauth2.RetrieveError
+	if errors.As(err, &re) && re.Response != nil {
+		return re.Response.StatusCode
+	}
+	return 0
+}
+
+// storeErr marks err as a store failure, never to be mistaken for "not found".
+func storeErr(op string, err error) error {
+	return fmt.Errorf("%w: %s: %w", ErrStoreUnavailable, op, err)
+}
+
+func invalidArg(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
+}
