@@ -1,0 +1,89 @@
+// Package redistest gives tests a Redis to talk to: the server named by
+// KVSTORE_HOST and KVSTORE_PORT when one answers, miniredis otherwise, and a
+// failed test instead of the fallback when CI=true.
+package redistest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// Addr is the address of the real Redis the tests use.
+func Addr() string {
+	host, port := os.Getenv("KVSTORE_HOST"), os.Getenv("KVSTORE_PORT")
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if port == "" {
+		port = "6379"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// Real returns a client for the real Redis, closed when the test ends. Where none
+// answers, the test is skipped, except under CI=true, where it fails.
+func Real(t testing.TB) redis.UniversalClient {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: Addr(), Password: os.Getenv("KVSTORE_PASSWORD"), PoolSize: 64})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		_ = c.Close()
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("redis at %s is required under CI=true and did not answer: %v", Addr(), err)
+		}
+		t.Skipf("no redis at %s (%v); the miniredis variant of this test still runs", Addr(), err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Mini starts a miniredis server for the test and returns it with a client.
+func Mini(t testing.TB) (*miniredis.Miniredis, redis.UniversalClient) {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	return mr, c
+}
+
+// Any returns the real Redis when it answers, miniredis otherwise (never under
+// CI=true, where a missing Redis fails the test). It reports which one it gave.
+func Any(t testing.TB) (c redis.UniversalClient, real bool) {
+	t.Helper()
+	probe := redis.NewClient(&redis.Options{Addr: Addr(), Password: os.Getenv("KVSTORE_PASSWORD")})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	err := probe.Ping(ctx).Err()
+	cancel()
+	_ = probe.Close()
+	if err == nil || os.Getenv("CI") == "true" {
+		return Real(t), true
+	}
+	_, c = Mini(t)
+	return c, false
+}
+
+// Prefix returns a key prefix unique to this test and deletes every key under it
+// when the test ends, so tests can share one Redis.
+func Prefix(t testing.TB, c redis.UniversalClient) string {
+	t.Helper()
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	p := "test:" + hex.EncodeToString(b) + ":"
+	t.Cleanup(func() {
+		ctx := context.Background()
+		iter := c.Scan(ctx, 0, p+"*", 500).Iterator()
+		for iter.Next(ctx) {
+			c.Del(ctx, iter.Val())
+		}
+	})
+	return p
+}

@@ -1,0 +1,137 @@
+package oauthflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotFound is what a KV returns for a key that is absent or expired.
+var ErrNotFound = errors.New("oauthflow: key not found")
+
+// KV is the key-value store that tokens, sessions, runs and documents live in.
+// Every method takes ctx first. A ttl of 0 means the key never expires.
+// A value returned by Get or GetDel belongs to the caller but must not be modified
+// when it came from a shared cache; treat it as read-only.
+type KV interface {
+	Get(ctx context.Context, key string) ([]byte, error)
+	Set(ctx context.Context, key string, value []byte, ttl time.Duration) error
+	// SetNX sets key only when it is absent and reports whether it did.
+	SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error)
+	// GetDel returns the value and removes the key in one atomic step.
+	GetDel(ctx context.Context, key string) ([]byte, error)
+	Del(ctx context.Context, key string) error
+	// TTL returns the time left; 0 for a key without expiry; ErrNotFound when absent.
+	TTL(ctx context.Context, key string) (time.Duration, error)
+	// CompareAndDelete removes key only while it holds value (a lock release).
+	CompareAndDelete(ctx context.Context, key string, value []byte) (bool, error)
+	// CompareAndExpire resets key's ttl only while it holds value (a lease renewal).
+	CompareAndExpire(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error)
+}
+
+// Env variables KVFromEnv reads, with SPEC's defaults.
+const (
+	EnvKVHost     = "KVSTORE_HOST"     // default localhost
+	EnvKVPort     = "KVSTORE_PORT"     // default 6379
+	EnvKVPassword = "KVSTORE_PASSWORD" // default none
+)
+
+// KVFromEnv connects to the Redis named by KVSTORE_HOST, KVSTORE_PORT and
+// KVSTORE_PASSWORD and pings it once. When it cannot be reached, it logs a warning
+// and returns a memory KV for the life of the process (SPEC rule 3), together with
+// an error wrapping ErrStoreUnavailable that a caller who needs Redis can act on;
+// the KV it returns is never nil.
+func KVFromEnv(ctx context.Context, log *slog.Logger) (KV, error) {
+	return kvFromLookup(ctx, log, os.LookupEnv)
+}
+
+func kvFromLookup(ctx context.Context, log *slog.Logger, lookup func(string) (string, bool)) (KV, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	addr := net.JoinHostPort(envOr(lookup, EnvKVHost, "localhost"), envOr(lookup, EnvKVPort, "6379"))
+	password, _ := lookup(EnvKVPassword)
+	client := redis.NewClient(&redis.Options{Addr: addr, Password: password})
+	pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := client.Ping(pingCtx).Err(); err != nil {
+		_ = client.Close()
+		log.Warn("oauthflow: key-value store unreachable, using in-memory storage for this process",
+			slog.String("addr", addr), slog.String("error", err.Error()))
+		return NewMemoryKV(), storeErr("ping "+addr, err)
+	}
+	log.Info("oauthflow: using Redis key-value store", slog.String("addr", addr))
+	return NewRedisKV(client, WithOwnedClient()), nil
+}
+
+func envOr(lookup func(string) (string, bool), name, def string) string {
+	if v, ok := lookup(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+// WithKeyPrefix returns a KV that puts prefix before every key, so that several
+// applications can share one Redis.
+func WithKeyPrefix(kv KV, prefix string) KV {
+	if prefix == "" {
+		return kv
+	}
+	return &prefixKV{kv: kv, prefix: prefix}
+}
+
+type prefixKV struct {
+	kv     KV
+	prefix string
+}
+
+var _ KV = (*prefixKV)(nil)
+
+func (p *prefixKV) Get(ctx context.Context, key string) ([]byte, error) {
+	return p.kv.Get(ctx, p.prefix+key)
+}
+func (p *prefixKV) Set(ctx context.Context, key string, v []byte, ttl time.Duration) error {
+	return p.kv.Set(ctx, p.prefix+key, v, ttl)
+}
+func (p *prefixKV) SetNX(ctx context.Context, key string, v []byte, ttl time.Duration) (bool, error) {
+	return p.kv.SetNX(ctx, p.prefix+key, v, ttl)
+}
+func (p *prefixKV) GetDel(ctx context.Context, key string) ([]byte, error) {
+	return p.kv.GetDel(ctx, p.prefix+key)
+}
+func (p *prefixKV) Del(ctx context.Context, key string) error { return p.kv.Del(ctx, p.prefix+key) }
+func (p *prefixKV) TTL(ctx context.Context, key string) (time.Duration, error) {
+	return p.kv.TTL(ctx, p.prefix+key)
+}
+func (p *prefixKV) CompareAndDelete(ctx context.Context, key string, v []byte) (bool, error) {
+	return p.kv.CompareAndDelete(ctx, p.prefix+key, v)
+}
+func (p *prefixKV) CompareAndExpire(ctx context.Context, key string, v []byte, ttl time.Duration) (bool, error) {
+	return p.kv.CompareAndExpire(ctx, p.prefix+key, v, ttl)
+}
+func (p *prefixKV) Close() error { return closeKV(p.kv) }
+
+// closeKV closes kv when it has a Close method.
+func closeKV(kv KV) error {
+	if c, ok := kv.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+func checkTTL(ttl time.Duration) error {
+	if ttl < 0 {
+		return fmt.Errorf("%w: negative ttl %v", ErrInvalidArgument, ttl)
+	}
+	return nil
+}

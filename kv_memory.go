@@ -1,0 +1,204 @@
+package oauthflow
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"time"
+)
+
+// MemoryKV is an in-process KV. It honours TTLs and frees expired entries as it
+// goes (no background goroutine), so it suits tests and single-instance apps.
+// Values are copied in; Get hands back the stored slice, which must be treated
+// as read-only.
+type MemoryKV struct {
+	now func() time.Time
+
+	mu        sync.RWMutex
+	m         map[string]memEntry
+	writes    int // since the last sweep
+	lastSweep time.Time
+}
+
+type memEntry struct {
+	v   []byte
+	exp int64 // Unix nanoseconds; 0 = never
+}
+
+var _ KV = (*MemoryKV)(nil)
+
+// MemoryOption configures a MemoryKV.
+type MemoryOption func(*MemoryKV)
+
+// WithMemoryClock sets the clock the memory store reads expiries against.
+func WithMemoryClock(now func() time.Time) MemoryOption {
+	return func(m *MemoryKV) {
+		if now != nil {
+			m.now = now
+		}
+	}
+}
+
+// NewMemoryKV returns an empty in-memory store.
+func NewMemoryKV(opts ...MemoryOption) *MemoryKV {
+	m := &MemoryKV{now: time.Now, m: make(map[string]memEntry)}
+	for _, o := range opts {
+		o(m)
+	}
+	m.lastSweep = m.now()
+	return m
+}
+
+// Close drops every entry; the store stays usable. The store holds no goroutine, so nothing outlives it.
+func (m *MemoryKV) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.m = make(map[string]memEntry)
+	return nil
+}
+
+// Len reports the number of entries held, expired or not yet swept.
+func (m *MemoryKV) Len() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return len(m.m)
+}
+
+func (e memEntry) live(now int64) bool { return e.exp == 0 || now < e.exp }
+
+func (m *MemoryKV) expiry(ttl time.Duration) int64 {
+	if ttl == 0 {
+		return 0
+	}
+	return m.now().Add(ttl).UnixNano()
+}
+
+// Get returns the value of key, or ErrNotFound.
+func (m *MemoryKV) Get(_ context.Context, key string) ([]byte, error) {
+	now := m.now().UnixNano()
+	m.mu.RLock()
+	e, ok := m.m[key]
+	m.mu.RUnlock()
+	if !ok || !e.live(now) {
+		return nil, ErrNotFound
+	}
+	return e.v, nil
+}
+
+// Set stores a copy of value under key.
+func (m *MemoryKV) Set(_ context.Context, key string, value []byte, ttl time.Duration) error {
+	if err := checkTTL(ttl); err != nil {
+		return err
+	}
+	e := memEntry{v: bytes.Clone(value), exp: m.expiry(ttl)}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.put(key, e)
+	return nil
+}
+
+// SetNX stores value only when key is absent or expired.
+func (m *MemoryKV) SetNX(_ context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
+	if err := checkTTL(ttl); err != nil {
+		return false, err
+	}
+	now := m.now().UnixNano()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.m[key]; ok && e.live(now) {
+		return false, nil
+	}
+	m.put(key, memEntry{v: bytes.Clone(value), exp: m.expiry(ttl)})
+	return true, nil
+}
+
+// GetDel returns and removes key atomically.
+func (m *MemoryKV) GetDel(_ context.Context, key string) ([]byte, error) {
+	now := m.now().UnixNano()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.m[key]
+	delete(m.m, key)
+	if !ok || !e.live(now) {
+		return nil, ErrNotFound
+	}
+	return e.v, nil
+}
+
+// Del removes key; an absent key is not an error.
+func (m *MemoryKV) Del(_ context.Context, key string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.m, key)
+	return nil
+}
+
+// TTL returns the time left on key.
+func (m *MemoryKV) TTL(_ context.Context, key string) (time.Duration, error) {
+	now := m.now().UnixNano()
+	m.mu.RLock()
+	e, ok := m.m[key]
+	m.mu.RUnlock()
+	if !ok || !e.live(now) {
+		return 0, ErrNotFound
+	}
+	if e.exp == 0 {
+		return 0, nil
+	}
+	return time.Duration(e.exp - now), nil
+}
+
+// CompareAndDelete removes key only while it holds value.
+func (m *MemoryKV) CompareAndDelete(_ context.Context, key string, value []byte) (bool, error) {
+	now := m.now().UnixNano()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.m[key]
+	if !ok || !e.live(now) || !bytes.Equal(e.v, value) {
+		return false, nil
+	}
+	delete(m.m, key)
+	return true, nil
+}
+
+// CompareAndExpire resets key's ttl only while it holds value.
+func (m *MemoryKV) CompareAndExpire(_ context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
+	if err := checkTTL(ttl); err != nil {
+		return false, err
+	}
+	now := m.now().UnixNano()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.m[key]
+	if !ok || !e.live(now) || !bytes.Equal(e.v, value) {
+		return false, nil
+	}
+	e.exp = m.expiry(ttl)
+	m.m[key] = e
+	return true, nil
+}
+
+// put stores e and, every so often, sweeps out expired entries so that a store
+// that is written to but rarely read does not grow without bound. Called with mu held.
+func (m *MemoryKV) put(key string, e memEntry) {
+	if m.m == nil {
+		m.m = make(map[string]memEntry)
+	}
+	m.m[key] = e
+	m.writes++
+	if m.writes < len(m.m)/2+64 && m.now().Sub(m.lastSweep) < time.Minute {
+		return
+	}
+	m.sweep()
+}
+
+func (m *MemoryKV) sweep() {
+	now := m.now()
+	for k, e := range m.m {
+		if !e.live(now.UnixNano()) {
+			delete(m.m, k)
+		}
+	}
+	m.writes = 0
+	m.lastSweep = now
+}

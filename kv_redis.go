@@ -1,0 +1,137 @@
+package oauthflow
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisKV is a KV over any go-redis client: a single node, Sentinel or Cluster.
+// Every command touches one key, so it is Cluster-safe.
+type RedisKV struct {
+	c     redis.UniversalClient
+	owned bool
+}
+
+var _ KV = (*RedisKV)(nil)
+
+// RedisOption configures a RedisKV.
+type RedisOption func(*RedisKV)
+
+// WithOwnedClient makes Close close the client too.
+func WithOwnedClient() RedisOption { return func(r *RedisKV) { r.owned = true } }
+
+// NewRedisKV wraps c. The caller keeps ownership of c unless WithOwnedClient is given.
+func NewRedisKV(c redis.UniversalClient, opts ...RedisOption) *RedisKV {
+	r := &RedisKV{c: c}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// Client returns the underlying client.
+func (r *RedisKV) Client() redis.UniversalClient { return r.c }
+
+// Close closes the client when the store owns it.
+func (r *RedisKV) Close() error {
+	if r.owned {
+		return r.c.Close()
+	}
+	return nil
+}
+
+// redisErr maps redis.Nil to ErrNotFound; this is the only place that does.
+func redisErr(err error) error {
+	if errors.Is(err, redis.Nil) {
+		return ErrNotFound
+	}
+	return err
+}
+
+func ctxOrBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
+}
+
+// Get returns the value of key, or ErrNotFound.
+func (r *RedisKV) Get(ctx context.Context, key string) ([]byte, error) {
+	b, err := r.c.Get(ctxOrBackground(ctx), key).Bytes()
+	return b, redisErr(err)
+}
+
+// Set stores value under key with ttl (0: no expiry).
+func (r *RedisKV) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	if err := checkTTL(ttl); err != nil {
+		return err
+	}
+	return r.c.Set(ctxOrBackground(ctx), key, value, ttl).Err()
+}
+
+// SetNX stores value only when key is absent.
+func (r *RedisKV) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
+	if err := checkTTL(ttl); err != nil {
+		return false, err
+	}
+	// SET key value NX [PX ttl]: SetNX with ttl 0 would mean "keep ttl" in some versions.
+	args := redis.SetArgs{Mode: "NX", TTL: ttl}
+	err := r.c.SetArgs(ctxOrBackground(ctx), key, value, args).Err()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// GetDel returns and removes key in one command (Redis 6.2 GETDEL).
+func (r *RedisKV) GetDel(ctx context.Context, key string) ([]byte, error) {
+	b, err := r.c.GetDel(ctxOrBackground(ctx), key).Bytes()
+	return b, redisErr(err)
+}
+
+// Del removes key.
+func (r *RedisKV) Del(ctx context.Context, key string) error {
+	return r.c.Del(ctxOrBackground(ctx), key).Err()
+}
+
+// TTL returns the time left on key, 0 when it has none.
+func (r *RedisKV) TTL(ctx context.Context, key string) (time.Duration, error) {
+	d, err := r.c.PTTL(ctxOrBackground(ctx), key).Result()
+	switch {
+	case err != nil:
+		return 0, redisErr(err)
+	case d == -2: // go-redis passes -2 (absent) and -1 (no expiry) through unscaled
+		return 0, ErrNotFound
+	case d < 0:
+		return 0, nil
+	}
+	return d, nil
+}
+
+var (
+	compareAndDelete = redis.NewScript(`
+if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end
+return 0`)
+	compareAndExpire = redis.NewScript(`
+if redis.call("GET", KEYS[1]) ~= ARGV[1] then return 0 end
+if tonumber(ARGV[2]) > 0 then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) end
+return redis.call("PERSIST", KEYS[1]) + 1`)
+)
+
+// CompareAndDelete removes key only while it holds value.
+func (r *RedisKV) CompareAndDelete(ctx context.Context, key string, value []byte) (bool, error) {
+	n, err := compareAndDelete.Run(ctxOrBackground(ctx), r.c, []string{key}, value).Int()
+	return n == 1, err
+}
+
+// CompareAndExpire resets key's ttl only while it holds value.
+func (r *RedisKV) CompareAndExpire(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
+	if err := checkTTL(ttl); err != nil {
+		return false, err
+	}
+	n, err := compareAndExpire.Run(ctxOrBackground(ctx), r.c, []string{key}, value, ttl.Milliseconds()).Int()
+	return n >= 1, err
+}
