@@ -1,0 +1,34 @@
+package authserver
+
+import "net/http"
+
+// metadata is the RFC 8414 authorization server metadata.
+type metadata struct {
+	Issuer                            string   `json:"issuer"`
+	AuthorizationEndpoint             string   `json:"authorization_endpoint"`
+	TokenEndpoint                     string   `json:"token_endpoint"`
+	RevocationEndpoint                string   `json:"revocation_endpoint"`
+	IntrospectionEndpoint             string   `json:"introspection_endpoint"`
+	ResponseTypesSupported            []string `json:"response_types_supported"`
+	GrantTypesSupported               []string `json:"grant_types_supported"`
+	TokenEndpointAuthMethodsSupported []string `json:"token_endpoint_auth_methods_supported"`
+	CodeChallengeMethodsSupported     []string `json:"code_challenge_methods_supported"`
+	IssParameterSupported             bool     `json:"authorization_response_iss_parameter_supported,omitempty"`
+}
+
+// handleMetadata answers GET /.well-known/oauth-authorization-server.
+func (s *Server) handleMetadata(w http.ResponseWriter, r *http.Request) {
+	iss := s.issuerFor(r)
+	writeJSON(w, http.StatusOK, metadata{
+		Issuer:                            iss,
+		AuthorizationEndpoint:             iss + PathAuthorize,
+		TokenEndpoint:                     iss + PathToken,
+		RevocationEndpoint:                iss + PathRevoke,
+		IntrospectionEndpoint:             iss + PathIntrospect,
+		ResponseTypesSupported:            []string{"code"},
+		GrantTypesSupported:               []string{GrantAuthorizationCode, GrantRefreshToken},
+		TokenEndpointAuthMethodsSupported: []string{"client_secret_basic", "client_secret_post", "none"},
+		CodeChallengeMethodsSupported:     []string{MethodS256, MethodPlain},
+		IssParameterSupported:             s.opts.IssParameter,
+	})
+}

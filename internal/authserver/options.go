@@ -1,0 +1,157 @@
+package authserver
+
+import (
+	"fmt"
+	"net/url"
+	"time"
+)
+
+// Defaults used when the matching Options field is left at its zero value.
+const (
+	DefaultClientID        = "demo-client"       // confidential client of DefaultClients
+	DefaultClientSecret    = "demo-secret"       // its secret
+	DefaultPublicClientID  = "demo-public"       // public client of DefaultClients (PKCE required)
+	DefaultUser            = "demo-user"         // the signed-in user when no login_hint names one
+	DefaultAccessTokenTTL  = time.Hour           // access-token lifetime
+	DefaultRefreshTokenTTL = 30 * time.Hour * 24 // refresh-token lifetime
+	DefaultCodeTTL         = time.Minute         // authorization-code lifetime
+)
+
+// defaultRedirectPaths are the callback paths DefaultClients accept on a loopback host.
+var defaultRedirectPaths = []string{"/api/v1/oauth/callback", "/oauth/callback", "/callback"}
+
+// Client is an OAuth client registered with the server.
+type Client struct {
+	ID     string
+	Secret string // empty for a public client
+	// RedirectURIs are matched exactly, except as AllowLoopback says.
+	RedirectURIs []string
+	// Public marks a client without a secret; it must use PKCE.
+	Public bool
+	// RequirePKCE makes a confidential client send a code_challenge too.
+	RequirePKCE bool
+	// AllowLoopback accepts a registered loopback URI (http://127.0.0.1/path,
+	// http://[::1]/path, http://localhost/path) on any port, as RFC 8252 §7.3 asks.
+	AllowLoopback bool
+}
+
+func (c *Client) requiresPKCE() bool { return c.Public || c.RequirePKCE }
+
+// DefaultClients returns the clients a server registers when Options.Clients is empty:
+// DefaultClientID with DefaultClientSecret, and the public DefaultPublicClientID. Both
+// accept http://127.0.0.1, http://[::1] and http://localhost on any port for the paths
+// /api/v1/oauth/callback, /oauth/callback and /callback.
+func DefaultClients() []Client {
+	var uris []string
+	for _, host := range []string{"127.0.0.1", "[::1]", "localhost"} {
+		for _, path := range defaultRedirectPaths {
+			uris = append(uris, "http://"+host+path)
+		}
+	}
+	return []Client{
+		{ID: DefaultClientID, Secret: DefaultClientSecret, RedirectURIs: uris, AllowLoopback: true},
+		{ID: DefaultPublicClientID, RedirectURIs: uris, AllowLoopback: true, Public: true},
+	}
+}
+
+// Options configures a Server. The zero value of every field means its default.
+type Options struct {
+	// Issuer is the server's base URL (no trailing slash); endpoints are Issuer+"/token" and
+	// so on. Empty means "scheme://Host of each request", which is right unless the server
+	// is mounted under a path prefix. Start sets it to the test server's URL.
+	Issuer string
+	// Clients are the registered clients; empty means DefaultClients().
+	Clients []Client
+	// User is the name of the user who signs in (default DefaultUser). A login_hint
+	// other than "deny" on the authorization request names the user instead.
+	User string
+	// Now is the clock (default time.Now); tests move it to expire codes and tokens.
+	Now func() time.Time
+
+	// AccessTokenTTL is the access-token lifetime (default DefaultAccessTokenTTL);
+	// negative means tokens never expire and expires_in is omitted.
+	AccessTokenTTL time.Duration
+	// RefreshTokenTTL is the refresh-token lifetime (default DefaultRefreshTokenTTL);
+	// negative means refresh tokens never expire.
+	RefreshTokenTTL time.Duration
+	// CodeTTL is the authorization-code lifetime (default DefaultCodeTTL).
+	CodeTTL time.Duration
+
+	// RotateRefreshTokens issues a new refresh token on every refresh and retires the old
+	// one; presenting a retired one is invalid_grant and revokes the whole grant. Without
+	// rotation a refresh answers no refresh_token and the old one stays valid.
+	RotateRefreshTokens bool
+	// NoRefreshToken issues no refresh tokens at all.
+	NoRefreshToken bool
+	// IssParameter adds iss to authorization responses (RFC 9207) and announces it.
+	IssParameter bool
+	// DenyAll makes every authorization request end in access_denied.
+	DenyAll bool
+	// ConsentPage shows an HTML page with Allow and Deny buttons instead of consenting
+	// automatically.
+	ConsentPage bool
+	// OnToken, when set, is asked for a Failure for every token request that no FailNext
+	// entry matched; nil means answer normally. It must be safe for concurrent use.
+	OnToken func(grant string) *Failure
+}
+
+// withDefaults returns o with every zero field replaced by its default.
+func (o Options) withDefaults() Options {
+	if len(o.Clients) == 0 {
+		o.Clients = DefaultClients()
+	}
+	if o.User == "" {
+		o.User = DefaultUser
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	o.AccessTokenTTL = orDefault(o.AccessTokenTTL, DefaultAccessTokenTTL)
+	o.RefreshTokenTTL = orDefault(o.RefreshTokenTTL, DefaultRefreshTokenTTL)
+	if o.CodeTTL <= 0 {
+		o.CodeTTL = DefaultCodeTTL
+	}
+	return o
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// clientIndex checks the registered clients and indexes them by ID.
+// A bad registration is a programmer error at setup time, reported as an error.
+func clientIndex(clients []Client) (map[string]*Client, error) {
+	index := make(map[string]*Client, len(clients))
+	for i := range clients {
+		c := clients[i]
+		if err := checkClient(&c); err != nil {
+			return nil, err
+		}
+		if _, dup := index[c.ID]; dup {
+			return nil, fmt.Errorf("authserver: client %q registered twice", c.ID)
+		}
+		index[c.ID] = &c
+	}
+	return index, nil
+}
+
+func checkClient(c *Client) error {
+	switch {
+	case c.ID == "":
+		return fmt.Errorf("authserver: client without ID")
+	case c.Public && c.Secret != "":
+		return fmt.Errorf("authserver: public client %q has a secret", c.ID)
+	case !c.Public && c.Secret == "":
+		return fmt.Errorf("authserver: confidential client %q has no secret", c.ID)
+	}
+	for _, uri := range c.RedirectURIs {
+		u, err := url.Parse(uri)
+		if err != nil || !u.IsAbs() || u.Fragment != "" {
+			return fmt.Errorf("authserver: client %q: bad redirect URI %q", c.ID, uri)
+		}
+	}
+	return nil
+}
