@@ -1,0 +1,191 @@
+package providers
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/oauthflow/oauthflow"
+)
+
+//go:embed catalog.json
+var catalogJSON []byte
+
+// entry is one catalog provider: its Config (URLs may hold {param}
+// placeholders), the parameters it takes, and where it was checked.
+type entry struct {
+	Config
+	Params map[string]param `json:"params,omitempty"`
+	Docs   string           `json:"docs"`
+	Notes  string           `json:"notes"`
+}
+
+// param is a template value or a variant switch of a catalog entry.
+type param struct {
+	Default    string   `json:"default,omitempty"`
+	Kind       string   `json:"kind,omitempty"` // "url": an absolute base URL; otherwise a host label or name
+	Values     []string `json:"values,omitempty"`
+	TrimSuffix string   `json:"trim_suffix,omitempty"`
+	Doc        string   `json:"doc"`
+}
+
+// loadCatalog parses the embedded catalog once; the result is never modified.
+var loadCatalog = sync.OnceValues(func() (map[string]entry, error) {
+	var list []entry
+	if err := json.Unmarshal(catalogJSON, &list); err != nil {
+		return nil, fmt.Errorf("providers: embedded catalog: %w", err)
+	}
+	cat := make(map[string]entry, len(list))
+	for _, e := range list {
+		if _, dup := cat[e.ID]; dup {
+			return nil, fmt.Errorf("providers: embedded catalog: duplicate %q", e.ID)
+		}
+		cat[e.ID] = e
+	}
+	return cat, nil
+})
+
+// Known returns the IDs of the catalog's providers, sorted.
+func Known() []string {
+	cat, err := loadCatalog()
+	if err != nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(cat))
+}
+
+// New builds a catalog provider. c.Params fills its templates (Entra
+// "tenant", GitLab "base_url", Shopify "shop", Okta/Auth0 "domain", Keycloak
+// "base_url" and "realm", ...); a missing one is an ErrMissingParam error
+// naming it. An unknown id wraps oauthflow.ErrUnknownProvider.
+func New(id string, c Credentials, opts ...Option) (*OAuth2, error) {
+	e, err := lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := e.resolve(c.Params)
+	if err != nil {
+		return nil, err
+	}
+	return NewOAuth2(cfg, c, opts...)
+}
+
+func lookup(id string) (entry, error) {
+	cat, err := loadCatalog()
+	if err != nil {
+		return entry{}, err
+	}
+	e, ok := cat[id]
+	if !ok {
+		return entry{}, fmt.Errorf("%w: %q is not in the catalog", oauthflow.ErrUnknownProvider, id)
+	}
+	return e, nil
+}
+
+// resolve fills the entry's templates from given and returns a concrete Config.
+func (e entry) resolve(given map[string]string) (Config, error) {
+	for name := range given {
+		if _, ok := e.Params[name]; !ok {
+			return Config{}, invalid("%s takes no parameter %q", e.ID, name)
+		}
+	}
+	values := make(map[string]string, len(e.Params))
+	for name, p := range e.Params {
+		v, err := p.value(e.ID, name, given[name])
+		if err != nil {
+			return Config{}, err
+		}
+		values[name] = v
+	}
+	cfg := cloneConfig(e.Config)
+	if err := fillAll(&cfg, values); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", e.ID, err)
+	}
+	cfg.UserToken = e.UserTokenField != "" && values["token_type"] == "user"
+	return cfg, nil
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`)
+
+// value returns the checked value of one parameter; "" when unset and without default.
+func (p param) value(id, name, v string) (string, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		v = p.Default
+	}
+	if v == "" {
+		return "", nil // reported by fill only if a template uses it
+	}
+	v = strings.TrimSuffix(v, p.TrimSuffix)
+	switch {
+	case len(p.Values) > 0 && !slices.Contains(p.Values, v):
+		return "", invalid("%s parameter %q: %q is not one of %v", id, name, v, p.Values)
+	case p.Kind == "url":
+		return baseURL(id, name, v)
+	case !nameRE.MatchString(v):
+		return "", invalid("%s parameter %q: %q is not a plain host or name", id, name, v)
+	}
+	return v, nil
+}
+
+// baseURL accepts an https URL without query or fragment (http only for a
+// loopback host, for local development) and drops a trailing slash.
+func baseURL(id, name, v string) (string, error) {
+	u, err := url.Parse(v)
+	if err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", invalid("%s parameter %q: %q is not a base URL", id, name, v)
+	}
+	if u.Scheme != "https" && !(u.Scheme == "http" && isLoopback(u.Hostname())) {
+		return "", invalid("%s parameter %q: %q must use https", id, name, v)
+	}
+	return strings.TrimSuffix(u.String(), "/"), nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+var placeholderRE = regexp.MustCompile(`\{([a-z_]+)\}`)
+
+func fillAll(cfg *Config, values map[string]string) error {
+	for _, f := range []*string{&cfg.AuthURL, &cfg.TokenURL, &cfg.RefreshURL, &cfg.RevocationURL, &cfg.Issuer} {
+		if err := fill(f, values); err != nil {
+			return err
+		}
+	}
+	for k, v := range cfg.AuthParams {
+		if err := fill(&v, values); err != nil {
+			return err
+		}
+		cfg.AuthParams[k] = v
+	}
+	return nil
+}
+
+// fill replaces every {name} in *s; a name without a value is ErrMissingParam.
+func fill(s *string, values map[string]string) error {
+	var missing string
+	*s = placeholderRE.ReplaceAllStringFunc(*s, func(m string) string {
+		name := m[1 : len(m)-1]
+		v := values[name]
+		if v == "" && missing == "" {
+			missing = name
+		}
+		return v
+	})
+	if missing != "" {
+		return fmt.Errorf("%w %q (set Credentials.Params[%q])", ErrMissingParam, missing, missing)
+	}
+	return nil
+}

@@ -1,0 +1,206 @@
+package providers
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/oauth2"
+)
+
+// Credentials are what the host application registered with the provider.
+// Params fills the templated parts of a catalog entry (tenant, domain, shop,
+// realm, base_url, ...) and selects documented variants (Slack's token_type).
+type Credentials struct {
+	ClientID     string
+	ClientSecret string // empty for a public client (PKCE, no secret)
+	RedirectURL  string
+	Params       map[string]string
+}
+
+// AuthStyle says how the client authenticates at the token and revocation
+// endpoints.
+type AuthStyle string
+
+const (
+	// AuthStyleAuto (the zero value) lets golang.org/x/oauth2 try HTTP Basic
+	// first and the form body second; it costs a second request on every
+	// failure, so catalog entries always name a style.
+	AuthStyleAuto AuthStyle = ""
+	// AuthStyleHeader sends HTTP Basic with the client ID and secret each
+	// form-urlencoded first (RFC 6749 §2.3.1).
+	AuthStyleHeader AuthStyle = "header"
+	// AuthStyleParams sends client_id and client_secret in the form body.
+	AuthStyleParams AuthStyle = "params"
+)
+
+// PKCE says whether the provider accepts (or demands) a PKCE S256 challenge.
+type PKCE string
+
+const (
+	// PKCEDefault (the zero value) means supported: servers that do not know
+	// PKCE ignore its parameters (RFC 7636 §5).
+	PKCEDefault     PKCE = ""
+	PKCESupported   PKCE = "supported"
+	PKCERequired    PKCE = "required"
+	PKCEUnsupported PKCE = "unsupported"
+)
+
+// Config describes one provider: endpoints, defaults and quirks. The zero
+// value of every optional field means the RFC 6749 behaviour.
+type Config struct {
+	ID            string `json:"id"`
+	DisplayName   string `json:"display_name"`
+	AuthURL       string `json:"auth_url"`
+	TokenURL      string `json:"token_url"`
+	RefreshURL    string `json:"refresh_url,omitempty"`    // refresh grant endpoint when it differs from TokenURL (Figma)
+	RevocationURL string `json:"revocation_url,omitempty"` // RFC 7009; empty: RevokeToken returns ErrRevocationUnsupported
+	// Issuer is the value the server sends as the RFC 9207 "iss" parameter.
+	// Set it only for servers that send it: a non-empty Issuer makes the
+	// callback require and compare iss.
+	Issuer         string            `json:"issuer,omitempty"`
+	Scopes         []string          `json:"scopes,omitempty"`          // default scopes
+	ScopeSeparator string            `json:"scope_separator,omitempty"` // "" means " "
+	AuthStyle      AuthStyle         `json:"auth_style,omitempty"`
+	PKCE           PKCE              `json:"pkce,omitempty"`
+	AuthParams     map[string]string `json:"auth_params,omitempty"` // extra authorize parameters
+	// JSONTokenRequest sends token requests as a JSON object instead of a
+	// form (Notion documents JSON).
+	JSONTokenRequest bool `json:"json_token_request,omitempty"`
+	// TokenTypes lists token_type values accepted besides "bearer" (any case)
+	// and an absent token_type; Slack answers "bot" and "user".
+	TokenTypes []string `json:"token_types,omitempty"`
+	// UserTokenField names an object in the token response that carries a
+	// user token beside the top-level one (Slack: "authed_user").
+	UserTokenField string `json:"user_token_field,omitempty"`
+	// UserScopeParam is the authorize parameter that carries user scopes
+	// when UserToken is set (Slack: "user_scope").
+	UserScopeParam string `json:"user_scope_param,omitempty"`
+	// UserToken selects the nested user token: requested scopes go into
+	// UserScopeParam and the token under UserTokenField becomes AccessToken.
+	UserToken bool `json:"-"`
+}
+
+// Option adjusts a provider at construction.
+type Option func(*options)
+
+type options struct {
+	client *http.Client
+	scopes []string
+}
+
+// WithHTTPClient sets the client used for every token, revocation and
+// discovery request. Without it each provider gets its own client with a
+// 15 second timeout.
+func WithHTTPClient(c *http.Client) Option {
+	return func(o *options) { o.client = c }
+}
+
+// WithScopes replaces the provider's default scopes.
+func WithScopes(scopes ...string) Option {
+	return func(o *options) { o.scopes = slices.Clone(scopes) }
+}
+
+// DefaultTimeout bounds each request of a provider built without WithHTTPClient.
+const DefaultTimeout = 15 * time.Second
+
+func collect(opts []Option) options {
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if o.client == nil {
+		o.client = &http.Client{Timeout: DefaultTimeout}
+	}
+	return o
+}
+
+func (c *Config) validate() error {
+	if c.ID == "" {
+		return invalid("empty provider ID")
+	}
+	required := [][2]string{{"AuthURL", c.AuthURL}, {"TokenURL", c.TokenURL}}
+	optional := [][2]string{{"RefreshURL", c.RefreshURL}, {"RevocationURL", c.RevocationURL}}
+	for _, f := range required {
+		if err := checkURL(f[0], f[1]); err != nil {
+			return err
+		}
+	}
+	for _, f := range optional {
+		if f[1] == "" {
+			continue
+		}
+		if err := checkURL(f[0], f[1]); err != nil {
+			return err
+		}
+	}
+	return c.validateEnums()
+}
+
+func (c *Config) validateEnums() error {
+	switch c.AuthStyle {
+	case AuthStyleAuto, AuthStyleHeader, AuthStyleParams:
+	default:
+		return invalid("%s: unknown auth style %q", c.ID, c.AuthStyle)
+	}
+	switch c.PKCE {
+	case PKCEDefault, PKCESupported, PKCERequired, PKCEUnsupported:
+	default:
+		return invalid("%s: unknown PKCE mode %q", c.ID, c.PKCE)
+	}
+	if c.UserToken && c.UserTokenField == "" {
+		return invalid("%s: user token selected but the provider has no nested user token", c.ID)
+	}
+	return nil
+}
+
+func (c Credentials) validate(id string) error {
+	if c.ClientID == "" {
+		return invalid("%s: empty client ID", id)
+	}
+	return checkURL("RedirectURL", c.RedirectURL)
+}
+
+// checkURL accepts absolute http and https URLs without a fragment.
+func checkURL(name, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return invalid("%s %q: %w", name, raw, err)
+	}
+	if (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Fragment != "" {
+		return invalid("%s %q: want an absolute http(s) URL without fragment", name, raw)
+	}
+	return nil
+}
+
+func (c *Config) separator() string {
+	if c.ScopeSeparator == "" {
+		return " "
+	}
+	return c.ScopeSeparator
+}
+
+func (s AuthStyle) oauth2() oauth2.AuthStyle {
+	switch s {
+	case AuthStyleHeader:
+		return oauth2.AuthStyleInHeader
+	case AuthStyleParams:
+		return oauth2.AuthStyleInParams
+	default:
+		return oauth2.AuthStyleAutoDetect
+	}
+}
+
+// acceptsTokenType reports whether t names a bearer token for this provider.
+// An absent token_type is accepted (Shopify sends none); "bearer" is compared
+// case-insensitively (RFC 6749 §5.1 says the value is case-insensitive).
+func (c *Config) acceptsTokenType(t string) bool {
+	if t == "" || strings.EqualFold(t, "bearer") {
+		return true
+	}
+	return slices.ContainsFunc(c.TokenTypes, func(s string) bool { return strings.EqualFold(s, t) })
+}

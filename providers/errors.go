@@ -1,0 +1,41 @@
+package providers
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/oauthflow/oauthflow"
+)
+
+// Sentinel errors callers branch on with errors.Is.
+var (
+	// ErrMissingParam: a catalog template value (tenant, domain, shop, ...) is
+	// neither in Credentials.Params nor defaulted. The message names it.
+	ErrMissingParam = fmt.Errorf("providers: missing template parameter: %w", oauthflow.ErrInvalidArgument)
+	// ErrMissingEnv: FromEnv found no value for a required variable. The message names it.
+	ErrMissingEnv = fmt.Errorf("providers: missing environment variable: %w", oauthflow.ErrInvalidArgument)
+	// ErrInvalidConfig: a Config or Credentials value is unusable (empty ID,
+	// relative URL, unknown auth style, ...).
+	ErrInvalidConfig = fmt.Errorf("providers: invalid configuration: %w", oauthflow.ErrInvalidArgument)
+	// ErrRevocationUnsupported: the provider has no RFC 7009 revocation
+	// endpoint. It wraps errors.ErrUnsupported, so code that cannot import this
+	// package (the root oauthflow package) can test for it too.
+	ErrRevocationUnsupported = fmt.Errorf("providers: no revocation endpoint: %w", errors.ErrUnsupported)
+	// ErrMalformedResponse: the token endpoint answered with a body that is
+	// not a token response (not JSON or form data, or a wrong field type).
+	ErrMalformedResponse = errors.New("providers: malformed token response")
+	// ErrNoAccessToken: a successful-looking token response carried no access_token.
+	ErrNoAccessToken = errors.New("providers: token response without access_token")
+	// ErrTokenType: the token response names a token_type this package cannot
+	// use as a bearer token (for example "mac" or "DPoP").
+	ErrTokenType = errors.New("providers: unsupported token_type")
+	// ErrDiscovery: authorization server metadata could not be fetched or is unusable.
+	ErrDiscovery = errors.New("providers: discovery failed")
+	// ErrIssuerMismatch: the metadata names an issuer other than the one asked
+	// for (RFC 8414 §3.3); the metadata is rejected.
+	ErrIssuerMismatch = fmt.Errorf("%w: issuer mismatch", ErrDiscovery)
+)
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+}

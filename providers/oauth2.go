@@ -1,0 +1,180 @@
+package providers
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+
+	"golang.org/x/oauth2"
+
+	"github.com/oauthflow/oauthflow"
+)
+
+// OAuth2 is an oauthflow.Provider over golang.org/x/oauth2. Besides the
+// Provider methods it implements the optional interfaces oauthflow looks for:
+// SupportsPKCE, Issuer, RevokeToken and DisplayName. It is safe for
+// concurrent use; build it with NewOAuth2, New, FromEnv or Discover.
+type OAuth2 struct {
+	cfg     Config
+	token   *oauth2.Config // code exchange
+	refresh *oauth2.Config // refresh grant (TokenURL, or RefreshURL when set)
+	client  *http.Client
+}
+
+var (
+	_ oauthflow.Provider      = (*OAuth2)(nil)
+	_ oauthflow.PKCESupporter = (*OAuth2)(nil)
+	_ oauthflow.Issuerer      = (*OAuth2)(nil)
+	_ oauthflow.Revoker       = (*OAuth2)(nil)
+	_ oauthflow.DisplayNamer  = (*OAuth2)(nil)
+)
+
+// NewOAuth2 builds a provider from a plain config and the app's credentials.
+// It checks both once; the error wraps ErrInvalidConfig.
+func NewOAuth2(cfg Config, c Credentials, opts ...Option) (*OAuth2, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := c.validate(cfg.ID); err != nil {
+		return nil, err
+	}
+	o := collect(opts)
+	cfg = cloneConfig(cfg)
+	if o.scopes != nil {
+		cfg.Scopes = o.scopes
+	}
+	if cfg.DisplayName == "" {
+		cfg.DisplayName = cfg.ID
+	}
+	refreshURL := cfg.TokenURL
+	if cfg.RefreshURL != "" {
+		refreshURL = cfg.RefreshURL
+	}
+	return &OAuth2{
+		cfg:     cfg,
+		token:   oauthConfig(cfg, c, cfg.TokenURL),
+		refresh: oauthConfig(cfg, c, refreshURL),
+		client:  o.client,
+	}, nil
+}
+
+// oauthConfig maps cfg to x/oauth2. A public client (no secret) always sends
+// client_id in the form: an HTTP Basic header with an empty password is
+// refused by servers that registered the client for "none".
+func oauthConfig(cfg Config, c Credentials, tokenURL string) *oauth2.Config {
+	style := cfg.AuthStyle.oauth2()
+	if c.ClientSecret == "" {
+		style = oauth2.AuthStyleInParams
+	}
+	return &oauth2.Config{
+		ClientID:     c.ClientID,
+		ClientSecret: c.ClientSecret,
+		RedirectURL:  c.RedirectURL,
+		Endpoint: oauth2.Endpoint{
+			AuthURL:   cfg.AuthURL,
+			TokenURL:  tokenURL,
+			AuthStyle: style,
+		},
+	}
+}
+
+func cloneConfig(c Config) Config {
+	c.Scopes = slices.Clone(c.Scopes)
+	c.TokenTypes = slices.Clone(c.TokenTypes)
+	c.AuthParams = maps.Clone(c.AuthParams)
+	return c
+}
+
+// ProviderID returns the provider's ID ("github").
+func (p *OAuth2) ProviderID() string { return p.cfg.ID }
+
+// DisplayName returns the provider's human name ("GitHub").
+func (p *OAuth2) DisplayName() string { return p.cfg.DisplayName }
+
+// DefaultScopes returns a copy of the scopes used when none are requested.
+func (p *OAuth2) DefaultScopes() []string { return slices.Clone(p.cfg.Scopes) }
+
+// SupportsPKCE reports whether the caller should send a PKCE S256 challenge.
+// It is true unless the provider is known not to accept PKCE.
+func (p *OAuth2) SupportsPKCE() bool { return p.cfg.PKCE != PKCEUnsupported }
+
+// RequiresPKCE reports whether the provider refuses a flow without PKCE (X).
+func (p *OAuth2) RequiresPKCE() bool { return p.cfg.PKCE == PKCERequired }
+
+// Issuer returns the RFC 9207 issuer the authorization response must carry
+// as "iss", or "" when the provider does not send one.
+func (p *OAuth2) Issuer() string { return p.cfg.Issuer }
+
+// Config returns a copy of the provider's configuration.
+func (p *OAuth2) Config() Config { return cloneConfig(p.cfg) }
+
+// BuildAuthURL returns the authorize URL. Empty scopes mean DefaultScopes;
+// scopes are joined with the provider's separator into one parameter. The
+// provider's extra parameters (AuthParams) come next and opts last, so a
+// caller can override them. PKCE is the caller's choice: pass
+// oauth2.S256ChallengeOption(verifier) when SupportsPKCE is true.
+func (p *OAuth2) BuildAuthURL(scopes []string, state string, opts ...oauth2.AuthCodeOption) string {
+	all := make([]oauth2.AuthCodeOption, 0, 1+len(p.cfg.AuthParams)+len(opts))
+	if len(scopes) == 0 {
+		scopes = p.cfg.Scopes
+	}
+	if len(scopes) > 0 {
+		all = append(all, oauth2.SetAuthURLParam(p.scopeParam(), strings.Join(scopes, p.cfg.separator())))
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.cfg.AuthParams)) {
+		all = append(all, oauth2.SetAuthURLParam(k, p.cfg.AuthParams[k]))
+	}
+	return p.token.AuthCodeURL(state, append(all, opts...)...)
+}
+
+func (p *OAuth2) scopeParam() string {
+	if p.cfg.UserToken && p.cfg.UserScopeParam != "" {
+		return p.cfg.UserScopeParam
+	}
+	return "scope"
+}
+
+// ExchangeCode trades an authorization code for tokens. opts carry extra
+// token request parameters, typically oauth2.VerifierOption(verifier).
+// Every failure is a *oauthflow.ProviderError; when the provider answered,
+// its Err is the *oauth2.RetrieveError where x/oauth2 produced one.
+func (p *OAuth2) ExchangeCode(ctx context.Context, code string, opts ...oauth2.AuthCodeOption) (*oauthflow.TokenSet, error) {
+	if code == "" {
+		return nil, fmt.Errorf("%w: empty authorization code", oauthflow.ErrInvalidArgument)
+	}
+	ctx, w := p.wire(ctx)
+	_, err := p.token.Exchange(ctx, code, opts...)
+	return p.result(w, err)
+}
+
+// RefreshToken uses a refresh token. When the provider answers without a new
+// refresh token the returned RefreshToken is "" and the caller keeps the old one.
+func (p *OAuth2) RefreshToken(ctx context.Context, refreshToken string) (*oauthflow.TokenSet, error) {
+	if refreshToken == "" {
+		return nil, fmt.Errorf("%w: empty refresh token", oauthflow.ErrInvalidArgument)
+	}
+	ctx, w := p.wire(ctx)
+	_, err := p.refresh.TokenSource(ctx, &oauth2.Token{RefreshToken: refreshToken}).Token()
+	return p.result(w, err)
+}
+
+// wire installs a per-call client that records the token endpoint's answer,
+// so this package, not x/oauth2, decides what the answer means.
+func (p *OAuth2) wire(ctx context.Context) (context.Context, *recorder) {
+	w := &recorder{base: transport(p.client), jsonBody: p.cfg.JSONTokenRequest}
+	c := &http.Client{Transport: w, Timeout: p.client.Timeout, Jar: p.client.Jar, CheckRedirect: p.client.CheckRedirect}
+	return context.WithValue(ctx, oauth2.HTTPClient, c), w
+}
+
+func (p *OAuth2) result(w *recorder, libErr error) (*oauthflow.TokenSet, error) {
+	if w.last == nil {
+		if libErr == nil {
+			libErr = ErrMalformedResponse
+		}
+		return nil, &oauthflow.ProviderError{ProviderID: p.cfg.ID, Err: libErr}
+	}
+	return p.parse(w.last, libErr)
+}

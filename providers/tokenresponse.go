@@ -1,0 +1,212 @@
+package providers
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/oauthflow/oauthflow"
+)
+
+// tokenResponse is an RFC 6749 §5.1/§5.2 answer plus the quirks of the
+// catalog: Slack's "ok" flag and nested user token, expires_in as a string,
+// scope as an array (Twitch).
+type tokenResponse struct {
+	AccessToken      string     `json:"access_token"`
+	TokenType        string     `json:"token_type"`
+	RefreshToken     string     `json:"refresh_token"`
+	ExpiresIn        flexInt    `json:"expires_in"`
+	Scope            flexScope  `json:"scope"`
+	Error            flexString `json:"error"`
+	ErrorDescription flexString `json:"error_description"`
+	ErrorURI         flexString `json:"error_uri"`
+	OK               *bool      `json:"ok"` // Slack: false on every failure, with HTTP 200
+	nested           map[string]json.RawMessage
+}
+
+// parse turns the token endpoint's answer into a TokenSet or a ProviderError.
+// libErr is what x/oauth2 made of the same answer; it rides along as Err.
+func (p *OAuth2) parse(a *answer, libErr error) (*oauthflow.TokenSet, error) {
+	tr, err := decodeTokenResponse(a)
+	if err != nil {
+		return nil, p.fail(a, nil, joinErr(err, libErr))
+	}
+	if failed(a.status, tr) {
+		return nil, p.fail(a, tr, libErr)
+	}
+	tok, err := p.pick(tr)
+	if err != nil {
+		return nil, p.fail(a, nil, err)
+	}
+	if tok.AccessToken == "" {
+		return nil, p.fail(a, nil, ErrNoAccessToken)
+	}
+	if !p.cfg.acceptsTokenType(tok.TokenType) {
+		return nil, p.fail(a, nil, fmt.Errorf("%w %q", ErrTokenType, tok.TokenType))
+	}
+	return &oauthflow.TokenSet{
+		AccessToken:  tok.AccessToken,
+		RefreshToken: tok.RefreshToken,
+		ExpiresIn:    int64(tok.ExpiresIn),
+		Scope:        tok.Scope.normalize(p.cfg.separator()),
+	}, nil
+}
+
+// failed: a non-2xx status, an "error" field (GitHub and Slack send HTTP 200
+// with one), or Slack's ok:false.
+func failed(status int, tr *tokenResponse) bool {
+	return status < 200 || status > 299 || tr.Error != "" || (tr.OK != nil && !*tr.OK)
+}
+
+func (p *OAuth2) fail(a *answer, tr *tokenResponse, err error) *oauthflow.ProviderError {
+	pe := &oauthflow.ProviderError{ProviderID: p.cfg.ID, StatusCode: a.status, Err: err}
+	if tr != nil {
+		pe.Code, pe.Description, pe.URI = string(tr.Error), string(tr.ErrorDescription), string(tr.ErrorURI)
+	}
+	if pe.Code == "" && pe.Err == nil {
+		pe.Err = ErrMalformedResponse // Slack ok:false without an error name
+	}
+	return pe
+}
+
+// pick chooses the top-level token or the nested user token (Slack). The
+// nested one wins when UserToken is set, or when there is no top-level token
+// (a Slack install that asked for user scopes only).
+func (p *OAuth2) pick(tr *tokenResponse) (*tokenResponse, error) {
+	if p.cfg.UserTokenField == "" {
+		return tr, nil
+	}
+	raw, ok := tr.nested[p.cfg.UserTokenField]
+	if !ok || (!p.cfg.UserToken && tr.AccessToken != "") {
+		return tr, nil
+	}
+	var user tokenResponse
+	if err := json.Unmarshal(raw, &user); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrMalformedResponse, p.cfg.UserTokenField, err)
+	}
+	if user.AccessToken == "" {
+		return tr, nil
+	}
+	return &user, nil
+}
+
+func decodeTokenResponse(a *answer) (*tokenResponse, error) {
+	media, _, _ := mime.ParseMediaType(a.contentType)
+	if media == "application/x-www-form-urlencoded" || media == "text/plain" {
+		return decodeForm(a.body)
+	}
+	var tr tokenResponse
+	if err := json.Unmarshal(a.body, &tr); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMalformedResponse, err)
+	}
+	if err := json.Unmarshal(a.body, &tr.nested); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMalformedResponse, err)
+	}
+	return &tr, nil
+}
+
+// decodeForm reads the form-encoded answer GitHub sends without an Accept header.
+func decodeForm(body []byte) (*tokenResponse, error) {
+	v, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMalformedResponse, err)
+	}
+	n, err := parseSeconds(v.Get("expires_in"))
+	if err != nil {
+		return nil, err
+	}
+	return &tokenResponse{
+		AccessToken:      v.Get("access_token"),
+		TokenType:        v.Get("token_type"),
+		RefreshToken:     v.Get("refresh_token"),
+		ExpiresIn:        flexInt(n),
+		Scope:            flexScope(v.Get("scope")),
+		Error:            flexString(v.Get("error")),
+		ErrorDescription: flexString(v.Get("error_description")),
+		ErrorURI:         flexString(v.Get("error_uri")),
+	}, nil
+}
+
+func joinErr(err, libErr error) error {
+	if libErr == nil {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", err, libErr)
+}
+
+// flexInt is expires_in: a JSON number or a string holding one (PayPal,
+// some Microsoft endpoints). Absent, null, empty or negative is 0.
+type flexInt int64
+
+func (f *flexInt) UnmarshalJSON(b []byte) error {
+	s := strings.Trim(string(bytes.TrimSpace(b)), `"`)
+	if s == "null" {
+		s = ""
+	}
+	n, err := parseSeconds(s)
+	*f = flexInt(n)
+	return err
+}
+
+func parseSeconds(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(s, 64)
+		if ferr != nil || f > 1<<53 {
+			return 0, fmt.Errorf("%w: expires_in %q", ErrMalformedResponse, s)
+		}
+		n = int64(f)
+	}
+	return max(n, 0), nil
+}
+
+// flexScope is the granted scope: a string, or an array of strings (Twitch).
+type flexScope string
+
+func (f *flexScope) UnmarshalJSON(b []byte) error {
+	var list []string
+	if json.Unmarshal(b, &list) == nil {
+		*f = flexScope(strings.Join(list, " "))
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil && string(b) != "null" {
+		return err
+	}
+	*f = flexScope(s)
+	return nil
+}
+
+// normalize returns the scope as an RFC 6749 space-separated list, whatever
+// separator the provider uses (Shopify and Strava use commas).
+func (f flexScope) normalize(sep string) string {
+	s := string(f)
+	if sep != " " {
+		s = strings.ReplaceAll(s, sep, " ")
+	}
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// flexString accepts a JSON string; any other non-null value keeps its raw
+// text, so an error object still counts as an error.
+type flexString string
+
+func (f *flexString) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		*f = flexString(s)
+		return nil
+	}
+	if t := string(bytes.TrimSpace(b)); t != "null" && t != "false" {
+		*f = flexString(t)
+	}
+	return nil
+}
