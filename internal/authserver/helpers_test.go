@@ -130,7 +130,8 @@ type answer struct {
 type clientAuth struct {
 	id, secret string
 	basic      bool // client_secret_basic, else client_secret_post (or none without secret)
-	rawBasic   bool // put the credentials in the header without form-encoding them
+	rawBasic   bool   // put the credentials in the header without form-encoding them
+	header     string // an Authorization header to send instead
 }
 
 var (
@@ -168,6 +169,8 @@ func newPost(t testing.TB, endpoint string, auth clientAuth, form url.Values) *h
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	switch {
+	case auth.header != "":
+		req.Header.Set("Authorization", auth.header)
 	case auth.rawBasic:
 		req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(auth.id+":"+auth.secret)))
 	case auth.basic:
