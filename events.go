@@ -1,0 +1,104 @@
+package oauthflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"golang.org/x/oauth2"
+)
+
+// EventKind names what happened to a user's connection to a provider.
+type EventKind string
+
+// The events a host app hears through its EventHook.
+const (
+	EventTokensStored    EventKind = "tokens_stored"    // a sign-in or StoreTokens wrote tokens
+	EventTokensRefreshed EventKind = "tokens_refreshed" // a refresh succeeded
+	EventRefreshFailed   EventKind = "refresh_failed"   // a refresh failed; GrantDead says whether the connection is gone
+	EventTokensDeleted   EventKind = "tokens_deleted"   // DeleteTokens removed the record
+	EventRevokeFailed    EventKind = "revoke_failed"    // DeleteTokens could not revoke at the provider (the record is deleted anyway)
+	EventConnected       EventKind = "connected"        // a sign-in flow completed
+	EventFlowFailed      EventKind = "flow_failed"      // a sign-in flow ended without tokens
+)
+
+// Event is one thing that happened; Err says why for the failures.
+type Event struct {
+	Kind       EventKind
+	UserID     string
+	ProviderID string
+	RunID      string // the sign-in run, for flow events
+	Err        error
+	GrantDead  bool // the provider said the grant is gone: the user must sign in again
+	Time       time.Time
+}
+
+// EventHook receives events synchronously; it should return quickly. A panic in
+// the hook is recovered and logged.
+type EventHook func(ctx context.Context, e Event)
+
+// notifier sends events to the hook and the log; the zero value only logs nothing.
+type notifier struct {
+	hook EventHook
+	log  *slog.Logger
+	now  func() time.Time
+}
+
+func (n notifier) emit(ctx context.Context, e Event) {
+	if e.Time.IsZero() && n.now != nil {
+		e.Time = n.now()
+	}
+	if n.log != nil {
+		n.log.LogAttrs(ctx, eventLevel(e), "oauthflow: "+string(e.Kind), eventAttrs(e)...)
+	}
+	if n.hook == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil && n.log != nil {
+			n.log.Error("oauthflow: event hook panicked", slog.String("event", string(e.Kind)),
+				slog.String("panic", fmt.Sprint(r)))
+		}
+	}()
+	n.hook(ctx, e)
+}
+
+func eventLevel(e Event) slog.Level {
+	if e.Err != nil {
+		return slog.LevelWarn
+	}
+	return slog.LevelInfo
+}
+
+// eventAttrs never carries a token, a code, a verifier or a secret: only IDs and
+// the error, whose text comes from our own wrapping and the provider's error code.
+func eventAttrs(e Event) []slog.Attr {
+	attrs := []slog.Attr{slog.String("user", e.UserID), slog.String("provider", e.ProviderID)}
+	if e.RunID != "" {
+		attrs = append(attrs, slog.String("run", e.RunID))
+	}
+	if e.Err != nil {
+		attrs = append(attrs, slog.String("error", logSafeError(e.Err)), slog.Bool("grant_dead", e.GrantDead))
+	}
+	return attrs
+}
+
+// logSafeError describes err for a log line. A provider's answer is reduced to its
+// status and RFC 6749 error code: a raw response body is never logged.
+func logSafeError(err error) string {
+	var pe *ProviderError
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("provider %s answered HTTP %d %s", pe.ProviderID, pe.StatusCode, pe.Code)
+	}
+	var re *oauth2.RetrieveError
+	if errors.As(err, &re) {
+		status := 0
+		if re.Response != nil {
+			status = re.Response.StatusCode
+		}
+		return fmt.Sprintf("provider answered HTTP %d %s", status, re.ErrorCode)
+	}
+	return err.Error()
+}

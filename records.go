@@ -1,0 +1,193 @@
+package oauthflow
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Records are strict JSON: unknown fields are refused, as SPEC requires.
+// StoredTokens is read on every API call, so its decoder has a fast path for the
+// exact form encodeStoredTokens writes (plain ASCII strings, no escapes) and falls
+// back to encoding/json for anything else; both accept and refuse the same inputs
+// (FuzzDecodeStoredTokens checks that).
+
+func encodeStoredTokens(t StoredTokens) []byte {
+	b, _ := json.Marshal(t) // a struct of strings and an int cannot fail to marshal
+	return b
+}
+
+// decodeStoredTokens decodes a stored token record, wrapping ErrCorruptRecord on
+// anything that is not exactly one valid record.
+func decodeStoredTokens(b []byte) (StoredTokens, error) {
+	if t, ok := fastDecodeStoredTokens(b); ok {
+		return t, nil
+	}
+	var raw struct {
+		AccessToken  *string `json:"accessToken"`
+		RefreshToken *string `json:"refreshToken"`
+		ExpiresAt    *int64  `json:"expiresAt"`
+		Scope        *string `json:"scope"`
+	}
+	if err := strictUnmarshal(b, &raw); err != nil {
+		return StoredTokens{}, err
+	}
+	if raw.AccessToken == nil || raw.ExpiresAt == nil || raw.Scope == nil {
+		return StoredTokens{}, fmt.Errorf("%w: token record lacks accessToken, expiresAt or scope", ErrCorruptRecord)
+	}
+	t := StoredTokens{AccessToken: *raw.AccessToken, ExpiresAt: *raw.ExpiresAt, Scope: *raw.Scope}
+	if raw.RefreshToken != nil {
+		t.RefreshToken = *raw.RefreshToken
+	}
+	return t, nil
+}
+
+// strictUnmarshal decodes exactly one JSON value into v, refusing unknown fields
+// and trailing data.
+func strictUnmarshal(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %w", ErrCorruptRecord, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: trailing data after the record", ErrCorruptRecord)
+	}
+	return nil
+}
+
+// tokenView is a token record parsed in place: its strings still point into the
+// stored bytes, so the hot path turns only the access token into a string.
+type tokenView struct {
+	access, refresh, scope []byte
+	expiresAt              int64
+}
+
+func (v tokenView) tokens() StoredTokens {
+	return StoredTokens{AccessToken: string(v.access), RefreshToken: string(v.refresh),
+		ExpiresAt: v.expiresAt, Scope: string(v.scope)}
+}
+
+// fastDecodeStoredTokens parses {"accessToken":"…","refreshToken":"…","expiresAt":N,"scope":"…"}
+// with the fields in that order, refreshToken optional, no white space, and strings
+// of ASCII without escapes or control bytes. Anything else returns ok=false.
+func fastDecodeStoredTokens(b []byte) (StoredTokens, bool) {
+	v, ok := fastParseStoredTokens(b)
+	if !ok {
+		return StoredTokens{}, false
+	}
+	return v.tokens(), true
+}
+
+func fastParseStoredTokens(b []byte) (v tokenView, ok bool) {
+	p := fastParser{b: b, ok: true}
+	p.lit(`{"accessToken":`)
+	v.access = p.str()
+	if p.peekLit(`,"refreshToken":`) {
+		v.refresh = p.str()
+	}
+	p.lit(`,"expiresAt":`)
+	v.expiresAt = p.int()
+	p.lit(`,"scope":`)
+	v.scope = p.str()
+	p.lit(`}`)
+	return v, p.ok && p.i == len(p.b)
+}
+
+// parseTokenView is fastParseStoredTokens with the strict decoder behind it.
+func parseTokenView(b []byte) (tokenView, error) {
+	if v, ok := fastParseStoredTokens(b); ok {
+		return v, nil
+	}
+	t, err := decodeStoredTokens(b)
+	if err != nil {
+		return tokenView{}, err
+	}
+	return tokenView{access: []byte(t.AccessToken), refresh: []byte(t.RefreshToken),
+		scope: []byte(t.Scope), expiresAt: t.ExpiresAt}, nil
+}
+
+type fastParser struct {
+	b  []byte
+	i  int
+	ok bool
+}
+
+func (p *fastParser) lit(s string) {
+	if !p.ok || !bytes.HasPrefix(p.b[p.i:], []byte(s)) {
+		p.ok = false
+		return
+	}
+	p.i += len(s)
+}
+
+func (p *fastParser) peekLit(s string) bool {
+	if p.ok && bytes.HasPrefix(p.b[p.i:], []byte(s)) {
+		p.i += len(s)
+		return true
+	}
+	return false
+}
+
+func (p *fastParser) str() []byte {
+	if !p.ok || p.i >= len(p.b) || p.b[p.i] != '"' {
+		p.ok = false
+		return nil
+	}
+	start := p.i + 1
+	for j := start; j < len(p.b); j++ {
+		c := p.b[j]
+		if c == '"' {
+			p.i = j + 1
+			return p.b[start:j:j]
+		}
+		if c < 0x20 || c >= 0x80 || c == '\\' {
+			break // escapes, control or non-ASCII bytes: leave them to encoding/json
+		}
+	}
+	p.ok = false
+	return nil
+}
+
+func (p *fastParser) int() int64 {
+	if !p.ok {
+		return 0
+	}
+	j := p.i
+	if j < len(p.b) && p.b[j] == '-' {
+		j++
+	}
+	digits := j
+	for j < len(p.b) && p.b[j] >= '0' && p.b[j] <= '9' {
+		j++
+	}
+	// JSON forbids leading zeros; leave "-0", "01" and friends to encoding/json.
+	if j == digits || j-digits > 18 || (p.b[digits] == '0' && j-digits > 1) || string(p.b[p.i:j]) == "-0" {
+		p.ok = false
+		return 0
+	}
+	var n int64
+	for _, c := range p.b[digits:j] {
+		n = n*10 + int64(c-'0') // at most 18 digits: no overflow
+	}
+	if digits > p.i {
+		n = -n
+	}
+	p.i = j
+	return n
+}
+
+func encodeSession(s Session) ([]byte, error) { return json.Marshal(s) }
+
+func decodeSession(b []byte) (*Session, error) {
+	var s Session
+	if err := strictUnmarshal(b, &s); err != nil {
+		return nil, err
+	}
+	if s.UserID == "" || s.Provider == "" {
+		return nil, fmt.Errorf("%w: session lacks userId or provider", ErrCorruptRecord)
+	}
+	return &s, nil
+}

@@ -1,0 +1,75 @@
+package oauthflow
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"sync"
+)
+
+// Registry holds the providers a host app registered. It is safe for concurrent use.
+type Registry struct {
+	mu        sync.RWMutex
+	providers map[string]Provider
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{providers: make(map[string]Provider)} }
+
+// providerIDPattern keeps IDs safe inside "oauth:{userId}:{providerId}" keys:
+// no ':' means a user ID can never make one user's key collide with another's.
+var providerIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// Register adds p. It fails on a nil provider, an invalid or empty ID, or an ID
+// that is already registered.
+func (r *Registry) Register(p Provider) (err error) {
+	if isNil(p) {
+		return invalidArg("nil provider")
+	}
+	defer recoverInto(&err, "provider ID")
+	id := p.ProviderID()
+	if !providerIDPattern.MatchString(id) {
+		return invalidArg("provider ID %q: want 1-64 of [A-Za-z0-9._-], starting with a letter or digit", id)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.providers == nil {
+		r.providers = make(map[string]Provider)
+	}
+	if _, dup := r.providers[id]; dup {
+		return fmt.Errorf("%w: provider %q is already registered", ErrInvalidArgument, id)
+	}
+	r.providers[id] = p
+	return nil
+}
+
+// Get returns the provider registered as id, or ErrUnknownProvider.
+func (r *Registry) Get(id string) (Provider, error) {
+	r.mu.RLock()
+	p, ok := r.providers[id]
+	r.mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownProvider, id)
+	}
+	return p, nil
+}
+
+// Has reports whether a provider is registered as id.
+func (r *Registry) Has(id string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, ok := r.providers[id]
+	return ok
+}
+
+// IDs returns the registered provider IDs, sorted.
+func (r *Registry) IDs() []string {
+	r.mu.RLock()
+	ids := make([]string, 0, len(r.providers))
+	for id := range r.providers {
+		ids = append(ids, id)
+	}
+	r.mu.RUnlock()
+	sort.Strings(ids)
+	return ids
+}

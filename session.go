@@ -1,0 +1,111 @@
+package oauthflow
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// DefaultSessionTTL is how long a pending sign-in waits for its callback (SPEC: 10 minutes).
+const DefaultSessionTTL = 10 * time.Minute
+
+// maxStateLen bounds the state tokens accepted from a request; ours are 43 bytes.
+const maxStateLen = 512
+
+// SessionService keeps pending sign-ins under their state, each usable once.
+type SessionService struct {
+	kv  KV
+	ttl time.Duration
+	now func() time.Time
+}
+
+// SessionOption configures a SessionService.
+type SessionOption func(*SessionService)
+
+// WithSessionTTL sets how long a pending sign-in lives.
+func WithSessionTTL(d time.Duration) SessionOption {
+	return func(s *SessionService) {
+		if d > 0 {
+			s.ttl = d
+		}
+	}
+}
+
+// WithSessionClock sets the clock used to stamp sessions.
+func WithSessionClock(now func() time.Time) SessionOption {
+	return func(s *SessionService) {
+		if now != nil {
+			s.now = now
+		}
+	}
+}
+
+// NewSessionService returns a SessionService over kv.
+func NewSessionService(kv KV, opts ...SessionOption) *SessionService {
+	s := &SessionService{kv: kv, ttl: DefaultSessionTTL, now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+func sessionKey(state string) string { return "oauth:session:" + state }
+
+func checkState(state string) error {
+	if state == "" || len(state) > maxStateLen {
+		return invalidArg("state must be 1 to %d bytes", maxStateLen)
+	}
+	return nil
+}
+
+// Register stores s as the pending sign-in for state. A state is registered once:
+// registering it again fails rather than replace a live sign-in.
+func (ss *SessionService) Register(ctx context.Context, state string, s Session) error {
+	if err := checkState(state); err != nil {
+		return err
+	}
+	if s.UserID == "" || s.Provider == "" {
+		return invalidArg("session needs a userId and a provider")
+	}
+	if s.CreatedAt == 0 {
+		s.CreatedAt = ss.now().UnixMilli()
+	}
+	b, err := encodeSession(s)
+	if err != nil {
+		return invalidArg("session: %w", err)
+	}
+	ok, err := ss.kv.SetNX(ctxOrBackground(ctx), sessionKey(state), b, ss.ttl)
+	if err != nil {
+		return storeErr("register session", err)
+	}
+	if !ok {
+		return invalidArg("state is already registered")
+	}
+	return nil
+}
+
+// Consume returns the session registered under state and removes it in one atomic
+// step: of any number of concurrent callers, exactly one gets it. An unknown,
+// expired or used state is ErrSessionNotFound; a store failure is ErrStoreUnavailable.
+func (ss *SessionService) Consume(ctx context.Context, state string) (*Session, error) {
+	return ss.take(ctx, state, ss.kv.GetDel)
+}
+
+// Peek returns the session registered under state without consuming it.
+func (ss *SessionService) Peek(ctx context.Context, state string) (*Session, error) {
+	return ss.take(ctx, state, ss.kv.Get)
+}
+
+func (ss *SessionService) take(ctx context.Context, state string, read func(context.Context, string) ([]byte, error)) (*Session, error) {
+	if err := checkState(state); err != nil {
+		return nil, ErrSessionNotFound
+	}
+	b, err := read(ctxOrBackground(ctx), sessionKey(state))
+	if errors.Is(err, ErrNotFound) {
+		return nil, ErrSessionNotFound
+	}
+	if err != nil {
+		return nil, storeErr("read session", err)
+	}
+	return decodeSession(b)
+}
