@@ -129,7 +129,7 @@ type answer struct {
 // clientAuth says how a test authenticates its client.
 type clientAuth struct {
 	id, secret string
-	basic      bool // client_secret_basic, else client_secret_post (or none without secret)
+	basic      bool   // client_secret_basic, else client_secret_post (or none without secret)
 	rawBasic   bool   // put the credentials in the header without form-encoding them
 	header     string // an Authorization header to send instead
 }

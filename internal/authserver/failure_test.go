@@ -1,0 +1,139 @@
+package authserver_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/oauthflow/oauthflow/internal/authserver"
+	"golang.org/x/oauth2"
+)
+
+func TestScriptedFailures(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		failure authserver.Failure
+		status  int
+		code    string
+	}{
+		{"503", authserver.Failure{Status: 503}, 503, "temporarily_unavailable"},
+		{"500", authserver.Failure{Status: 500}, 500, "server_error"},
+		{"invalid_grant", authserver.Failure{Error: "invalid_grant", Description: "scripted"}, 400, "invalid_grant"},
+		{"invalid_client", authserver.Failure{Error: "invalid_client"}, 401, "invalid_client"},
+		{"200 with an error field", authserver.Failure{Status: 200, Error: "invalid_grant"}, 200, "invalid_grant"},
+		{"raw body", authserver.Failure{Status: 502, Body: `{"error":"bad_gateway"}`}, 502, "bad_gateway"},
+		{"short delay, then an error", authserver.Failure{Delay: time.Millisecond, Status: 503}, 503, "temporarily_unavailable"},
+		{"for the code grant", authserver.Failure{Grant: authserver.GrantAuthorizationCode, Error: "invalid_grant"}, 400, "invalid_grant"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := start(t, authserver.Options{})
+			verifier := oauth2.GenerateVerifier()
+			code := getCode(t, srv, authParams(verifier))
+			srv.FailNext(tt.failure)
+
+			wantError(t, exchange(t, srv, confidential, code, verifier), tt.status, tt.code)
+			// The failure is used once, and the code it blocked still works.
+			wantStatus(t, exchange(t, srv, confidential, code, verifier), http.StatusOK)
+			if st := srv.Stats(); st.CodeRequests != 2 || st.CodesExchanged != 1 {
+				t.Fatalf("stats %+v", st)
+			}
+		})
+	}
+}
+
+func TestScriptedFailureForRefreshOnly(t *testing.T) {
+	t.Parallel()
+	srv := start(t, authserver.Options{})
+	srv.FailNext(authserver.Failure{Grant: authserver.GrantRefreshToken, Error: "invalid_grant"})
+	a := signIn(t, srv) // the code grant passes the refresh failure by
+	wantError(t, refresh(t, srv, confidential, a.RefreshToken), http.StatusBadRequest, "invalid_grant")
+	wantStatus(t, refresh(t, srv, confidential, a.RefreshToken), http.StatusOK)
+}
+
+func TestScriptedFailuresInOrder(t *testing.T) {
+	t.Parallel()
+	srv := start(t, authserver.Options{})
+	srv.FailNext(authserver.Failure{Status: 503}, authserver.Failure{Status: 500})
+	srv.FailNext(authserver.Failure{Error: "invalid_grant"})
+	var got []int
+	for range 4 {
+		got = append(got, refresh(t, srv, confidential, "x").Status)
+	}
+	want := []int{503, 500, 400, 400}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("statuses %v, want %v", got, want)
+		}
+	}
+	if a := refresh(t, srv, confidential, "x"); a.Description == "" {
+		t.Fatalf("the queue should be empty, got %v", a.Raw)
+	}
+}
+
+func TestScriptedDelay(t *testing.T) {
+	t.Parallel()
+	srv := start(t, authserver.Options{})
+	a := signIn(t, srv)
+
+	// A delay the client does not wait for: the client gets its own error, and the
+	// refresh token is not used.
+	srv.FailNext(authserver.Failure{Delay: time.Hour})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	req := newPost(t, srv.TokenURL(), confidential, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {a.RefreshToken}})
+	_, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want DeadlineExceeded", err)
+	}
+	// A delay alone, then a normal answer.
+	srv.FailNext(authserver.Failure{Delay: time.Millisecond})
+	wantStatus(t, refresh(t, srv, confidential, a.RefreshToken), http.StatusOK)
+	if st := srv.Stats(); st.Refreshes != 1 || st.RefreshRequests != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestDelayEndsOnClose(t *testing.T) {
+	t.Parallel()
+	srv := authserver.Start(authserver.Options{})
+	srv.FailNext(authserver.Failure{Delay: time.Hour})
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.PostForm(srv.TokenURL(), url.Values{"grant_type": {"refresh_token"}})
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	for srv.Stats().TokenRequests == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	srv.Close() // returns only once the delayed request has been answered
+	<-done
+}
+
+func TestOnTokenHook(t *testing.T) {
+	t.Parallel()
+	var refreshes atomic.Int64
+	srv := start(t, authserver.Options{OnToken: func(grant string) *authserver.Failure {
+		if grant == authserver.GrantRefreshToken && refreshes.Add(1) <= 2 {
+			return &authserver.Failure{Status: http.StatusBadGateway}
+		}
+		return nil
+	}})
+	a := signIn(t, srv)
+	srv.FailNext(authserver.Failure{Error: "invalid_grant"}) // the queue goes first
+	wantError(t, refresh(t, srv, confidential, a.RefreshToken), 400, "invalid_grant")
+	wantError(t, refresh(t, srv, confidential, a.RefreshToken), 502, "server_error")
+	wantError(t, refresh(t, srv, confidential, a.RefreshToken), 502, "server_error")
+	wantStatus(t, refresh(t, srv, confidential, a.RefreshToken), http.StatusOK)
+}
