@@ -67,8 +67,8 @@ func (p *OAuth2) fail(a *answer, tr *tokenResponse, err error) *oauthflow.Provid
 	if tr != nil {
 		pe.Code, pe.Description, pe.URI = string(tr.Error), string(tr.ErrorDescription), string(tr.ErrorURI)
 	}
-	if pe.Code == "" && pe.Err == nil {
-		pe.Err = ErrMalformedResponse // Slack ok:false without an error name
+	if pe.Code == "" && (pe.Err == nil || tr != nil && tr.OK != nil) {
+		pe.Err = joinErr(ErrMalformedResponse, err) // e.g. Slack ok:false without an error name
 	}
 	return pe
 }
