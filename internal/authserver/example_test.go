@@ -1,0 +1,80 @@
+package authserver_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/oauthflow/oauthflow/internal/authserver"
+	"golang.org/x/oauth2"
+)
+
+// A test plays the provider with Start, signs in with golang.org/x/oauth2 and calls
+// the protected demo API; FailNext scripts the next refresh to fail.
+func Example() {
+	srv := authserver.Start(authserver.Options{AccessTokenTTL: time.Minute, RotateRefreshTokens: true})
+	defer srv.Close()
+
+	cfg := &oauth2.Config{
+		ClientID:     authserver.DefaultClientID,
+		ClientSecret: authserver.DefaultClientSecret,
+		Endpoint:     oauth2.Endpoint{AuthURL: srv.AuthURL(), TokenURL: srv.TokenURL()},
+		RedirectURL:  "http://127.0.0.1:8080/api/v1/oauth/callback",
+		Scopes:       []string{"read"},
+	}
+	verifier := oauth2.GenerateVerifier()
+	authURL := cfg.AuthCodeURL("state-1", oauth2.S256ChallengeOption(verifier))
+
+	// The server consents at once and redirects to the client with a code.
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Get(authURL)
+	if err != nil {
+		panic(err)
+	}
+	resp.Body.Close()
+	redirect, _ := url.Parse(resp.Header.Get("Location"))
+	fmt.Println("state:", redirect.Query().Get("state"))
+
+	ctx := context.Background()
+	tok, err := cfg.Exchange(ctx, redirect.Query().Get("code"), oauth2.VerifierOption(verifier))
+	if err != nil {
+		panic(err)
+	}
+	api, err := cfg.Client(ctx, tok).Get(srv.APIURL())
+	if err != nil {
+		panic(err)
+	}
+	body, _ := io.ReadAll(api.Body)
+	api.Body.Close()
+	fmt.Printf("GET /api/me: %d %s", api.StatusCode, body)
+
+	srv.FailNext(authserver.Failure{Grant: authserver.GrantRefreshToken, Error: "invalid_grant"})
+	tok.Expiry = time.Now().Add(-time.Second)
+	_, err = cfg.TokenSource(ctx, tok).Token()
+	fmt.Println("refresh fails:", err != nil)
+	fmt.Printf("codes exchanged: %d, refresh requests: %d\n", srv.Stats().CodesExchanged, srv.Stats().RefreshRequests)
+	// Output:
+	// state: state-1
+	// GET /api/me: 200 {"user":"demo-user","scope":"read","repos":[{"name":"hello-world","full_name":"demo-user/hello-world","private":false,"description":"My first repository"},{"name":"oauthflow-demo","full_name":"demo-user/oauthflow-demo","private":true,"description":"Signed in through the demo provider"},{"name":"dotfiles","full_name":"demo-user/dotfiles","private":false,"description":"Configuration files"}]}
+	// refresh fails: true
+	// codes exchanged: 1, refresh requests: 1
+}
+
+// In a program, the server is a handler like any other; mounted under a prefix it
+// needs its Issuer.
+func ExampleNew() {
+	srv := authserver.New(authserver.Options{
+		Issuer:      "http://127.0.0.1:8080/demo",
+		ConsentPage: true,
+	})
+	mux := http.NewServeMux()
+	mux.Handle("/demo/", http.StripPrefix("/demo", srv))
+	fmt.Println(srv.AuthURL())
+	fmt.Println(srv.TokenURL())
+	// Output:
+	// http://127.0.0.1:8080/demo/authorize
+	// http://127.0.0.1:8080/demo/token
+}
