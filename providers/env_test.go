@@ -1,0 +1,104 @@
+package providers
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func envMap(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func githubEnv() map[string]string {
+	return map[string]string{
+		"GITHUB_CLIENT_ID":          "gh-id",
+		"GITHUB_CLIENT_SECRET":      "gh-secret",
+		"GITHUB_OAUTH_REDIRECT_URI": "https://app.example/api/v1/oauth/callback",
+	}
+}
+
+func TestFromLookup(t *testing.T) {
+	t.Parallel()
+	p, err := FromLookup("github", envMap(githubEnv()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := authQuery(t, p.BuildAuthURL(nil, "s"))
+	if p.ProviderID() != "github" || q.Get("client_id") != "gh-id" || q.Get("redirect_uri") != "https://app.example/api/v1/oauth/callback" {
+		t.Errorf("provider %q query %v", p.ProviderID(), q)
+	}
+	if p.token.ClientSecret != "gh-secret" {
+		t.Error("secret not read")
+	}
+}
+
+func TestFromLookupMissing(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		id      string
+		env     func(map[string]string)
+		missing string
+	}{
+		{"client id", "github", func(m map[string]string) { delete(m, "GITHUB_CLIENT_ID") }, "GITHUB_CLIENT_ID"},
+		{"blank client id", "github", func(m map[string]string) { m["GITHUB_CLIENT_ID"] = " " }, "GITHUB_CLIENT_ID"},
+		{"secret", "github", func(m map[string]string) { delete(m, "GITHUB_CLIENT_SECRET") }, "GITHUB_CLIENT_SECRET"},
+		{"redirect", "github", func(m map[string]string) { delete(m, "GITHUB_OAUTH_REDIRECT_URI") }, "GITHUB_OAUTH_REDIRECT_URI"},
+		{"template", "keycloak", func(m map[string]string) { m["KEYCLOAK_BASE_URL"] = "https://sso.example.com" }, "KEYCLOAK_REALM"},
+		{"shop", "shopify", nil, "SHOPIFY_SHOP"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			env := map[string]string{}
+			for k, v := range githubEnv() {
+				env[strings.Replace(k, "GITHUB", EnvPrefix(tt.id), 1)] = v
+			}
+			if tt.env != nil {
+				tt.env(env)
+			}
+			_, err := FromLookup(tt.id, envMap(env))
+			if !errors.Is(err, ErrMissingEnv) || !strings.Contains(err.Error(), tt.missing) {
+				t.Fatalf("err = %v, want ErrMissingEnv naming %s", err, tt.missing)
+			}
+		})
+	}
+}
+
+func TestFromLookupParamsAndPublicClient(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"MICROSOFT_CLIENT_ID":          "ms-id",
+		"MICROSOFT_CLIENT_SECRET":      "",
+		"MICROSOFT_OAUTH_REDIRECT_URI": "https://app.example/cb",
+		"MICROSOFT_TENANT":             "contoso.onmicrosoft.com",
+	}
+	p, err := FromLookup("microsoft", envMap(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(p.Config().TokenURL, "/contoso.onmicrosoft.com/") || p.token.ClientSecret != "" {
+		t.Errorf("token URL %q secret %q", p.Config().TokenURL, p.token.ClientSecret)
+	}
+	delete(env, "MICROSOFT_TENANT")
+	if p, err = FromLookup("microsoft", envMap(env)); err != nil || !strings.Contains(p.Config().TokenURL, "/common/") {
+		t.Errorf("default tenant: %v", err)
+	}
+}
+
+func TestFromLookupUnknown(t *testing.T) {
+	t.Parallel()
+	if _, err := FromLookup("nope", envMap(nil)); err == nil || !strings.Contains(err.Error(), "nope") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestEnvPrefix(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{"github": "GITHUB", "auth0": "AUTH0", "x": "X", "my-idp.v2": "MY_IDP_V2"} {
+		if got := EnvPrefix(in); got != want {
+			t.Errorf("EnvPrefix(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
