@@ -2,6 +2,7 @@ package authserver
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"sync"
 	"time"
@@ -37,7 +38,8 @@ type Failure struct {
 	Error string
 	// Description is the error_description.
 	Description string
-	// Body, when set, is sent verbatim as the answer (Content-Type application/json).
+	// Body, when set, is sent verbatim as the answer, as application/json when it is
+	// valid JSON and as text/html otherwise (an error page from a proxy, say).
 	Body string
 }
 
@@ -47,7 +49,7 @@ func (f *Failure) replaces() bool { return f.Status != 0 || f.Error != "" || f.B
 // write answers f.
 func (f *Failure) write(w http.ResponseWriter) {
 	if f.Body != "" {
-		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Type", bodyType(f.Body))
 		w.WriteHeader(statusOr(f.Status, http.StatusOK))
 		_, _ = w.Write([]byte(f.Body))
 		return
@@ -61,6 +63,13 @@ func (f *Failure) write(w http.ResponseWriter) {
 		status = statusOr(errorCodeStatus(code), http.StatusBadRequest)
 	}
 	writeOAuthError(w, newError(status, code, f.Description))
+}
+
+func bodyType(body string) string {
+	if json.Valid([]byte(body)) {
+		return "application/json"
+	}
+	return "text/html; charset=utf-8"
 }
 
 func statusOr(status, def int) int {

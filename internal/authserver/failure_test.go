@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,6 +47,22 @@ func TestScriptedFailures(t *testing.T) {
 				t.Fatalf("stats %+v", st)
 			}
 		})
+	}
+}
+
+func TestScriptedHTMLBody(t *testing.T) {
+	t.Parallel()
+	srv := start(t, authserver.Options{})
+	srv.FailNext(authserver.Failure{Status: http.StatusBadGateway, Body: "<html>Bad Gateway</html>"})
+	resp, err := http.PostForm(srv.TokenURL(), url.Values{"grant_type": {"refresh_token"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadGateway || string(body) != "<html>Bad Gateway</html>" ||
+		!strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("got %d %q %q", resp.StatusCode, resp.Header.Get("Content-Type"), body)
 	}
 }
 

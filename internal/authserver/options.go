@@ -13,7 +13,7 @@ const (
 	DefaultPublicClientID  = "demo-public"       // public client of DefaultClients (PKCE required)
 	DefaultUser            = "demo-user"         // the signed-in user when no login_hint names one
 	DefaultAccessTokenTTL  = time.Hour           // access-token lifetime
-	DefaultRefreshTokenTTL = 30 * time.Hour * 24 // refresh-token lifetime
+	DefaultRefreshTokenTTL = 30 * 24 * time.Hour // refresh-token lifetime
 	DefaultCodeTTL         = time.Minute         // authorization-code lifetime
 )
 
