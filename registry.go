@@ -26,7 +26,11 @@ func (r *Registry) Register(p Provider) (err error) {
 	if isNil(p) {
 		return invalidArg("nil provider")
 	}
-	defer recoverInto(&err, "provider ID")
+	defer func() {
+		if r := recover(); r != nil {
+			err = invalidArg("provider's ProviderID panicked: %v", r)
+		}
+	}()
 	id := p.ProviderID()
 	if !providerIDPattern.MatchString(id) {
 		return invalidArg("provider ID %q: want 1-64 of [A-Za-z0-9._-], starting with a letter or digit", id)

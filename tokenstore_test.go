@@ -258,7 +258,8 @@ func TestTokenStoreNoUsableToken(t *testing.T) {
 func TestTokenStoreUnknownProviderKeepsRecord(t *testing.T) {
 	t.Parallel()
 	kv := oauthflow.NewMemoryKV()
-	store := oauthflow.NewTokenStore(kv, oauthflow.NewRegistry(), oauthflow.WithClock(fakeclock.New(epoch).Now))
+	store := oauthflow.NewTokenStore(kv, oauthflow.NewRegistry(), oauthflow.WithClock(fakeclock.New(epoch).Now),
+		oauthflow.WithLogger(slog.New(slog.DiscardHandler)))
 	require.NoError(t, store.StoreTokens(ctx, "u", "gone", oauthflow.StoredTokens{AccessToken: "a", RefreshToken: "r", ExpiresAt: 1, Scope: ""}))
 	_, err := store.GetValidAccessToken(ctx, "u", "gone")
 	assert.ErrorIs(t, err, oauthflow.ErrUnknownProvider)

@@ -1,0 +1,80 @@
+package oauthflow
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+func FuzzDecodeStoredTokens(f *testing.F) {
+	for _, seed := range []string{
+		`{"accessToken":"a","refreshToken":"r","expiresAt":1700000000000,"scope":"read write"}`,
+		`{"accessToken":"a","expiresAt":0,"scope":""}`,
+		`{"accessToken":"a\u00e9","expiresAt":-0,"scope":"s"}`,
+		`{"accessToken":"a","expiresAt":01,"scope":"s"}`,
+		`{"scope":"s","expiresAt":5,"accessToken":"a"}`,
+		`{"accessToken":"a","expiresAt":1,"scope":"s","x":1}`,
+		`{"accessToken":"a","expiresAt":99999999999999999999,"scope":"s"}`,
+		`{"accessToken":"a","expiresAt":1.5,"scope":"s"}`,
+		`{"accessToken":"<&>","expiresAt":1,"scope":"s"} `,
+		"{\"accessToken\":\"\x00\",\"expiresAt\":1,\"scope\":\"s\"}",
+		`null`, ``, `{`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := decodeStoredTokens(b)
+		if err != nil {
+			if !errors.Is(err, ErrCorruptRecord) {
+				t.Fatalf("error %v does not wrap ErrCorruptRecord", err)
+			}
+			return
+		}
+		// Whatever the fast path accepts, encoding/json reads the same way.
+		if fast, ok := fastDecodeStoredTokens(b); ok {
+			var ref StoredTokens
+			if err := json.Unmarshal(b, &ref); err != nil || ref != fast {
+				t.Fatalf("fast path read %q as %+v; encoding/json: %+v, %v", b, fast, ref, err)
+			}
+		}
+		// A decoded record survives a round trip through our encoder, on the fast path.
+		enc := encodeStoredTokens(got)
+		again, err := decodeStoredTokens(enc)
+		if err != nil || again != got {
+			t.Fatalf("round trip of %+v: %+v, %v", got, again, err)
+		}
+		v, err := parseTokenView(enc)
+		if err != nil || v.tokens() != got {
+			t.Fatalf("token view of %s: %+v, %v", enc, v.tokens(), err)
+		}
+	})
+}
+
+func FuzzDecodeSession(f *testing.F) {
+	f.Add([]byte(`{"workflowId":"w","userId":"u","provider":"p","codeVerifier":"v","scopes":["a"]}`))
+	f.Add([]byte(`{"userId":"u","provider":"p","extra":true}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := decodeSession(b)
+		if err != nil {
+			if !errors.Is(err, ErrCorruptRecord) {
+				t.Fatalf("error %v does not wrap ErrCorruptRecord", err)
+			}
+			return
+		}
+		if s.UserID == "" || s.Provider == "" {
+			t.Fatalf("accepted a session without user or provider: %+v", s)
+		}
+	})
+}
+
+func TestFastPathCoversOwnEncoding(t *testing.T) {
+	for _, tok := range []StoredTokens{
+		{AccessToken: "gho_abc.DEF-123", RefreshToken: "ghr_x", ExpiresAt: 1_800_000_000_000, Scope: "repo read:user"},
+		{AccessToken: "ya29.a0", ExpiresAt: 0, Scope: ""},
+	} {
+		if _, ok := fastParseStoredTokens(encodeStoredTokens(tok)); !ok {
+			t.Errorf("the hot path falls back to encoding/json for %s", encodeStoredTokens(tok))
+		}
+	}
+}
