@@ -61,17 +61,26 @@ func kvFromLookup(ctx context.Context, log *slog.Logger, lookup func(string) (st
 	}
 	addr := net.JoinHostPort(envOr(lookup, EnvKVHost, "localhost"), envOr(lookup, EnvKVPort, "6379"))
 	password, _ := lookup(EnvKVPassword)
-	client := redis.NewClient(&redis.Options{Addr: addr, Password: password})
-	pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if err := client.Ping(pingCtx).Err(); err != nil {
-		_ = client.Close()
+	opts := &redis.Options{Addr: addr, Password: password}
+	if err := ping(ctx, opts); err != nil {
 		log.Warn("oauthflow: key-value store unreachable, using in-memory storage for this process",
 			slog.String("addr", addr), slog.String("error", err.Error()))
 		return NewMemoryKV(), storeErr("ping "+addr, err)
 	}
+	client := redis.NewClient(opts)
 	log.Info("oauthflow: using Redis key-value store", slog.String("addr", addr))
 	return NewRedisKV(client, WithOwnedClient()), nil
+}
+
+// ping checks once, without retries, that a Redis answers at opts.
+func ping(ctx context.Context, opts *redis.Options) error {
+	probe := *opts
+	probe.MaxRetries = -1
+	c := redis.NewClient(&probe)
+	defer func() { _ = c.Close() }()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return c.Ping(ctx).Err()
 }
 
 func envOr(lookup func(string) (string, bool), name, def string) string {

@@ -405,7 +405,7 @@ func (s *TokenStore) revoke(ctx context.Context, userID, providerID string, v to
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.refreshTimeout)
 	defer cancel()
-	if err := callRevoke(rctx, r, token, hint); err != nil {
+	if err := callRevoke(rctx, r, token, hint); err != nil && !errors.Is(err, errors.ErrUnsupported) {
 		s.events.emit(ctx, Event{Kind: EventRevokeFailed, UserID: userID, ProviderID: providerID, Err: err})
 	}
 }

@@ -32,18 +32,24 @@ func Addr() string {
 // answers, the test is skipped, except under CI=true, where it fails.
 func Real(t testing.TB) redis.UniversalClient {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: Addr(), Password: os.Getenv("KVSTORE_PASSWORD"), PoolSize: 64})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		_ = c.Close()
+	if err := ping(); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("redis at %s is required under CI=true and did not answer: %v", Addr(), err)
 		}
 		t.Skipf("no redis at %s (%v); the miniredis variant of this test still runs", Addr(), err)
 	}
+	c := redis.NewClient(&redis.Options{Addr: Addr(), Password: os.Getenv("KVSTORE_PASSWORD"), PoolSize: 64})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// ping checks once, without retries, that the real Redis answers.
+func ping() error {
+	probe := redis.NewClient(&redis.Options{Addr: Addr(), Password: os.Getenv("KVSTORE_PASSWORD"), MaxRetries: -1})
+	defer func() { _ = probe.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return probe.Ping(ctx).Err()
 }
 
 // Mini starts a miniredis server for the test and returns it with a client.
@@ -59,12 +65,7 @@ func Mini(t testing.TB) (*miniredis.Miniredis, redis.UniversalClient) {
 // CI=true, where a missing Redis fails the test). It reports which one it gave.
 func Any(t testing.TB) (c redis.UniversalClient, real bool) {
 	t.Helper()
-	probe := redis.NewClient(&redis.Options{Addr: Addr(), Password: os.Getenv("KVSTORE_PASSWORD")})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	err := probe.Ping(ctx).Err()
-	cancel()
-	_ = probe.Close()
-	if err == nil || os.Getenv("CI") == "true" {
+	if err := ping(); err == nil || os.Getenv("CI") == "true" {
 		return Real(t), true
 	}
 	_, c = Mini(t)
