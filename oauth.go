@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 
 	"golang.org/x/oauth2"
@@ -140,16 +141,15 @@ func IsTransient(err error) bool {
 	if errors.Is(err, ErrStoreUnavailable) || errors.Is(err, context.DeadlineExceeded) {
 		return true
 	}
-	status := providerStatus(err)
-	if status == http.StatusTooManyRequests || status >= 500 {
+	if status := providerStatus(err); status == http.StatusTooManyRequests || status >= 500 {
 		return true
 	}
 	var pe *ProviderError
-	if errors.As(err, &pe) {
-		return pe.Code == "" && pe.StatusCode == 0 // no answer at all: network
+	if errors.As(err, &pe) && pe.Code == "" && pe.StatusCode == 0 && pe.Err != nil && !errors.Is(pe.Err, errNoAccessToken) {
+		return true // no answer at all: the network
 	}
-	var re *oauth2.RetrieveError
-	return !errors.As(err, &re) // not a provider answer: network or similar
+	var ne net.Error
+	return errors.As(err, &ne)
 }
 
 func providerCode(err error) string {
@@ -177,6 +177,9 @@ func providerStatus(err error) int {
 }
 
 // storeErr marks err as a store failure, never to be mistaken for "not found".
+// errNoAccessToken is a provider answer that carries no access token.
+var errNoAccessToken = errors.New("the answer has no access token")
+
 func storeErr(op string, err error) error {
 	return fmt.Errorf("%w: %s: %w", ErrStoreUnavailable, op, err)
 }

@@ -44,16 +44,24 @@ func decodeStoredTokens(b []byte) (StoredTokens, error) {
 	return t, nil
 }
 
-// strictUnmarshal decodes exactly one JSON value into v, refusing unknown fields
-// and trailing data.
+// strictUnmarshal decodes a stored record, wrapping ErrCorruptRecord on failure.
 func strictUnmarshal(b []byte, v any) error {
+	if err := strictDecode(b, v); err != nil {
+		return fmt.Errorf("%w: %w", ErrCorruptRecord, err)
+	}
+	return nil
+}
+
+// strictDecode decodes exactly one JSON value into v, refusing unknown fields
+// and trailing data.
+func strictDecode(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: %w", ErrCorruptRecord, err)
+		return err
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: trailing data after the record", ErrCorruptRecord)
+		return errors.New("trailing data after the JSON value")
 	}
 	return nil
 }

@@ -240,14 +240,14 @@ func (s *TokenStore) refresh(ctx context.Context, userID, providerID, stale stri
 // process holds it, re-reads the record with a short backoff until that process
 // has written the new token.
 func (s *TokenStore) refreshShared(ctx context.Context, userID, providerID, stale string) (StoredTokens, error) {
-	owner := []byte(randomHex(16))
 	for backoff := time.Millisecond; ; backoff = min(2*backoff, 25*time.Millisecond) {
-		got, err := s.kv.SetNX(ctx, lockKey(userID, providerID), owner, s.lockLease)
+		l, got, err := tryLease(ctx, s.kv, lockKey(userID, providerID), s.lockLease)
 		if err != nil {
-			return StoredTokens{}, storeErr("take refresh lock", err)
+			return StoredTokens{}, err
 		}
 		if got {
-			return s.refreshLocked(ctx, userID, providerID, stale, owner)
+			defer l.release(ctx)
+			return s.refreshLocked(ctx, userID, providerID, stale)
 		}
 		t, done, err := s.refreshedBy(ctx, userID, providerID, stale)
 		if done || err != nil {
@@ -276,12 +276,7 @@ func (s *TokenStore) replaced(v tokenView, stale string) bool {
 	return string(v.access) != stale || s.fresh(v.expiresAt)
 }
 
-func (s *TokenStore) refreshLocked(ctx context.Context, userID, providerID, stale string, owner []byte) (StoredTokens, error) {
-	lock := lockKey(userID, providerID)
-	defer func() { _, _ = s.kv.CompareAndDelete(context.WithoutCancel(ctx), lock, owner) }()
-	stop := s.keepLease(ctx, lock, owner)
-	defer stop()
-
+func (s *TokenStore) refreshLocked(ctx context.Context, userID, providerID, stale string) (StoredTokens, error) {
 	old, err := s.read(ctx, tokenKey(userID, providerID))
 	switch {
 	case err != nil:
@@ -311,7 +306,7 @@ func (s *TokenStore) callRefresh(ctx context.Context, providerID, refreshToken s
 	defer recoverInto(&err, "provider "+providerID+" RefreshToken")
 	ts, err = p.RefreshToken(ctx, refreshToken)
 	if err == nil && (ts == nil || ts.AccessToken == "") {
-		err = &ProviderError{ProviderID: providerID, Err: errors.New("refresh answer has no access token")}
+		err = &ProviderError{ProviderID: providerID, Err: errNoAccessToken}
 	}
 	return ts, err
 }
@@ -342,28 +337,6 @@ func (s *TokenStore) merge(old StoredTokens, ts *TokenSet) StoredTokens {
 		t.Scope = ts.Scope
 	}
 	return t
-}
-
-// keepLease renews the lock's lease until stop is called or ctx ends.
-func (s *TokenStore) keepLease(ctx context.Context, key string, owner []byte) (stop func()) {
-	done := make(chan struct{})
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		tick := time.NewTicker(s.lockLease / 3)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				_, _ = s.kv.CompareAndExpire(ctx, key, owner, s.lockLease)
-			}
-		}
-	}()
-	return func() { close(done); <-exited }
 }
 
 // DeleteTokens disconnects the user from the provider: the provider is asked to

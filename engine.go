@@ -1,0 +1,452 @@
+package oauthflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Engine runs workflows. Runs and documents live in the KV; a run's transitions
+// are serialised by a lease lock in the KV, so they never fire twice, even when
+// several instances share the store.
+type Engine struct {
+	kv     KV
+	now    func() time.Time
+	log    *slog.Logger
+	ttl    time.Duration
+	lease  time.Duration
+	mu     sync.RWMutex
+	flows  map[string]*Workflow
+	onDone []func(ctx context.Context, r *Run)
+}
+
+// EngineOption configures an Engine.
+type EngineOption func(*Engine)
+
+// WithEngineClock sets the engine's clock.
+func WithEngineClock(now func() time.Time) EngineOption {
+	return func(e *Engine) {
+		if now != nil {
+			e.now = now
+		}
+	}
+}
+
+// WithEngineLogger sets the engine's logger.
+func WithEngineLogger(l *slog.Logger) EngineOption {
+	return func(e *Engine) {
+		if l != nil {
+			e.log = l
+		}
+	}
+}
+
+// WithRunTTL sets how long runs and documents are kept (default 30 days).
+func WithRunTTL(d time.Duration) EngineOption {
+	return func(e *Engine) {
+		if d > 0 {
+			e.ttl = d
+		}
+	}
+}
+
+// NewEngine returns an engine storing runs in kv.
+func NewEngine(kv KV, opts ...EngineOption) *Engine {
+	e := &Engine{kv: kv, now: time.Now, log: slog.Default(), ttl: DefaultRunTTL,
+		lease: 30 * time.Second, flows: make(map[string]*Workflow)}
+	for _, o := range opts {
+		o(e)
+	}
+	return e
+}
+
+// Register adds a workflow. It checks the declaration: a name, "start" and "end"
+// among the states, transitions between declared states with a name and a
+// function, names unique, and at most one non-waiting transition out of a state.
+func (e *Engine) Register(w *Workflow) error {
+	if err := validateWorkflow(w); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, dup := e.flows[w.Name]; dup {
+		return invalidArg("workflow %q is already registered", w.Name)
+	}
+	e.flows[w.Name] = w
+	return nil
+}
+
+// OnRunDone registers fn to be called whenever a run reaches end (completed or failed).
+func (e *Engine) OnRunDone(fn func(ctx context.Context, r *Run)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.onDone = append(e.onDone, fn)
+}
+
+func (e *Engine) workflow(name string) (*Workflow, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	w, ok := e.flows[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownWorkflow, name)
+	}
+	return w, nil
+}
+
+func runKey(id string) string       { return "oauth:run:" + id }
+func runLockKey(id string) string   { return "oauth:lock:run:" + id }
+func docKey(id, name string) string { return "oauth:doc:" + id + ":" + name }
+
+// callChain tracks the runs locked by one synchronous call tree (a transition
+// that launches or fires another run). A child that ends while its parent is
+// locked further up the tree notifies the parent once that lock is released.
+type callChain struct {
+	held     map[string]bool
+	deferred []func(context.Context)
+}
+
+type callChainKey struct{}
+
+func (e *Engine) chain(ctx context.Context) (context.Context, *callChain, bool) {
+	if ch, ok := ctx.Value(callChainKey{}).(*callChain); ok {
+		return ctx, ch, false
+	}
+	ch := &callChain{held: make(map[string]bool)}
+	return context.WithValue(ctx, callChainKey{}, ch), ch, true
+}
+
+// drain runs what was deferred until the chain's locks were released.
+func (ch *callChain) drain(ctx context.Context) {
+	for len(ch.deferred) > 0 {
+		fn := ch.deferred[0]
+		ch.deferred = ch.deferred[1:]
+		fn(ctx)
+	}
+}
+
+// locked runs fn while holding run id's lock, then reports the run's end to its
+// parent and the OnRunDone hooks once the lock is released.
+func (e *Engine) locked(ctx context.Context, id string, fn func(ctx context.Context) (*Run, error)) (*Run, error) {
+	ctx, ch, root := e.chain(ctx)
+	if ch.held[id] {
+		return nil, fmt.Errorf("%w: run %s is already executing in this call", ErrTransitionNotAllowed, id)
+	}
+	l, err := waitLease(ctx, e.kv, runLockKey(id), e.lease)
+	if err != nil {
+		return nil, err
+	}
+	ch.held[id] = true
+	r, err := fn(ctx)
+	delete(ch.held, id)
+	l.release(ctx)
+	if r != nil && r.State == StateEnd && !errors.Is(err, ErrTransitionNotAllowed) {
+		e.finished(ctx, ch, r)
+	}
+	if root {
+		ch.drain(ctx)
+	}
+	return r, err
+}
+
+// Launch creates a run of workflow for userID with args and runs its automatic
+// transitions until it rests in a waiting state or ends. A run whose transition
+// failed is returned with Status "failed" and the transition's error.
+func (e *Engine) Launch(ctx context.Context, userID, workflow string, args any, opts RunOptions) (*Run, error) {
+	ctx = ctxOrBackground(ctx)
+	if userID == "" || len(userID) > maxUserIDLen {
+		return nil, invalidArg("user ID must be 1 to %d bytes", maxUserIDLen)
+	}
+	w, err := e.workflow(workflow)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := marshalArg(args)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Show == "" {
+		opts.Show = ShowInline
+	}
+	now := e.now().UnixMilli()
+	r := &Run{ID: randomHex(16), Workflow: w.Name, UserID: userID, State: StateStart, Status: RunRunning,
+		ParentID: opts.ParentID, Options: opts, Args: raw, CreatedAt: now, UpdatedAt: now}
+	return e.locked(ctx, r.ID, func(ctx context.Context) (*Run, error) {
+		if err := e.save(ctx, r); err != nil {
+			return nil, err
+		}
+		return e.advance(ctx, w, r, w.autoFrom(StateStart), nil)
+	})
+}
+
+// Fire runs the waiting transition on run runID with input, as asUser, then the
+// automatic transitions that follow. Only the run's own user may fire it
+// (ErrForbidden), and only from the transition's From state
+// (ErrTransitionNotAllowed). Fires of one run are serialised, also across
+// instances: of two concurrent Fires of one transition, the second finds the run
+// moved on and gets ErrTransitionNotAllowed. The error is the transition's own
+// failure, if any; the run is returned either way.
+func (e *Engine) Fire(ctx context.Context, runID, transition string, input any, asUser string) (*Run, error) {
+	ctx = ctxOrBackground(ctx)
+	raw, err := marshalArg(input)
+	if err != nil {
+		return nil, err
+	}
+	if runID == "" || len(runID) > 128 {
+		return nil, ErrRunNotFound
+	}
+	return e.locked(ctx, runID, func(ctx context.Context) (*Run, error) {
+		r, err := e.Get(ctx, runID)
+		if err != nil {
+			return nil, err
+		}
+		if asUser != r.UserID {
+			return nil, ErrForbidden
+		}
+		w, err := e.workflow(r.Workflow)
+		if err != nil {
+			return nil, err
+		}
+		t := w.find(transition)
+		if t == nil || !t.Wait || t.From != r.State || r.Status == RunFailed {
+			return r, fmt.Errorf("%w: %q from %q", ErrTransitionNotAllowed, transition, r.State)
+		}
+		return e.advance(ctx, w, r, t, raw)
+	})
+}
+
+// advance runs t with input, then the automatic transitions that follow, until
+// the run rests; it saves the run after every step. A failing transition ends
+// the run as failed.
+func (e *Engine) advance(ctx context.Context, w *Workflow, r *Run, t *Transition, input json.RawMessage) (*Run, error) {
+	for ; t != nil; t = w.autoFrom(r.State) {
+		r.Status = RunRunning
+		if err := e.step(ctx, r, t, input); err != nil {
+			r.State, r.Status, r.Error = StateEnd, RunFailed, PublicMessage(err)
+			return r, errors.Join(err, e.save(ctx, r))
+		}
+		input = nil
+		r.State = t.To
+		if r.State == StateEnd {
+			break
+		}
+		if err := e.save(ctx, r); err != nil {
+			return r, err
+		}
+	}
+	r.Status = RunWaiting
+	if r.State == StateEnd {
+		r.Status = RunCompleted
+	}
+	return r, e.save(ctx, r)
+}
+
+func (e *Engine) step(ctx context.Context, r *Run, t *Transition, input json.RawMessage) (err error) {
+	defer recoverInto(&err, "transition "+t.Name)
+	return t.Do(ctx, &TransitionContext{Run: r, Input: input, engine: e})
+}
+
+// finished tells the OnRunDone hooks and the parent (through its callback
+// transition, as the run's user) that r has ended.
+func (e *Engine) finished(ctx context.Context, ch *callChain, r *Run) {
+	e.mu.RLock()
+	hooks := e.onDone
+	e.mu.RUnlock()
+	for _, h := range hooks {
+		h(ctx, r)
+	}
+	if r.ParentID == "" || r.Options.Callback == nil || r.Options.Callback.Transition == "" {
+		return
+	}
+	notify := func(ctx context.Context) {
+		in := ChildResult{RunID: r.ID, Status: r.Status, Result: r.Result}
+		_, err := e.Fire(ctx, r.ParentID, r.Options.Callback.Transition, in, r.UserID)
+		if err != nil {
+			e.log.LogAttrs(ctx, slog.LevelWarn, "oauthflow: parent callback failed",
+				slog.String("run", r.ID), slog.String("parent", r.ParentID), slog.String("error", err.Error()))
+		}
+	}
+	if ch.held[r.ParentID] {
+		ch.deferred = append(ch.deferred, notify)
+		return
+	}
+	notify(ctx)
+}
+
+func (e *Engine) save(ctx context.Context, r *Run) error {
+	r.UpdatedAt = e.now().UnixMilli()
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("oauthflow: encode run: %w", err)
+	}
+	if err := e.kv.Set(ctx, runKey(r.ID), b, e.ttl); err != nil {
+		return storeErr("save run", err)
+	}
+	return nil
+}
+
+// Get returns the run runID, or ErrRunNotFound.
+func (e *Engine) Get(ctx context.Context, runID string) (*Run, error) {
+	b, err := e.kv.Get(ctxOrBackground(ctx), runKey(runID))
+	if errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("%w: %q", ErrRunNotFound, runID)
+	}
+	if err != nil {
+		return nil, storeErr("read run", err)
+	}
+	var r Run
+	if err := strictUnmarshal(b, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Document decodes the run's document name into v.
+func (e *Engine) Document(ctx context.Context, runID, name string, v any) error {
+	d, err := e.GetDocument(ctx, runID, name)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(d.Data, v); err != nil {
+		return fmt.Errorf("%w: document %s: %w", ErrCorruptRecord, name, err)
+	}
+	return nil
+}
+
+// GetDocument returns the run's document name with its widget, or ErrNotFound.
+func (e *Engine) GetDocument(ctx context.Context, runID, name string) (*Document, error) {
+	b, err := e.kv.Get(ctxOrBackground(ctx), docKey(runID, name))
+	if errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("%w: document %q of run %q", ErrNotFound, name, runID)
+	}
+	if err != nil {
+		return nil, storeErr("read document", err)
+	}
+	var d Document
+	if err := strictUnmarshal(b, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+func (e *Engine) saveDocument(ctx context.Context, r *Run, name, widget string, v any) error {
+	data, err := marshalArg(v)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(Document{Name: name, Widget: widget, Data: data, UpdatedAt: e.now().UnixMilli()})
+	if err != nil {
+		return fmt.Errorf("oauthflow: encode document: %w", err)
+	}
+	if err := e.kv.Set(ctx, docKey(r.ID, name), b, e.ttl); err != nil {
+		return storeErr("save document", err)
+	}
+	if r.Documents == nil {
+		r.Documents = make(map[string]string)
+	}
+	r.Documents[name] = widget
+	return nil
+}
+
+// marshalArg turns v into JSON; json.RawMessage and nil pass through.
+func marshalArg(v any) (json.RawMessage, error) {
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		if len(v) > 0 && !json.Valid(v) {
+			return nil, invalidArg("invalid JSON")
+		}
+		return v, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, invalidArg("cannot encode %T as JSON: %w", v, err)
+	}
+	return b, nil
+}
+
+// TransitionContext is what a transition's function works with.
+type TransitionContext struct {
+	Run    *Run
+	Input  json.RawMessage // what Fire was given; nil for automatic transitions
+	engine *Engine
+}
+
+// DecodeInput decodes the transition's input strictly into v.
+func (tc *TransitionContext) DecodeInput(v any) error { return decodeStrict(tc.Input, v, "input") }
+
+// DecodeArgs decodes the run's launch arguments strictly into v.
+func (tc *TransitionContext) DecodeArgs(v any) error {
+	return decodeStrict(tc.Run.Args, v, "arguments")
+}
+
+// DecodeData decodes the workflow's own state into v.
+func (tc *TransitionContext) DecodeData(v any) error { return decodeStrict(tc.Run.Data, v, "data") }
+
+// SetData replaces the workflow's own state.
+func (tc *TransitionContext) SetData(v any) (err error) {
+	tc.Run.Data, err = marshalArg(v)
+	return err
+}
+
+// SetResult sets what the run returns when it ends.
+func (tc *TransitionContext) SetResult(v any) (err error) {
+	tc.Run.Result, err = marshalArg(v)
+	return err
+}
+
+// SaveDocument stores v as the run's document name, rendered by widget.
+func (tc *TransitionContext) SaveDocument(ctx context.Context, name, widget string, v any) error {
+	return tc.engine.saveDocument(ctx, tc.Run, name, widget, v)
+}
+
+// Launch starts a child run of this run for the same user. When the child
+// ends, opts.Callback's transition is fired on this run.
+func (tc *TransitionContext) Launch(ctx context.Context, workflow string, args any, opts RunOptions) (*Run, error) {
+	opts.ParentID = tc.Run.ID
+	child, err := tc.engine.Launch(ctx, tc.Run.UserID, workflow, args, opts)
+	if child != nil {
+		tc.Run.Children = append(tc.Run.Children, child.ID)
+	}
+	return child, err
+}
+
+func decodeStrict(raw json.RawMessage, v any, what string) error {
+	if len(raw) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	if err := strictDecode(raw, v); err != nil {
+		return invalidArg("%s: %w", what, err)
+	}
+	return nil
+}
+
+// PublicMessage is the text of err that may be shown to a user: the message of
+// a *FlowError in its chain, or a generic sentence. Internal error text never
+// reaches a user.
+func PublicMessage(err error) string {
+	var fe *FlowError
+	if errors.As(err, &fe) && fe.Message != "" {
+		return fe.Message
+	}
+	return "Something went wrong. Please try again."
+}
+
+// FlowError is a failure with a message fit for the user who signs in.
+type FlowError struct {
+	Message string
+	Err     error
+}
+
+func (e *FlowError) Error() string {
+	if e.Err == nil {
+		return e.Message
+	}
+	return e.Message + ": " + e.Err.Error()
+}
+
+func (e *FlowError) Unwrap() error { return e.Err }

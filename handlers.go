@@ -1,0 +1,251 @@
+package oauthflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"mime"
+	"net/http"
+)
+
+// The endpoints' paths, as Mount registers them.
+const (
+	CallbackPath = "/api/v1/oauth/callback"
+	CompletePath = "/api/v1/oauth/complete"
+)
+
+// maxCompleteBody bounds a POST /complete body.
+const maxCompleteBody = 16 << 10
+
+// maxParamLen bounds each callback parameter; real codes and states are far shorter.
+const maxParamLen = 4096
+
+// Mount registers the two public endpoints on mux:
+// "GET /api/v1/oauth/callback" and "POST /api/v1/oauth/complete".
+func (m *Module) Mount(mux *http.ServeMux) {
+	mux.Handle("GET "+CallbackPath, m.CallbackHandler())
+	mux.Handle("POST "+CompletePath, m.CompleteHandler())
+}
+
+// callbackParams is what a provider's redirect (or the frontend page) reports.
+type callbackParams struct {
+	Code             string `json:"code"`
+	State            string `json:"state"`
+	Iss              string `json:"iss"`
+	Error            string `json:"error"`
+	ErrorDescription string `json:"error_description"`
+	ErrorURI         string `json:"error_uri"`
+}
+
+func (p callbackParams) tooLong() bool {
+	for _, v := range []string{p.Code, p.State, p.Iss, p.Error, p.ErrorDescription, p.ErrorURI} {
+		if len(v) > maxParamLen {
+			return true
+		}
+	}
+	return false
+}
+
+// outcome is how a completion ended, in the terms both endpoints answer with.
+type outcome struct {
+	provider Provider // nil when unknown
+	kind     outcomeKind
+	message  string // for the user; never internal error text
+}
+
+type outcomeKind int
+
+const (
+	outcomeConnected outcomeKind = iota
+	outcomeProviderError
+	outcomeInvalid
+	outcomeExpired
+	outcomeRejected
+	outcomeUnavailable
+	outcomeStoreDown
+	outcomeInternal
+)
+
+// complete finishes a sign-in from a callback's parameters. It consumes the
+// sign-in (once) and fires exchangeToken on its run as the run's user,
+// synchronously, so the answer tells the real outcome.
+func (m *Module) complete(ctx context.Context, p callbackParams) outcome {
+	if p.tooLong() {
+		return outcome{kind: outcomeInvalid, message: "The callback parameters are too long."}
+	}
+	if p.Error != "" {
+		return m.completeProviderError(ctx, p)
+	}
+	if p.Code == "" || p.State == "" {
+		return outcome{kind: outcomeInvalid, message: "The callback is missing its code or state."}
+	}
+	s, err := m.Sessions.Consume(ctx, p.State)
+	if err != nil {
+		return m.classify(nil, err)
+	}
+	prov, _ := m.Registry.Get(s.Provider)
+	if err := m.exchangeSession(ctx, s, p); err != nil {
+		return m.classify(prov, err)
+	}
+	return outcome{provider: prov, kind: outcomeConnected}
+}
+
+func (m *Module) exchangeSession(ctx context.Context, s *Session, p callbackParams) error {
+	if s.WorkflowID != "" {
+		_, err := m.Engine.Fire(withSession(ctx, s), s.WorkflowID, TransitionExchange,
+			ExchangeInput{Code: p.Code, State: p.State, Iss: p.Iss}, s.UserID)
+		return err
+	}
+	// A sign-in started by calling build_oauth_url directly, outside a workflow.
+	_, err := m.exchangeCode(ctx, ToolContext{UserID: s.UserID, Session: s},
+		ExchangeOAuthTokenArgs{Provider: s.Provider, Code: p.Code, State: p.State, ExpectedState: p.State, Iss: p.Iss})
+	kind := EventConnected
+	if err != nil {
+		kind = EventFlowFailed
+	}
+	m.events.emit(ctx, Event{Kind: kind, UserID: s.UserID, ProviderID: s.Provider, Err: err, GrantDead: IsGrantDead(err)})
+	return err
+}
+
+// completeProviderError records a provider's error redirect on the pending
+// sign-in's prompt without consuming it: the user may try the same link again.
+// A redirect whose iss is not the expected issuer is refused and records nothing.
+func (m *Module) completeProviderError(ctx context.Context, p callbackParams) outcome {
+	out := outcome{kind: outcomeProviderError, message: signInErrorMessage(p.Error, p.ErrorDescription)}
+	if p.State == "" {
+		return out
+	}
+	s, err := m.Sessions.Peek(ctx, p.State)
+	if err != nil {
+		if errors.Is(err, ErrStoreUnavailable) {
+			return m.classify(nil, err)
+		}
+		return out
+	}
+	out.provider, _ = m.Registry.Get(s.Provider)
+	if s.Issuer != "" && p.Iss != s.Issuer {
+		return outcome{provider: out.provider, kind: outcomeRejected, message: "The sign-in response came from an unexpected issuer."}
+	}
+	if s.WorkflowID != "" {
+		in := ProviderErrorInput{Error: p.Error, ErrorDescription: p.ErrorDescription, ErrorURI: p.ErrorURI}
+		if _, err := m.Engine.Fire(ctx, s.WorkflowID, TransitionReportError, in, s.UserID); err != nil {
+			m.log.WarnContext(ctx, "oauthflow: recording a provider error redirect failed",
+				"run", s.WorkflowID, "error", logSafeError(err))
+		}
+	}
+	return out
+}
+
+// classify turns a completion error into what the endpoints answer.
+func (m *Module) classify(p Provider, err error) outcome {
+	out := outcome{provider: p, message: flowFailureMessage(err)}
+	var fe *FlowError
+	switch {
+	case errors.Is(err, ErrStoreUnavailable):
+		out.kind, out.message = outcomeStoreDown, "The service is temporarily unavailable. Please try again later."
+	case errors.Is(err, ErrSessionNotFound), errors.Is(err, ErrRunNotFound),
+		errors.Is(err, ErrTransitionNotAllowed), errors.Is(err, ErrForbidden):
+		out.kind, out.message = outcomeExpired, "This sign-in link has expired or was already used."
+	case IsTransient(err):
+		out.kind = outcomeUnavailable
+	case providerCode(err) != "" || providerStatus(err) != 0 || errors.As(err, &fe):
+		out.kind = outcomeRejected
+	default:
+		out.kind = outcomeInternal
+		m.log.Error("oauthflow: completing a sign-in failed", "error", logSafeError(err))
+	}
+	return out
+}
+
+// CallbackHandler serves GET /api/v1/oauth/callback, the provider's redirect
+// target: it completes the sign-in and renders a small page with the outcome.
+func (m *Module) CallbackHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		p := callbackParams{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss"),
+			Error: q.Get("error"), ErrorDescription: q.Get("error_description"), ErrorURI: q.Get("error_uri")}
+		out := m.complete(r.Context(), p)
+		m.renderPage(w, out, p.State)
+	})
+}
+
+// CompleteHandler serves POST /api/v1/oauth/complete, the JSON variant the
+// frontend callback page uses: {code, state[, iss]} or {state, error, error_description}.
+func (m *Module) CompleteHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, status, code, msg := decodeComplete(w, r)
+		if status != 0 {
+			writeJSONError(w, status, code, msg)
+			return
+		}
+		m.writeOutcome(w, m.complete(r.Context(), p))
+	})
+}
+
+// decodeComplete reads a /complete body: JSON only, at most 16 KiB, no unknown fields.
+func decodeComplete(w http.ResponseWriter, r *http.Request) (p callbackParams, status int, code, msg string) {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return p, http.StatusUnsupportedMediaType, "unsupported_media_type", "The body must be application/json."
+	}
+	if r.ContentLength > maxCompleteBody {
+		return p, http.StatusRequestEntityTooLarge, "request_too_large", "The body is too large."
+	}
+	body := http.MaxBytesReader(w, r.Body, maxCompleteBody)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return p, http.StatusRequestEntityTooLarge, "request_too_large", "The body is too large."
+		}
+		return p, http.StatusBadRequest, "invalid_request", "The body is not a valid completion request."
+	}
+	if dec.More() {
+		return p, http.StatusBadRequest, "invalid_request", "The body must hold one JSON object."
+	}
+	if p.Error == "" && (p.Code == "" || p.State == "") {
+		return p, http.StatusBadRequest, "invalid_request", "The body needs a code and a state."
+	}
+	return p, 0, "", ""
+}
+
+func (m *Module) writeOutcome(w http.ResponseWriter, out outcome) {
+	status, code := http.StatusOK, ""
+	switch out.kind {
+	case outcomeConnected, outcomeProviderError:
+	case outcomeInvalid:
+		status, code = http.StatusBadRequest, "invalid_request"
+	case outcomeExpired:
+		status, code = http.StatusBadRequest, "invalid_state"
+	case outcomeRejected:
+		status, code = http.StatusBadRequest, "exchange_failed"
+	case outcomeUnavailable:
+		status, code = http.StatusBadGateway, "provider_unavailable"
+	case outcomeStoreDown:
+		status, code = http.StatusServiceUnavailable, "store_unavailable"
+	default:
+		status, code = http.StatusInternalServerError, "internal_error"
+	}
+	if code != "" {
+		writeJSONError(w, status, code, out.message)
+		return
+	}
+	provider := ""
+	if out.provider != nil {
+		provider = out.provider.ProviderID()
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "provider": provider})
+}
+
+func writeJSONError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, map[string]any{"ok": false, "error": code, "message": msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,110 @@
+package oauthflow
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// Config wires a Module. Its zero value means: Redis from KVSTORE_* (memory if it
+// cannot be reached), a new registry, slog.Default, a client with a timeout.
+type Config struct {
+	KV         KV           // nil: KVFromEnv (KVSTORE_*), memory if Redis cannot be reached
+	RequireKV  bool         // with KV nil: fail instead of falling back to memory
+	KeyPrefix  string       // put before every key, so that several apps share one Redis
+	Registry   *Registry    // nil: NewRegistry()
+	Logger     *slog.Logger // nil: slog.Default()
+	HTTPClient *http.Client // for calls to providers that honour oauth2.HTTPClient; nil: a client with a 30 s timeout
+	Now        func() time.Time
+	OnEvent    EventHook // hears tokens stored, refreshed, refresh failed, deleted, connected and flow failed
+}
+
+// Module is the whole library wired together: the services, the two OAuth tools,
+// and an Engine with the "oauth" workflow registered. Create it once with New.
+type Module struct {
+	Registry           *Registry
+	Tokens             *TokenStore
+	Sessions           *SessionService
+	Engine             *Engine
+	BuildOAuthURL      *Tool // build_oauth_url
+	ExchangeOAuthToken *Tool // exchange_oauth_token
+	KV                 KV
+
+	log        *slog.Logger
+	httpClient *http.Client
+	events     notifier
+	ownsKV     bool
+}
+
+// New wires every service, tool and the OAuth workflow.
+func New(ctx context.Context, cfg Config) (*Module, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	kv, owned, err := moduleKV(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	m := &Module{Registry: cfg.Registry, KV: kv, log: log, httpClient: cfg.HTTPClient, ownsKV: owned,
+		events: notifier{hook: cfg.OnEvent, log: log, now: now}}
+	if m.Registry == nil {
+		m.Registry = NewRegistry()
+	}
+	if m.httpClient == nil {
+		m.httpClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	m.Tokens = NewTokenStore(kv, m.Registry, WithClock(now), WithLogger(log), WithEventHook(cfg.OnEvent))
+	m.Sessions = NewSessionService(kv, WithSessionClock(now))
+	m.Engine = NewEngine(kv, WithEngineClock(now), WithEngineLogger(log))
+	m.BuildOAuthURL, m.ExchangeOAuthToken = m.newTools()
+	if err := m.Engine.Register(m.oauthWorkflow()); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func moduleKV(ctx context.Context, cfg Config, log *slog.Logger) (KV, bool, error) {
+	kv, owned := cfg.KV, false
+	if kv == nil {
+		var err error
+		kv, err = KVFromEnv(ctx, log)
+		if err != nil && cfg.RequireKV {
+			_ = closeKV(kv)
+			return nil, false, fmt.Errorf("oauthflow: RequireKV is set: %w", err)
+		}
+		owned = true
+	}
+	return WithKeyPrefix(kv, cfg.KeyPrefix), owned, nil
+}
+
+// Close releases the store when New created it.
+func (m *Module) Close() error {
+	if m.ownsKV {
+		return closeKV(m.KV)
+	}
+	return nil
+}
+
+// Tools returns the module's tools, for handing to an agent.
+func (m *Module) Tools() []*Tool { return []*Tool{m.BuildOAuthURL, m.ExchangeOAuthToken} }
+
+// StartSignIn launches the "oauth" workflow for userID and provider and returns
+// the run with its prompt document: what a host app shows as "Connect".
+func (m *Module) StartSignIn(ctx context.Context, userID, provider string, scopes ...string) (*Run, *OAuthPromptDocument, error) {
+	r, err := m.Engine.Launch(ctx, userID, OAuthWorkflowName, OAuthWorkflowArgs{Provider: provider, Scopes: scopes}, RunOptions{})
+	if err != nil {
+		return r, nil, err
+	}
+	var doc OAuthPromptDocument
+	if err := m.Engine.Document(ctx, r.ID, PromptDocumentName, &doc); err != nil {
+		return r, nil, err
+	}
+	return r, &doc, nil
+}

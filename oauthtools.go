@@ -1,0 +1,214 @@
+package oauthflow
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+
+	"golang.org/x/oauth2"
+)
+
+// ErrIssuerMismatch means a callback's iss is not the issuer the sign-in was
+// started with (RFC 9207 mix-up defence).
+var ErrIssuerMismatch = errors.New("oauthflow: authorization response from an unexpected issuer")
+
+// The two OAuth tools' names.
+const (
+	ToolBuildOAuthURL      = "build_oauth_url"
+	ToolExchangeOAuthToken = "exchange_oauth_token"
+)
+
+// BuildOAuthURLArgs are build_oauth_url's arguments.
+type BuildOAuthURLArgs struct {
+	Provider string   `json:"provider"`
+	Scopes   []string `json:"scopes"`
+}
+
+// BuildOAuthURLResult is build_oauth_url's result.
+type BuildOAuthURLResult struct {
+	AuthURL string `json:"authUrl"`
+	State   string `json:"state"`
+}
+
+// ExchangeOAuthTokenArgs are exchange_oauth_token's arguments. Iss is the
+// callback's RFC 9207 issuer, required when the provider announces one.
+type ExchangeOAuthTokenArgs struct {
+	Provider      string `json:"provider"`
+	Code          string `json:"code"`
+	State         string `json:"state"`
+	ExpectedState string `json:"expectedState"`
+	Iss           string `json:"iss,omitempty"`
+}
+
+// ExchangeOAuthTokenResult is exchange_oauth_token's result.
+type ExchangeOAuthTokenResult struct {
+	AccessToken  string `json:"accessToken"`
+	RefreshToken string `json:"refreshToken,omitempty"`
+	ExpiresIn    int64  `json:"expiresIn,omitempty"`
+	Scope        string `json:"scope,omitempty"`
+}
+
+var (
+	buildOAuthURLSchema = Schema{Type: "object", Required: []string{"provider", "scopes"},
+		Properties: map[string]Property{
+			"provider": {Type: "string", Description: "provider ID, e.g. github"},
+			"scopes":   {Type: "array", Items: &Property{Type: "string"}, Description: "scopes to ask for; empty means the provider's defaults"},
+		}}
+	exchangeOAuthTokenSchema = Schema{Type: "object", Required: []string{"provider", "code", "state", "expectedState"},
+		Properties: map[string]Property{
+			"provider":      {Type: "string", Description: "provider ID"},
+			"code":          {Type: "string", Description: "authorization code from the callback"},
+			"state":         {Type: "string", Description: "state from the callback"},
+			"expectedState": {Type: "string", Description: "state expected, for CSRF validation"},
+			"iss":           {Type: "string", Description: "issuer from the callback (RFC 9207), when present"},
+		}}
+)
+
+func (m *Module) newTools() (build, exchange *Tool) {
+	build = NewTool(ToolBuildOAuthURL,
+		"Builds the authorization URL the user visits to connect a provider, with a single-use CSRF state.",
+		buildOAuthURLSchema, func(ctx context.Context, tc ToolContext, a BuildOAuthURLArgs) (any, error) {
+			return m.buildAuthURL(ctx, tc, a)
+		})
+	exchange = NewTool(ToolExchangeOAuthToken,
+		"Validates the state, exchanges an authorization code for tokens and stores them for the current user.",
+		exchangeOAuthTokenSchema, func(ctx context.Context, tc ToolContext, a ExchangeOAuthTokenArgs) (any, error) {
+			return m.exchangeCode(ctx, tc, a)
+		})
+	return build, exchange
+}
+
+// newState returns 32 random bytes, base64url: unguessable and URL-safe.
+func newState() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// buildAuthURL makes the state, a PKCE verifier when the provider takes one, and
+// the URL, and registers the pending sign-in. The verifier stays in the session.
+func (m *Module) buildAuthURL(ctx context.Context, tc ToolContext, a BuildOAuthURLArgs) (*BuildOAuthURLResult, error) {
+	if tc.UserID == "" {
+		return nil, invalidArg("build_oauth_url needs the current user")
+	}
+	p, err := m.Registry.Get(a.Provider)
+	if err != nil {
+		return nil, err
+	}
+	scopes := a.Scopes
+	if len(scopes) == 0 {
+		scopes = p.DefaultScopes()
+	}
+	state := newState()
+	s := Session{WorkflowID: tc.RunID, UserID: tc.UserID, Provider: p.ProviderID(), Scopes: scopes, Issuer: issuerOf(p)}
+	var opts []oauth2.AuthCodeOption
+	if supportsPKCE(p) {
+		s.CodeVerifier = oauth2.GenerateVerifier()
+		opts = append(opts, oauth2.S256ChallengeOption(s.CodeVerifier))
+	}
+	authURL, err := callBuildAuthURL(p, scopes, state, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Sessions.Register(ctx, state, s); err != nil {
+		return nil, err
+	}
+	return &BuildOAuthURLResult{AuthURL: authURL, State: state}, nil
+}
+
+func callBuildAuthURL(p Provider, scopes []string, state string, opts []oauth2.AuthCodeOption) (u string, err error) {
+	defer recoverInto(&err, "provider BuildAuthURL")
+	u = p.BuildAuthURL(scopes, state, opts...)
+	if u == "" {
+		return "", fmt.Errorf("oauthflow: provider %s built an empty authorization URL", p.ProviderID())
+	}
+	return u, nil
+}
+
+// exchangeCode checks the state in constant time, takes the pending sign-in
+// (once), checks the issuer, exchanges the code and stores the tokens for the
+// sign-in's user. On a state mismatch nothing is exchanged or stored.
+func (m *Module) exchangeCode(ctx context.Context, tc ToolContext, a ExchangeOAuthTokenArgs) (*ExchangeOAuthTokenResult, error) {
+	if a.State == "" || subtle.ConstantTimeCompare([]byte(a.State), []byte(a.ExpectedState)) != 1 {
+		return nil, &FlowError{Message: "The sign-in response did not match this sign-in.", Err: ErrStateMismatch}
+	}
+	s := tc.Session
+	if s == nil {
+		var err error
+		if s, err = m.Sessions.Consume(ctx, a.State); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkSession(s, tc, a); err != nil {
+		return nil, err
+	}
+	ts, err := m.callExchange(ctx, s, a.Code)
+	if err != nil {
+		return nil, err
+	}
+	if ts.Scope == "" {
+		ts.Scope = strings.Join(s.Scopes, " ")
+	}
+	if err := m.Tokens.StoreFromTokenSet(ctx, s.UserID, s.Provider, ts); err != nil {
+		return nil, err
+	}
+	return &ExchangeOAuthTokenResult{AccessToken: ts.AccessToken, RefreshToken: ts.RefreshToken,
+		ExpiresIn: ts.ExpiresIn, Scope: ts.Scope}, nil
+}
+
+// checkSession ties the consumed sign-in to the call: same provider, same user,
+// and the issuer the provider announced (RFC 9207), compared exactly.
+func checkSession(s *Session, tc ToolContext, a ExchangeOAuthTokenArgs) error {
+	if s.Provider != a.Provider {
+		return &FlowError{Message: "The sign-in response did not match this sign-in.", Err: ErrStateMismatch}
+	}
+	if tc.UserID != "" && tc.UserID != s.UserID {
+		return ErrForbidden
+	}
+	if s.Issuer != "" && a.Iss != s.Issuer {
+		return &FlowError{Message: "The sign-in response came from an unexpected issuer.", Err: ErrIssuerMismatch}
+	}
+	return nil
+}
+
+func (m *Module) callExchange(ctx context.Context, s *Session, code string) (ts *TokenSet, err error) {
+	p, err := m.Registry.Get(s.Provider)
+	if err != nil {
+		return nil, err
+	}
+	var opts []oauth2.AuthCodeOption
+	if s.CodeVerifier != "" {
+		opts = append(opts, oauth2.VerifierOption(s.CodeVerifier))
+	}
+	defer recoverInto(&err, "provider "+s.Provider+" ExchangeCode")
+	ts, err = p.ExchangeCode(context.WithValue(ctx, oauth2.HTTPClient, m.httpClient), code, opts...)
+	if err == nil && (ts == nil || ts.AccessToken == "") {
+		err = &ProviderError{ProviderID: s.Provider, Err: errNoAccessToken}
+	}
+	return ts, err
+}
+
+func supportsPKCE(p Provider) bool {
+	if s, ok := p.(PKCESupporter); ok {
+		return s.SupportsPKCE()
+	}
+	return true
+}
+
+func issuerOf(p Provider) string {
+	if i, ok := p.(Issuerer); ok {
+		return i.Issuer()
+	}
+	return ""
+}
+
+func displayName(p Provider) string {
+	if d, ok := p.(DisplayNamer); ok && d.DisplayName() != "" {
+		return d.DisplayName()
+	}
+	return p.ProviderID()
+}

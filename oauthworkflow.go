@@ -1,0 +1,214 @@
+package oauthflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// The OAuth workflow, its states, transitions and prompt document.
+const (
+	OAuthWorkflowName     = "oauth"
+	StateAwaitingAuth     = "awaiting_auth"
+	TransitionInitiate    = "initiateOAuth"
+	TransitionExchange    = "exchangeToken"
+	TransitionReportError = "reportError"
+	PromptDocumentName    = "oauthPrompt"
+	PromptWidget          = "oauth-prompt"
+)
+
+// OAuthPromptDocument statuses.
+const (
+	PromptPending = "pending"
+	PromptSuccess = "success"
+	PromptError   = "error"
+)
+
+// OAuthPromptDocument is the sign-in prompt shown in the frontend by the
+// oauth-prompt widget.
+type OAuthPromptDocument struct {
+	Provider string `json:"provider"`
+	AuthURL  string `json:"authUrl"`
+	State    string `json:"state"`
+	Status   string `json:"status"`
+	Message  string `json:"message,omitempty"`
+}
+
+// OAuthWorkflowArgs are the OAuth workflow's arguments; Scopes default to the
+// provider's DefaultScopes.
+type OAuthWorkflowArgs struct {
+	Provider string   `json:"provider"`
+	Scopes   []string `json:"scopes,omitempty"`
+}
+
+// OAuthWorkflowResult is what the OAuth workflow returns.
+type OAuthWorkflowResult struct {
+	Authenticated bool `json:"authenticated"`
+}
+
+// ExchangeInput is the input of the exchangeToken transition.
+type ExchangeInput struct {
+	Code  string `json:"code"`
+	State string `json:"state"`
+	Iss   string `json:"iss,omitempty"`
+}
+
+// ProviderErrorInput is the input of the reportError transition: the provider's
+// error redirect (RFC 6749 §4.1.2.1).
+type ProviderErrorInput struct {
+	Error            string `json:"error"`
+	ErrorDescription string `json:"error_description,omitempty"`
+	ErrorURI         string `json:"error_uri,omitempty"`
+}
+
+type oauthRunData struct {
+	Provider      string `json:"provider"`
+	ExpectedState string `json:"expectedState"`
+}
+
+type sessionCtxKey struct{}
+
+// withSession hands a consumed sign-in to the exchangeToken transition.
+func withSession(ctx context.Context, s *Session) context.Context {
+	return context.WithValue(ctx, sessionCtxKey{}, s)
+}
+
+func sessionFrom(ctx context.Context) *Session {
+	s, _ := ctx.Value(sessionCtxKey{}).(*Session)
+	return s
+}
+
+func (m *Module) oauthWorkflow() *Workflow {
+	return &Workflow{
+		Name:   OAuthWorkflowName,
+		States: []string{StateStart, StateAwaitingAuth, StateEnd},
+		Transitions: []Transition{
+			{Name: TransitionInitiate, From: StateStart, To: StateAwaitingAuth, Do: m.initiateOAuth},
+			{Name: TransitionExchange, From: StateAwaitingAuth, To: StateEnd, Wait: true, Do: m.exchangeTransition},
+			{Name: TransitionReportError, From: StateAwaitingAuth, To: StateAwaitingAuth, Wait: true, Do: m.reportErrorTransition},
+		},
+	}
+}
+
+// initiateOAuth builds the URL (registering the sign-in under its state), keeps
+// the expected state, and saves the prompt as pending.
+func (m *Module) initiateOAuth(ctx context.Context, tc *TransitionContext) error {
+	var args OAuthWorkflowArgs
+	if err := tc.DecodeArgs(&args); err != nil {
+		return m.failFlow(ctx, tc, "", &FlowError{Message: "The sign-in request is not valid.", Err: err})
+	}
+	if !m.Registry.Has(args.Provider) {
+		err := fmt.Errorf("%w: %q", ErrUnknownProvider, args.Provider)
+		return m.failFlow(ctx, tc, args.Provider, &FlowError{Message: "This provider is not available.", Err: err})
+	}
+	res, err := m.buildAuthURL(ctx, ToolContext{UserID: tc.Run.UserID, RunID: tc.Run.ID},
+		BuildOAuthURLArgs{Provider: args.Provider, Scopes: args.Scopes})
+	if err != nil {
+		return m.failFlow(ctx, tc, args.Provider, err)
+	}
+	if err := tc.SetData(oauthRunData{Provider: args.Provider, ExpectedState: res.State}); err != nil {
+		return err
+	}
+	return tc.SaveDocument(ctx, PromptDocumentName, PromptWidget, OAuthPromptDocument{
+		Provider: args.Provider, AuthURL: res.AuthURL, State: res.State, Status: PromptPending})
+}
+
+// exchangeTransition re-checks the state, exchanges the code and stores the
+// tokens; the prompt becomes success, or error with a human message.
+func (m *Module) exchangeTransition(ctx context.Context, tc *TransitionContext) error {
+	var data oauthRunData
+	if err := tc.DecodeData(&data); err != nil {
+		return err
+	}
+	var in ExchangeInput
+	if err := tc.DecodeInput(&in); err != nil {
+		return m.failFlow(ctx, tc, data.Provider, &FlowError{Message: "The sign-in response is not valid.", Err: err})
+	}
+	_, err := m.exchangeCode(ctx, ToolContext{UserID: tc.Run.UserID, RunID: tc.Run.ID, Session: sessionFrom(ctx)},
+		ExchangeOAuthTokenArgs{Provider: data.Provider, Code: in.Code, State: in.State, ExpectedState: data.ExpectedState, Iss: in.Iss})
+	if err != nil {
+		return m.failFlow(ctx, tc, data.Provider, err)
+	}
+	if err := tc.SetResult(OAuthWorkflowResult{Authenticated: true}); err != nil {
+		return err
+	}
+	if err := m.updatePrompt(ctx, tc, PromptSuccess, ""); err != nil {
+		return err
+	}
+	m.events.emit(ctx, Event{Kind: EventConnected, UserID: tc.Run.UserID, ProviderID: data.Provider, RunID: tc.Run.ID})
+	return nil
+}
+
+// reportErrorTransition records a provider's error redirect (access_denied...):
+// the prompt shows it, but the run keeps waiting and the sign-in stays usable
+// until it expires, so the user may try the same link again.
+func (m *Module) reportErrorTransition(ctx context.Context, tc *TransitionContext) error {
+	var data oauthRunData
+	if err := tc.DecodeData(&data); err != nil {
+		return err
+	}
+	var in ProviderErrorInput
+	if err := tc.DecodeInput(&in); err != nil || in.Error == "" {
+		return invalidArg("reportError needs an error code")
+	}
+	perr := &ProviderError{ProviderID: data.Provider, Code: in.Error, Description: in.ErrorDescription, URI: in.ErrorURI}
+	m.events.emit(ctx, Event{Kind: EventFlowFailed, UserID: tc.Run.UserID, ProviderID: data.Provider, RunID: tc.Run.ID, Err: perr})
+	return m.updatePrompt(ctx, tc, PromptError, signInErrorMessage(in.Error, in.ErrorDescription))
+}
+
+// failFlow ends the flow honestly: the prompt (when there is one) shows the
+// error, the run returns {authenticated:false}, and the error ends the run as
+// failed so the parent hears status "failed".
+func (m *Module) failFlow(ctx context.Context, tc *TransitionContext, provider string, err error) error {
+	msg := flowFailureMessage(err)
+	if serr := tc.SetResult(OAuthWorkflowResult{Authenticated: false}); serr != nil {
+		return errors.Join(err, serr)
+	}
+	if _, ok := tc.Run.Documents[PromptDocumentName]; ok {
+		if perr := m.updatePrompt(ctx, tc, PromptError, msg); perr != nil {
+			return errors.Join(err, perr)
+		}
+	}
+	m.events.emit(ctx, Event{Kind: EventFlowFailed, UserID: tc.Run.UserID, ProviderID: provider, RunID: tc.Run.ID,
+		Err: err, GrantDead: IsGrantDead(err)})
+	var fe *FlowError
+	if errors.As(err, &fe) {
+		return err
+	}
+	return &FlowError{Message: msg, Err: err}
+}
+
+func (m *Module) updatePrompt(ctx context.Context, tc *TransitionContext, status, message string) error {
+	var doc OAuthPromptDocument
+	if err := m.Engine.Document(ctx, tc.Run.ID, PromptDocumentName, &doc); err != nil {
+		return err
+	}
+	doc.Status, doc.Message = status, message
+	return tc.SaveDocument(ctx, PromptDocumentName, PromptWidget, doc)
+}
+
+// flowFailureMessage says what went wrong in words for the user, never with
+// internal error text.
+func flowFailureMessage(err error) string {
+	var fe *FlowError
+	switch {
+	case errors.As(err, &fe) && fe.Message != "":
+		return fe.Message
+	case errors.Is(err, ErrSessionNotFound):
+		return "This sign-in link has expired or was already used."
+	case errors.Is(err, ErrStoreUnavailable):
+		return "The service is temporarily unavailable. Please try again later."
+	case IsTransient(err):
+		return "The provider could not be reached. Please try again later."
+	case providerCode(err) != "":
+		return "The provider did not accept the sign-in (" + providerCode(err) + ")."
+	}
+	return "Sign-in could not be completed."
+}
+
+func signInErrorMessage(code, description string) string {
+	if description != "" {
+		return "Sign-in not completed: " + description
+	}
+	return "Sign-in not completed (" + code + ")."
+}

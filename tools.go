@@ -1,0 +1,170 @@
+package oauthflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// Tool is an operation an agent or a workflow can call: a name, a description,
+// a JSON Schema of its arguments, and a function. Arguments are checked against
+// the schema before the call: unknown fields are refused, required ones enforced.
+type Tool struct {
+	Name        string
+	Description string
+	Schema      Schema
+	call        func(ctx context.Context, tc ToolContext, args json.RawMessage) (any, error)
+}
+
+// ToolContext says on whose behalf a tool runs.
+type ToolContext struct {
+	UserID  string
+	RunID   string   // the workflow run calling the tool, if any
+	Session *Session // the sign-in being completed, once consumed (exchange_oauth_token)
+}
+
+// Schema is the subset of JSON Schema our tools use: an object of typed properties.
+type Schema struct {
+	Type                 string              `json:"type"`
+	Properties           map[string]Property `json:"properties"`
+	Required             []string            `json:"required,omitempty"`
+	AdditionalProperties bool                `json:"additionalProperties"`
+}
+
+// Property describes one argument: "string", "integer", "boolean", or "array" of Items.
+type Property struct {
+	Type        string    `json:"type"`
+	Description string    `json:"description,omitempty"`
+	Items       *Property `json:"items,omitempty"`
+}
+
+// ToolResultUnauthorized is what a tool returns when the user has no usable token:
+// the signal a consumer workflow uses to launch the "oauth" sub-workflow.
+var ToolResultUnauthorized = json.RawMessage(`{"error":"unauthorized"}`)
+
+// IsUnauthorized reports whether a tool result is {"error":"unauthorized"}.
+func IsUnauthorized(result json.RawMessage) bool {
+	var r struct {
+		Error string `json:"error"`
+	}
+	return json.Unmarshal(result, &r) == nil && r.Error == "unauthorized"
+}
+
+// NewTool makes a tool whose arguments decode into A. When fn fails with an
+// error wrapping ErrNoToken, the tool returns {"error":"unauthorized"} instead
+// of failing: a consumer tool just reads its token with GetValidAccessToken and
+// returns the error.
+func NewTool[A any](name, description string, schema Schema, fn func(ctx context.Context, tc ToolContext, args A) (any, error)) *Tool {
+	return &Tool{Name: name, Description: description, Schema: schema,
+		call: func(ctx context.Context, tc ToolContext, raw json.RawMessage) (any, error) {
+			var args A
+			if err := strictDecode(raw, &args); err != nil {
+				return nil, invalidArg("%s arguments: %w", name, err)
+			}
+			return fn(ctx, tc, args)
+		}}
+}
+
+// Call validates args against the schema, runs the tool and returns its JSON result.
+func (t *Tool) Call(ctx context.Context, tc ToolContext, args json.RawMessage) (res json.RawMessage, err error) {
+	ctx = ctxOrBackground(ctx)
+	if err := t.Schema.Validate(args); err != nil {
+		return nil, fmt.Errorf("%s: %w", t.Name, err)
+	}
+	defer recoverInto(&err, "tool "+t.Name)
+	out, err := t.call(ctx, tc, args)
+	if errors.Is(err, ErrNoToken) {
+		return ToolResultUnauthorized, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return marshalArg(out)
+}
+
+// MarshalJSON describes the tool the way LLM tool APIs expect.
+func (t *Tool) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Name        string `json:"name"`
+		Description string `json:"description"`
+		Parameters  Schema `json:"parameters"`
+	}{t.Name, t.Description, t.Schema})
+}
+
+// Validate checks that raw is an object matching the schema.
+func (s Schema) Validate(raw json.RawMessage) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return invalidArg("arguments must be a JSON object")
+	}
+	for _, name := range sortedKeys(obj) {
+		p, ok := s.Properties[name]
+		if !ok && !s.AdditionalProperties {
+			return invalidArg("unknown argument %q", name)
+		}
+		if ok {
+			if err := p.check(obj[name]); err != nil {
+				return invalidArg("argument %q: %w", name, err)
+			}
+		}
+	}
+	for _, name := range s.Required {
+		if v, ok := obj[name]; !ok || string(v) == "null" {
+			return invalidArg("missing required argument %q", name)
+		}
+	}
+	return nil
+}
+
+func (p Property) check(raw json.RawMessage) error {
+	if string(raw) == "null" {
+		return nil // caught by Required when it matters
+	}
+	var ok bool
+	switch p.Type {
+	case "string":
+		var v string
+		ok = json.Unmarshal(raw, &v) == nil
+	case "integer":
+		var v int64
+		ok = json.Unmarshal(raw, &v) == nil
+	case "boolean":
+		var v bool
+		ok = json.Unmarshal(raw, &v) == nil
+	case "array":
+		return p.checkArray(raw)
+	default:
+		ok = true
+	}
+	if !ok {
+		return fmt.Errorf("want %s", p.Type)
+	}
+	return nil
+}
+
+func (p Property) checkArray(raw json.RawMessage) error {
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return errors.New("want array")
+	}
+	if p.Items == nil {
+		return nil
+	}
+	for i, it := range items {
+		if err := p.Items.check(it); err != nil {
+			return fmt.Errorf("item %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]json.RawMessage) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
