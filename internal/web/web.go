@@ -1,0 +1,146 @@
+// Package web serves the browser side of the flow as embedded assets with no
+// build step: the frontend callback page and the oauth-prompt widget.
+//
+// Handler answers, relative to where it is mounted:
+//
+//	GET /oauth/callback            the frontend callback page (a redirect URI target)
+//	GET /oauth/callback.js         its script
+//	GET /oauth/oauth-prompt.js     the oauth-prompt widget (custom element and OAuthFlow.renderPrompt)
+//	GET /oauth/oauth-prompt.css    styles for the widget and the callback page
+//
+// Mount it on the frontend's origin, for example:
+//
+//	mux.Handle("GET /oauth/", web.Handler(web.Options{}))
+//	mux.Handle("GET /app/oauth/", http.StripPrefix("/app", web.Handler(opts)))
+//
+// The page links its script and stylesheet by relative URL, so any mount point works.
+// No response depends on the request's query: the code and state are read by the
+// script in the browser, never reflected by the server.
+package web
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"net/http"
+	"path"
+	"time"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Options configures Handler. The zero value serves a page that completes
+// through POST /api/v1/oauth/complete on its own origin.
+type Options struct {
+	// APIBase is where POST {APIBase}/api/v1/oauth/complete lives: "" for the
+	// page's own origin, an absolute path ("/backend") on that origin, or an
+	// absolute http or https URL ("https://api.example.com") on another origin,
+	// whose origin the page's Content-Security-Policy then allows in connect-src.
+	// Anything else is a setup error and makes Handler panic.
+	APIBase string
+}
+
+// asset is one response body with the headers that depend on it.
+type asset struct {
+	body         []byte
+	contentType  string
+	cacheControl string
+	etag         string // empty: none
+}
+
+// handler serves a fixed set of assets; it holds nothing that changes after Handler returns.
+type handler struct {
+	routes map[string]asset
+	csp    string
+}
+
+// assetMaxAge is how long a browser may reuse the scripts and the stylesheet
+// before it revalidates them with their ETag.
+const assetMaxAge = "public, max-age=300"
+
+// Handler returns the http.Handler that serves the callback page and the widget
+// for opts. It panics when opts.APIBase is not a value Options allows.
+func Handler(opts Options) http.Handler {
+	base, err := parseAPIBase(opts.APIBase)
+	if err != nil {
+		panic("web: " + err.Error())
+	}
+	page, err := renderCallbackPage(base.URL)
+	if err != nil {
+		panic("web: rendering the callback page: " + err.Error())
+	}
+	return &handler{
+		routes: map[string]asset{
+			"/oauth/callback":         {body: page, contentType: "text/html; charset=utf-8", cacheControl: "no-store"},
+			"/oauth/callback.js":      staticAsset("callback.js"),
+			"/oauth/oauth-prompt.js":  staticAsset("oauth-prompt.js"),
+			"/oauth/oauth-prompt.css": staticAsset("oauth-prompt.css"),
+		},
+		csp: contentSecurityPolicy(base.Origin),
+	}
+}
+
+// staticAsset loads an embedded script or stylesheet; they are cacheable for a
+// short time and revalidated by content hash.
+func staticAsset(name string) asset {
+	body, err := assets.ReadFile("assets/" + name)
+	if err != nil {
+		panic("web: missing embedded asset " + name) // the embed directive guarantees it
+	}
+	sum := sha256.Sum256(body)
+	return asset{
+		body:         body,
+		contentType:  contentTypes[path.Ext(name)],
+		cacheControl: assetMaxAge,
+		etag:         `"` + hex.EncodeToString(sum[:16]) + `"`,
+	}
+}
+
+var contentTypes = map[string]string{
+	".js":  "text/javascript; charset=utf-8",
+	".css": "text/css; charset=utf-8",
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.setSecurityHeaders(w.Header())
+	a, ok := h.routes[r.URL.Path]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, http.StatusText(http.StatusMethodNotAllowed), http.StatusMethodNotAllowed)
+		return
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", a.contentType)
+	hd.Set("Cache-Control", a.cacheControl)
+	if a.etag != "" {
+		hd.Set("ETag", a.etag)
+	}
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(a.body))
+}
+
+// setSecurityHeaders sets the headers every response carries, errors included.
+// Referrer-Policy matters most: the callback page's URL carries the code.
+func (h *handler) setSecurityHeaders(hd http.Header) {
+	hd.Set("Content-Security-Policy", h.csp)
+	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Cache-Control", "no-store")
+}
+
+// contentSecurityPolicy allows scripts and styles from the page's own origin
+// only (no inline code) and fetches to that origin and, when set, the API's.
+func contentSecurityPolicy(apiOrigin string) string {
+	connect := "'self'"
+	if apiOrigin != "" {
+		connect += " " + apiOrigin
+	}
+	return "default-src 'none'; script-src 'self'; style-src 'self'; connect-src " + connect +
+		"; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+}
