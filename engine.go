@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 )
@@ -96,6 +97,10 @@ func (e *Engine) workflow(name string) (*Workflow, error) {
 	}
 	return w, nil
 }
+
+// maxAutoSteps bounds the automatic transitions one Launch or Fire runs, so a
+// workflow that loops fails instead of spinning.
+const maxAutoSteps = 100
 
 func runKey(id string) string       { return "oauth:run:" + id }
 func runLockKey(id string) string   { return "oauth:lock:run:" + id }
@@ -222,14 +227,18 @@ func (e *Engine) Fire(ctx context.Context, runID, transition string, input any, 
 // the run rests; it saves the run after every step. A failing transition ends
 // the run as failed.
 func (e *Engine) advance(ctx context.Context, w *Workflow, r *Run, t *Transition, input json.RawMessage) (*Run, error) {
-	for ; t != nil; t = w.autoFrom(r.State) {
+	for steps := 0; t != nil; t, steps = w.autoFrom(r.State), steps+1 {
 		r.Status = RunRunning
-		if err := e.step(ctx, r, t, input); err != nil {
+		next, err := e.step(ctx, w, r, t, input)
+		if err == nil && steps >= maxAutoSteps {
+			err = fmt.Errorf("oauthflow: workflow %q did not come to rest after %d steps", w.Name, steps)
+		}
+		if err != nil {
 			r.State, r.Status, r.Error = StateEnd, RunFailed, PublicMessage(err)
 			return r, errors.Join(err, e.save(ctx, r))
 		}
 		input = nil
-		r.State = t.To
+		r.State = next
 		if r.State == StateEnd {
 			break
 		}
@@ -244,9 +253,20 @@ func (e *Engine) advance(ctx context.Context, w *Workflow, r *Run, t *Transition
 	return r, e.save(ctx, r)
 }
 
-func (e *Engine) step(ctx context.Context, r *Run, t *Transition, input json.RawMessage) (err error) {
+// step runs t and returns the state it leads to: t.To, or the one it chose with GoTo.
+func (e *Engine) step(ctx context.Context, w *Workflow, r *Run, t *Transition, input json.RawMessage) (next string, err error) {
 	defer recoverInto(&err, "transition "+t.Name)
-	return t.Do(ctx, &TransitionContext{Run: r, Input: input, engine: e})
+	tc := &TransitionContext{Run: r, Input: input, engine: e}
+	if err := t.Do(ctx, tc); err != nil {
+		return "", err
+	}
+	if tc.next == "" {
+		return t.To, nil
+	}
+	if !slices.Contains(w.States, tc.next) {
+		return "", fmt.Errorf("oauthflow: transition %q went to undeclared state %q", t.Name, tc.next)
+	}
+	return tc.next, nil
 }
 
 // finished tells the OnRunDone hooks and the parent (through its callback
@@ -374,7 +394,12 @@ type TransitionContext struct {
 	Run    *Run
 	Input  json.RawMessage // what Fire was given; nil for automatic transitions
 	engine *Engine
+	next   string
 }
+
+// GoTo makes the transition lead to state instead of its To: how a step
+// branches (a tool reported unauthorized: wait for sign-in instead of ending).
+func (tc *TransitionContext) GoTo(state string) { tc.next = state }
 
 // DecodeInput decodes the transition's input strictly into v.
 func (tc *TransitionContext) DecodeInput(v any) error { return decodeStrict(tc.Input, v, "input") }
