@@ -7,7 +7,8 @@
  *   {type: "oauthflow:callback", code, state, iss, error, error_description}
  * to its opener with the strict target origin location.origin, then closes.
  * Opened directly (no opener, e.g. from a link a CLI printed), it posts the fields to
- * {data-api-base}/api/v1/oauth/complete and shows the outcome.
+ * {data-api-base}/api/v1/oauth/complete, shows the outcome and announces it on the
+ * "oauthflow" BroadcastChannel, so a widget whose popup lost its opener still learns it.
  *
  * DOM hooks: #oauth-callback carries data-status="pending|working|success|error" and
  * data-mode="popup|direct"; [data-role=title] and [data-role=message] hold the text.
@@ -84,6 +85,7 @@
     }
     show(root, "working", "Working…", "Completing sign-in…");
     window.OAuthFlow.complete(root.getAttribute("data-api-base") || "", fields).then(function (outcome) {
+      window.OAuthFlow.announce(fields.state, outcome);
       if (outcome.status === "success") {
         var account = outcome.provider ? "Your " + outcome.provider + " account" : "Your account";
         show(root, "success", "Connected", account + " is connected. You can close this window.");

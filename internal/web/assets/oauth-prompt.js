@@ -14,7 +14,9 @@
  *
  * Also exported for the callback page: OAuthFlow.complete(apiBase, fields), which posts a
  * callback's fields to {apiBase}/api/v1/oauth/complete and resolves to an outcome
- * {status: "success"|"error", provider, error, message}. It never rejects.
+ * {status: "success"|"error", provider, error, message}. It never rejects. And
+ * OAuthFlow.announce(state, outcome), which the callback page uses to tell a widget on this
+ * origin the outcome over the "oauthflow" BroadcastChannel when postMessage cannot reach it.
  */
 (function (window) {
   "use strict";
@@ -31,6 +33,7 @@
   var DEFAULT_TIMEOUT_MS = 10 * 60 * 1000;
   var CALLBACK = "oauthflow:callback";
   var RESULT = "oauthflow:result";
+  var CHANNEL = "oauthflow"; // BroadcastChannel for results that cannot use postMessage
 
   // ---- completing a callback through the API -------------------------------------------
 
@@ -152,6 +155,40 @@
     }
   }
 
+  // openChannel listens on the oauthflow BroadcastChannel, where the browser has one.
+  function openChannel(onMessage) {
+    if (typeof window.BroadcastChannel !== "function") {
+      return null;
+    }
+    try {
+      var channel = new window.BroadcastChannel(CHANNEL);
+      channel.onmessage = onMessage;
+      return channel;
+    } catch (e) {
+      return null;
+    }
+  }
+
+  // announce tells this origin's other windows the outcome for state (see onBroadcast).
+  function announce(state, outcome) {
+    var channel = openChannel(null);
+    if (!channel) {
+      return;
+    }
+    try {
+      channel.postMessage({
+        type: RESULT,
+        state: state,
+        status: outcome.status,
+        provider: outcome.provider,
+        error: outcome.error,
+        message: outcome.message
+      });
+    } finally {
+      channel.close();
+    }
+  }
+
   function popupFeatures() {
     var left = (window.screenX || 0) + ((window.outerWidth || POPUP_WIDTH) - POPUP_WIDTH) / 2;
     var top = (window.screenY || 0) + ((window.outerHeight || POPUP_HEIGHT) - POPUP_HEIGHT) / 2;
@@ -191,6 +228,7 @@
       this.timedOut = this.timedOut.bind(this);
       element.setAttribute("data-oauthflow", "prompt");
       window.addEventListener("message", this.onMessage);
+      this.channel = openChannel(this.onBroadcast.bind(this));
       this.update(doc, options);
     }
 
@@ -275,6 +313,10 @@
     destroy() {
       this.reset();
       window.removeEventListener("message", this.onMessage);
+      if (this.channel) {
+        this.channel.close();
+        this.channel = null;
+      }
       this.status = "destroyed";
     }
 
@@ -326,6 +368,24 @@
       return data.type === RESULT && (own || (api !== "" && ev.origin === api));
     }
 
+    // onBroadcast takes a result the callback page announced after completing the sign-in
+    // itself. That happens when the popup lost its opener (a provider page with a
+    // Cross-Origin-Opener-Policy severs it, and the popup then looks closed), or when the
+    // sign-in ran in another tab of this origin. The channel is same-origin by construction
+    // and the state ties the result to this document.
+    onBroadcast(ev) {
+      var data = ev.data;
+      if (!this.doc || this.status === "success" || !data || typeof data !== "object") {
+        return;
+      }
+      if (data.type !== RESULT || data.state !== this.doc.state) {
+        return;
+      }
+      this.stopWaiting();
+      this.attempt++;
+      this.settleResult(data);
+    }
+
     onMessage(ev) {
       if (!this.accepts(ev)) {
         return;
@@ -333,12 +393,7 @@
       var data = ev.data;
       this.stopWaiting();
       if (data.type === RESULT) {
-        this.settle({
-          status: data.status === "success" ? "success" : "error",
-          provider: String(data.provider || this.doc.provider),
-          error: data.status === "success" ? "" : String(data.error || "error"),
-          message: typeof data.message === "string" ? data.message : ""
-        }, false);
+        this.settleResult(data);
         return;
       }
       var fields = {
@@ -387,6 +442,15 @@
         // it may be gone already
       }
       this.fail("timeout", "Sign-in timed out.", true);
+    }
+
+    settleResult(data) {
+      this.settle({
+        status: data.status === "success" ? "success" : "error",
+        provider: String(data.provider || this.doc.provider),
+        error: data.status === "success" ? "" : String(data.error || "error"),
+        message: typeof data.message === "string" ? data.message : ""
+      }, false);
     }
 
     settle(outcome, redirectError) {
@@ -457,13 +521,13 @@
     }
 
     // fail shows an error with a way to try again (when the document allows one) and,
-    // when the widget learned it itself (announce), reports it with "oauthflow:done".
-    fail(reason, message, announce, provider) {
+    // when the widget learned it itself (report), tells the host with "oauthflow:done".
+    fail(reason, message, report, provider) {
       this.render("error", reason, message);
       if (this.doc && isHTTPURL(this.doc.authUrl) && this.doc.state) {
         this.button("retry", "Try again");
       }
-      if (announce) {
+      if (report) {
         this.done("error", provider, message, reason);
       }
     }
@@ -487,6 +551,7 @@
   window.OAuthFlow = {
     renderPrompt: renderPrompt,
     complete: complete,
+    announce: announce,
     completionBody: completionBody
   };
 

@@ -174,3 +174,19 @@ test("the page waits for DOMContentLoaded while the document is loading", () => 
   t.document.dispatchEvent(new t.window.Event("DOMContentLoaded"));
   assert.equal(t.fetchCalls.length, 1);
 });
+
+test("opened directly it announces the outcome to widgets of its origin", async () => {
+  const widget = makeBrowser({ origin: ORIGIN });
+  const heard = [];
+  const ch = new widget.window.BroadcastChannel("oauthflow");
+  ch.onmessage = (ev) => heard.push(ev.data);
+
+  open(okQuery, { bus: widget.bus });
+  await settle();
+  assert.deepEqual(heard, [{ type: "oauthflow:result", state: "S1", status: "success", provider: "github", error: "", message: "" }]);
+
+  const popup = open(okQuery, { bus: widget.bus, opener: makeOpener() });
+  await settle();
+  assert.equal(heard.length, 1, "a popup that reached its opener announces nothing");
+  assert.equal(popup.fetchCalls.length, 0);
+});

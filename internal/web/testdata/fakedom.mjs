@@ -216,6 +216,36 @@ export class FakePopup {
   }
 }
 
+// newBus returns what windows of one origin share: BroadcastChannel delivery.
+export function newBus() {
+  return new Map(); // channel name -> Set of open channels
+}
+
+// fakeBroadcastChannel builds a BroadcastChannel class over bus. Like the real one, it
+// delivers asynchronously, to every other open channel of that name, a copy of the data.
+function fakeBroadcastChannel(bus) {
+  return class FakeBroadcastChannel {
+    constructor(name) {
+      this.name = String(name);
+      this.onmessage = null;
+      if (!bus.has(this.name)) bus.set(this.name, new Set());
+      bus.get(this.name).add(this);
+    }
+    postMessage(data) {
+      const copy = structuredClone(data);
+      for (const ch of bus.get(this.name)) {
+        if (ch === this) continue;
+        setImmediate(() => {
+          if (bus.get(ch.name).has(ch) && typeof ch.onmessage === "function") ch.onmessage({ data: copy });
+        });
+      }
+    }
+    close() {
+      bus.get(this.name).delete(this);
+    }
+  };
+}
+
 // jsonResponse is what the fake fetch answers.
 export function jsonResponse(status, body) {
   return {
@@ -226,7 +256,8 @@ export function jsonResponse(status, body) {
 }
 
 // makeBrowser builds a window for one test. opts: origin, search, opener, open(url, name, features),
-// fetch(url, init) (defaults to 200 {ok:true, provider:"github"}), pageRoot (element to put in body).
+// fetch(url, init) (defaults to 200 {ok:true, provider:"github"}), pageRoot (element to put in body),
+// bus (from newBus, to share BroadcastChannels with another window of the origin).
 export function makeBrowser(opts = {}) {
   const origin = opts.origin || "https://app.example";
   const pathname = opts.pathname || "/oauth/callback";
@@ -234,6 +265,7 @@ export function makeBrowser(opts = {}) {
   const log = []; // ordered record of side effects: ["replaceState", url], ["postMessage", data, origin], ...
   const timers = new FakeTimers();
   const registry = new Map();
+  const bus = opts.bus || newBus();
 
   const document = new FakeEventTarget();
   const html = new FakeElement("html");
@@ -301,6 +333,7 @@ export function makeBrowser(opts = {}) {
     HTMLElement: FakeElement,
     URL,
     URLSearchParams,
+    BroadcastChannel: fakeBroadcastChannel(bus),
     customElements: {
       define(name, Ctor) {
         if (registry.has(name)) throw new Error("already defined: " + name);
@@ -316,6 +349,7 @@ export function makeBrowser(opts = {}) {
 
   const context = vm.createContext(win);
   return {
+    bus,
     window: win,
     document,
     timers,

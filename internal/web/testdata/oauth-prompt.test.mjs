@@ -413,3 +413,33 @@ test("loading the script twice keeps the first copy", () => {
   t.load("oauth-prompt.js");
   assert.equal(t.window.OAuthFlow, first);
 });
+
+test("a result announced on the BroadcastChannel settles the widget", async () => {
+  const t = setupOpen();
+  // The provider's Cross-Origin-Opener-Policy severed the popup: it looks closed at once.
+  t.popup.closed = true;
+  t.timers.tick(1000);
+  assert.equal(t.root.getAttribute("data-reason"), "popup_closed");
+
+  // Meanwhile the callback page, without an opener, completed the sign-in itself.
+  const page = makeBrowser({ origin: ORIGIN, bus: t.bus });
+  page.load("oauth-prompt.js");
+  page.window.OAuthFlow.announce("S2", { status: "error", provider: "github", error: "x", message: "other flow" });
+  await settle();
+  assert.equal(t.root.getAttribute("data-reason"), "popup_closed", "another state is ignored");
+
+  page.window.OAuthFlow.announce("S1", { status: "success", provider: "github", error: "", message: "" });
+  await settle();
+  assert.equal(t.root.getAttribute("data-status"), "success");
+  assert.equal(t.events.at(-1).detail.status, "success");
+
+  page.window.OAuthFlow.announce("S1", { status: "error", provider: "github", error: "x", message: "late" });
+  await settle();
+  assert.equal(t.root.getAttribute("data-status"), "success", "a shown success stays");
+});
+
+test("a destroyed widget leaves the BroadcastChannel", async () => {
+  const t = setup();
+  t.prompt.destroy();
+  assert.equal(t.bus.get("oauthflow").size, 0);
+});
