@@ -56,6 +56,8 @@ type handler struct {
 	csp    string
 }
 
+var _ http.Handler = (*handler)(nil)
+
 // assetMaxAge is how long a browser may reuse the scripts and the stylesheet
 // before it revalidates them with their ETag.
 const assetMaxAge = "public, max-age=300"
