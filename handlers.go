@@ -6,6 +6,8 @@ import (
 	"errors"
 	"mime"
 	"net/http"
+
+	"github.com/oauthflow/oauthflow/internal/web"
 )
 
 // The endpoints' paths, as Mount registers them.
@@ -25,6 +27,20 @@ const maxParamLen = 4096
 func (m *Module) Mount(mux *http.ServeMux) {
 	mux.Handle("GET "+CallbackPath, m.CallbackHandler())
 	mux.Handle("POST "+CompletePath, m.CompleteHandler())
+}
+
+// FrontendHandler serves the browser side of the flow, as embedded assets with no
+// build step: the frontend callback page (GET /oauth/callback, a redirect URI
+// target that hands the code to the widget, or completes through
+// POST /api/v1/oauth/complete when opened directly) and the oauth-prompt widget
+// (GET /oauth/oauth-prompt.js and .css). Mount it on the frontend's origin:
+//
+//	mux.Handle("GET /oauth/", m.FrontendHandler(""))
+//
+// apiBase is where the API lives when it is on another origin ("" for the same
+// origin); a malformed apiBase panics, at setup.
+func (m *Module) FrontendHandler(apiBase string) http.Handler {
+	return web.Handler(web.Options{APIBase: apiBase})
 }
 
 // callbackParams is what a provider's redirect (or the frontend page) reports.

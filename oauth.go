@@ -3,16 +3,39 @@
 // on read, and lets a workflow that hits "unauthorized" send its user through
 // sign-in and resume.
 //
-// A host application creates the services it needs from one [KV] store:
+// # Mounting it in a service
 //
-//	kv, err := oauthflow.KVFromEnv(ctx, logger) // KVSTORE_HOST, KVSTORE_PORT, KVSTORE_PASSWORD
-//	reg := oauthflow.NewRegistry()
-//	reg.Register(github)                        // any Provider
-//	tokens := oauthflow.NewTokenStore(kv, reg)
-//	client := tokens.Client(ctx, userID, "github") // sends Authorization: Bearer, refreshing as needed
+// New wires every service, the two tools and the "oauth" workflow; the host app
+// registers its providers and mounts the two public endpoints on its own mux:
+//
+//	m, err := oauthflow.New(ctx, oauthflow.Config{}) // Redis from KVSTORE_*; memory if it cannot be reached
+//	github, err := providers.FromEnv("github")        // GITHUB_CLIENT_ID, _CLIENT_SECRET, _OAUTH_REDIRECT_URI
+//	err = m.Registry.Register(github)
+//	m.Mount(mux)                                      // GET /api/v1/oauth/callback, POST /api/v1/oauth/complete
+//	mux.Handle("GET /oauth/", m.FrontendHandler(""))  // optional: callback page and oauth-prompt widget
+//
+//	run, prompt, err := m.StartSignIn(ctx, userID, "github") // show prompt.AuthURL as "Connect GitHub"
+//	client := m.Tokens.Client(ctx, userID, "github")         // Authorization: Bearer, refreshed as needed
+//
+// The callback consumes the single-use state, exchanges the code (with PKCE) and
+// stores the tokens before it answers, so its page tells the real outcome.
+//
+// # Resuming a workflow after sign-in
+//
+// A consumer workflow's tool reads its token with TokenStore.GetValidAccessToken
+// and returns the error: a Tool turns ErrNoToken into {"error":"unauthorized"}.
+// The workflow then launches the "oauth" workflow as a child with
+// RunOptions{Callback: &Callback{Transition: "authCompleted"}} and waits in
+// "awaiting_auth"; when the user has signed in, the engine fires the parent's
+// "authCompleted" (a waiting transition back to "start") with {runId, status,
+// result}, and the tool runs again. See Example_consumerWorkflow.
+//
+// # Storage
 //
 // Tokens live under "oauth:{userId}:{providerId}", pending sign-ins under
-// "oauth:session:{state}", so several instances that share one Redis behave as one.
+// "oauth:session:{state}", runs under "oauth:run:{runId}", so several instances
+// that share one Redis behave as one: a flow started on one completes on any
+// other, and an expired token is refreshed once between them.
 package oauthflow
 
 import (
