@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/authserver"
+	"github.com/oauthflow/oauthflow/internal/demo"
+)
+
+//go:embed static
+var static embed.FS
+
+type appConfig struct {
+	Base     string // scheme://host:port the browser reaches the app at
+	Logger   *slog.Logger
+	TokenTTL time.Duration
+	UseEnvKV bool // Redis from KVSTORE_* (with the memory fallback) instead of memory
+}
+
+// app is the host application: the oauthflow module, the demo provider mounted
+// beside it, and a small page with the oauth-prompt widget.
+type app struct {
+	http.Handler
+	mod  *oauthflow.Module
+	demo *authserver.Server
+	log  *slog.Logger
+
+	mu        sync.Mutex
+	refreshes map[string]int // user/provider -> refreshes seen through the event hook
+}
+
+func newApp(ctx context.Context, cfg appConfig) (*app, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	a := &app{log: cfg.Logger, refreshes: make(map[string]int)}
+	mc := oauthflow.Config{Logger: cfg.Logger, OnEvent: a.onEvent}
+	if !cfg.UseEnvKV {
+		mc.KV = oauthflow.NewMemoryKV()
+	}
+	mod, err := oauthflow.New(ctx, mc)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	as, p, err := demo.Mount(mux, cfg.Base, demo.Options{AccessTokenTTL: cfg.TokenTTL})
+	if err != nil {
+		return nil, err
+	}
+	if err := mod.Registry.Register(p); err != nil {
+		return nil, err
+	}
+	demo.RegisterFromEnv(mod.Registry, cfg.Logger)
+	a.mod, a.demo = mod, as
+	mod.Mount(mux)
+	mux.Handle("GET /oauth/", mod.FrontendHandler(""))
+	mux.Handle("GET /static/", http.FileServerFS(static))
+	mux.HandleFunc("GET /{$}", a.index)
+	mux.HandleFunc("GET /app/session", a.withUser(a.session))
+	mux.HandleFunc("POST /app/connect", a.withUser(a.connect))
+	mux.HandleFunc("POST /app/call", a.withUser(a.call))
+	mux.HandleFunc("POST /app/disconnect", a.withUser(a.disconnect))
+	a.Handler = mux
+	return a, nil
+}
+
+func (a *app) Close() error { return a.mod.Close() }
+
+func (a *app) onEvent(_ context.Context, e oauthflow.Event) {
+	if e.Kind != oauthflow.EventTokensRefreshed {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.refreshes[e.UserID+"/"+e.ProviderID]++
+}
+
+func (a *app) refreshCount(user, provider string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.refreshes[user+"/"+provider]
+}
+
+func (a *app) index(w http.ResponseWriter, r *http.Request) {
+	page, err := static.ReadFile("static/index.html")
+	if err != nil {
+		http.Error(w, "missing page", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "+
+		"img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+	_, _ = w.Write(page)
+}
+
+// withUser gives each browser its own demo user, kept in a cookie.
+func (a *app) withUser(h func(w http.ResponseWriter, r *http.Request, user string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.Header.Get("Content-Type") != "application/json" {
+			writeJSON(w, http.StatusUnsupportedMediaType, map[string]string{"error": "send application/json"})
+			return
+		}
+		c, err := r.Cookie("quickstart_user")
+		user := ""
+		if err == nil && len(c.Value) == 32 {
+			user = c.Value
+		} else {
+			b := make([]byte, 16)
+			_, _ = rand.Read(b)
+			user = hex.EncodeToString(b)
+			http.SetCookie(w, &http.Cookie{Name: "quickstart_user", Value: user, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode})
+		}
+		h(w, r, user)
+	}
+}
+
+type providerView struct {
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	Connected bool       `json:"connected"`
+	Token     *tokenView `json:"token,omitempty"`
+	Refreshes int        `json:"refreshes"`
+}
+
+// tokenView shows a token without revealing it: a fingerprint and its expiry.
+type tokenView struct {
+	Fingerprint string `json:"fingerprint"`
+	ExpiresAt   int64  `json:"expiresAt"` // Unix ms; 0 = never
+	Scope       string `json:"scope"`
+	Refreshable bool   `json:"refreshable"`
+}
+
+func fingerprint(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:4])
+}
+
+func (a *app) session(w http.ResponseWriter, r *http.Request, user string) {
+	var views []providerView
+	for _, id := range a.mod.Registry.IDs() {
+		p, _ := a.mod.Registry.Get(id)
+		v := providerView{ID: id, Name: id, Refreshes: a.refreshCount(user, id)}
+		if d, ok := p.(oauthflow.DisplayNamer); ok {
+			v.Name = d.DisplayName()
+		}
+		if t, err := a.mod.Tokens.GetTokens(r.Context(), user, id); err == nil {
+			v.Connected = true
+			v.Token = &tokenView{Fingerprint: fingerprint(t.AccessToken), ExpiresAt: t.ExpiresAt, Scope: t.Scope,
+				Refreshable: t.RefreshToken != ""}
+		} else if !errors.Is(err, oauthflow.ErrNoToken) {
+			a.fail(w, err)
+			return
+		}
+		views = append(views, v)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"providers": views, "now": time.Now().UnixMilli()})
+}
+
+type providerRequest struct {
+	Provider string `json:"provider"`
+}
+
+func decodeRequest(w http.ResponseWriter, r *http.Request) (providerRequest, bool) {
+	var req providerRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, 4096))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil || req.Provider == "" {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "send {\"provider\": \"...\"}"})
+		return req, false
+	}
+	return req, true
+}
+
+// connect starts the "oauth" workflow and returns its prompt document, which
+// the page renders with the oauth-prompt widget.
+func (a *app) connect(w http.ResponseWriter, r *http.Request, user string) {
+	req, ok := decodeRequest(w, r)
+	if !ok {
+		return
+	}
+	run, prompt, err := a.mod.StartSignIn(r.Context(), user, req.Provider)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"runId": run.ID, "prompt": prompt})
+}
+
+// call reads the demo provider's protected API with the user's token; the
+// client refreshes the token first when it has expired.
+func (a *app) call(w http.ResponseWriter, r *http.Request, user string) {
+	req, ok := decodeRequest(w, r)
+	if !ok {
+		return
+	}
+	if req.Provider != demo.ProviderID {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "the demo API belongs to the demo provider"})
+		return
+	}
+	resp, err := a.mod.Tokens.Client(r.Context(), user, demo.ProviderID).Get(a.demo.APIURL())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var me authserver.Me
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&me) != nil {
+		writeJSON(w, http.StatusBadGateway, map[string]any{"error": "the demo API answered " + resp.Status})
+		return
+	}
+	t, err := a.mod.Tokens.GetTokens(r.Context(), user, demo.ProviderID)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"me": me, "fingerprint": fingerprint(t.AccessToken)})
+}
+
+func (a *app) disconnect(w http.ResponseWriter, r *http.Request, user string) {
+	req, ok := decodeRequest(w, r)
+	if !ok {
+		return
+	}
+	if err := a.mod.Tokens.DeleteTokens(r.Context(), user, req.Provider); err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+}
+
+// fail answers an error without internal detail: not connected, bad input, or try later.
+func (a *app) fail(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, oauthflow.ErrNoToken):
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized"})
+	case errors.Is(err, oauthflow.ErrUnknownProvider), errors.Is(err, oauthflow.ErrInvalidArgument):
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "unknown provider or bad request"})
+	default:
+		a.log.Error("quickstart request failed", "error", err.Error())
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "try again later"})
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,72 @@
+// Command quickstart shows the whole flow in a browser with no credentials and no
+// network: a host app on 127.0.0.1 with a built-in demo authorization server.
+// Connect the demo provider through the oauth-prompt widget, call a protected API
+// with the stored token, watch the token refresh when it expires, and disconnect.
+//
+//	go run ./examples/quickstart            # then open http://127.0.0.1:8080/
+//	go run ./examples/quickstart -port 9000 # or PORT=9000
+//
+// It keeps everything in memory unless KVSTORE_HOST is set (then Redis, with the
+// usual fallback to memory), and registers any real catalog provider whose
+// variables are set (GITHUB_CLIENT_ID, GITHUB_CLIENT_SECRET, GITHUB_OAUTH_REDIRECT_URI...).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"time"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "quickstart:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	port := flag.Int("port", defaultPort(), "port to listen on, on 127.0.0.1 (or PORT)")
+	ttl := flag.Duration("demo-token-ttl", 75*time.Second, "lifetime of the demo provider's access tokens")
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(*port)))
+	if err != nil {
+		return err
+	}
+	base := "http://" + ln.Addr().String()
+	app, err := newApp(ctx, appConfig{Base: base, Logger: log, TokenTTL: *ttl, UseEnvKV: os.Getenv("KVSTORE_HOST") != ""})
+	if err != nil {
+		return err
+	}
+	defer app.Close()
+	srv := &http.Server{Handler: app, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	fmt.Printf("oauthflow quickstart: open %s/ in your browser (Ctrl-C to stop)\n", base)
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func defaultPort() int {
+	if p, err := strconv.Atoi(os.Getenv("PORT")); err == nil && p > 0 {
+		return p
+	}
+	return 8080
+}
