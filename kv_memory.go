@@ -66,6 +66,18 @@ func (m *MemoryKV) Len() int {
 
 func (e memEntry) live(now int64) bool { return e.exp == 0 || now < e.exp }
 
+// entry returns key's entry when it is live. Called with mu held (read or write).
+func (m *MemoryKV) entry(key string) (memEntry, bool) {
+	e, ok := m.m[key]
+	return e, ok && e.live(m.now().UnixNano())
+}
+
+// holds reports whether key is live and holds value. Called with mu held.
+func (m *MemoryKV) holds(key string, value []byte) (memEntry, bool) {
+	e, ok := m.entry(key)
+	return e, ok && bytes.Equal(e.v, value)
+}
+
 func (m *MemoryKV) expiry(ttl time.Duration) int64 {
 	if ttl == 0 {
 		return 0
@@ -75,11 +87,10 @@ func (m *MemoryKV) expiry(ttl time.Duration) int64 {
 
 // Get returns the value of key, or ErrNotFound.
 func (m *MemoryKV) Get(_ context.Context, key string) ([]byte, error) {
-	now := m.now().UnixNano()
 	m.mu.RLock()
-	e, ok := m.m[key]
+	e, ok := m.entry(key)
 	m.mu.RUnlock()
-	if !ok || !e.live(now) {
+	if !ok {
 		return nil, ErrNotFound
 	}
 	return e.v, nil
@@ -102,10 +113,9 @@ func (m *MemoryKV) SetNX(_ context.Context, key string, value []byte, ttl time.D
 	if err := checkTTL(ttl); err != nil {
 		return false, err
 	}
-	now := m.now().UnixNano()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if e, ok := m.m[key]; ok && e.live(now) {
+	if _, ok := m.entry(key); ok {
 		return false, nil
 	}
 	m.put(key, memEntry{v: bytes.Clone(value), exp: m.expiry(ttl)})
@@ -114,12 +124,11 @@ func (m *MemoryKV) SetNX(_ context.Context, key string, value []byte, ttl time.D
 
 // GetDel returns and removes key atomically.
 func (m *MemoryKV) GetDel(_ context.Context, key string) ([]byte, error) {
-	now := m.now().UnixNano()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e, ok := m.m[key]
+	e, ok := m.entry(key)
 	delete(m.m, key)
-	if !ok || !e.live(now) {
+	if !ok {
 		return nil, ErrNotFound
 	}
 	return e.v, nil
@@ -135,26 +144,27 @@ func (m *MemoryKV) Del(_ context.Context, key string) error {
 
 // TTL returns the time left on key.
 func (m *MemoryKV) TTL(_ context.Context, key string) (time.Duration, error) {
-	now := m.now().UnixNano()
 	m.mu.RLock()
-	e, ok := m.m[key]
+	e, ok := m.entry(key)
 	m.mu.RUnlock()
-	if !ok || !e.live(now) {
+	if !ok {
 		return 0, ErrNotFound
 	}
 	if e.exp == 0 {
 		return 0, nil
 	}
-	return time.Duration(e.exp - now), nil
+	left := time.Duration(e.exp - m.now().UnixNano())
+	if left <= 0 { // expired since the look-up
+		return 0, ErrNotFound
+	}
+	return left, nil
 }
 
 // CompareAndDelete removes key only while it holds value.
 func (m *MemoryKV) CompareAndDelete(_ context.Context, key string, value []byte) (bool, error) {
-	now := m.now().UnixNano()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e, ok := m.m[key]
-	if !ok || !e.live(now) || !bytes.Equal(e.v, value) {
+	if _, ok := m.holds(key, value); !ok {
 		return false, nil
 	}
 	delete(m.m, key)
@@ -166,11 +176,10 @@ func (m *MemoryKV) CompareAndExpire(_ context.Context, key string, value []byte,
 	if err := checkTTL(ttl); err != nil {
 		return false, err
 	}
-	now := m.now().UnixNano()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e, ok := m.m[key]
-	if !ok || !e.live(now) || !bytes.Equal(e.v, value) {
+	e, ok := m.holds(key, value)
+	if !ok {
 		return false, nil
 	}
 	e.exp = m.expiry(ttl)

@@ -84,15 +84,12 @@ func TestExchangeStateMismatchExchangesNothing(t *testing.T) {
 	t.Parallel()
 	env := newFlowEnv(t, envOptions{})
 	m := env.mod(0)
-	res, err := m.BuildOAuthURL.Call(context.Background(), oauthflow.ToolContext{UserID: "alice"}, json.RawMessage(`{"provider":"demo","scopes":[]}`))
-	require.NoError(t, err)
-	var out oauthflow.BuildOAuthURLResult
-	require.NoError(t, json.Unmarshal(res, &out))
+	out := buildURL(t, m, "alice")
 	redirect, _ := url.Parse(env.consent(out.AuthURL, 0))
 	code := redirect.Query().Get("code")
 
 	args, _ := json.Marshal(oauthflow.ExchangeOAuthTokenArgs{Provider: "demo", Code: code, State: out.State, ExpectedState: out.State + "x"})
-	_, err = m.ExchangeOAuthToken.Call(context.Background(), oauthflow.ToolContext{UserID: "alice"}, args)
+	_, err := m.ExchangeOAuthToken.Call(context.Background(), oauthflow.ToolContext{UserID: "alice"}, args)
 	assert.ErrorIs(t, err, oauthflow.ErrStateMismatch)
 	assert.Zero(t, env.as.Stats().CodeRequests, "nothing exchanged")
 	_, err = m.Tokens.GetTokens(context.Background(), "alice", "demo")
@@ -102,7 +99,7 @@ func TestExchangeStateMismatchExchangesNothing(t *testing.T) {
 
 	// The direct tool path: with matching states it consumes the sign-in and stores the tokens.
 	args, _ = json.Marshal(oauthflow.ExchangeOAuthTokenArgs{Provider: "demo", Code: code, State: out.State, ExpectedState: out.State})
-	res, err = m.ExchangeOAuthToken.Call(context.Background(), oauthflow.ToolContext{UserID: "alice"}, args)
+	res, err := m.ExchangeOAuthToken.Call(context.Background(), oauthflow.ToolContext{UserID: "alice"}, args)
 	require.NoError(t, err)
 	var ex oauthflow.ExchangeOAuthTokenResult
 	require.NoError(t, json.Unmarshal(res, &ex))
@@ -119,12 +116,9 @@ func TestExchangeForAnotherUserIsForbidden(t *testing.T) {
 	t.Parallel()
 	env := newFlowEnv(t, envOptions{})
 	m := env.mod(0)
-	res, err := m.BuildOAuthURL.Call(context.Background(), oauthflow.ToolContext{UserID: "alice"}, json.RawMessage(`{"provider":"demo","scopes":[]}`))
-	require.NoError(t, err)
-	var out oauthflow.BuildOAuthURLResult
-	require.NoError(t, json.Unmarshal(res, &out))
+	out := buildURL(t, m, "alice")
 	args, _ := json.Marshal(oauthflow.ExchangeOAuthTokenArgs{Provider: "demo", Code: "c", State: out.State, ExpectedState: out.State})
-	_, err = m.ExchangeOAuthToken.Call(context.Background(), oauthflow.ToolContext{UserID: "mallory"}, args)
+	_, err := m.ExchangeOAuthToken.Call(context.Background(), oauthflow.ToolContext{UserID: "mallory"}, args)
 	assert.ErrorIs(t, err, oauthflow.ErrForbidden)
 	assert.Zero(t, env.as.Stats().CodeRequests)
 }
@@ -170,4 +164,14 @@ func TestFlowLogsNoSecrets(t *testing.T) {
 	for _, secret := range []string{tok.AccessToken, tok.RefreshToken, s.CodeVerifier, redirect.Query().Get("code"), "demo-secret"} {
 		assert.False(t, strings.Contains(logged, secret), "the log holds a secret")
 	}
+}
+
+// buildURL calls build_oauth_url for the demo provider as user.
+func buildURL(t *testing.T, m *oauthflow.Module, user string) oauthflow.BuildOAuthURLResult {
+	t.Helper()
+	res, err := m.BuildOAuthURL.Call(context.Background(), oauthflow.ToolContext{UserID: user}, json.RawMessage(`{"provider":"demo","scopes":[]}`))
+	require.NoError(t, err)
+	var out oauthflow.BuildOAuthURLResult
+	require.NoError(t, json.Unmarshal(res, &out))
+	return out
 }
