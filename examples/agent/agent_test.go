@@ -1,0 +1,365 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oauthflow/oauthflow"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// These tests drive the app over HTTP with Go clients, no browser. The consent
+// page is answered by posting its form; in terminal mode the frontend page
+// /oauth/callback completes in a browser through JavaScript, so the test posts
+// the code and state to /api/v1/oauth/complete exactly as that page would. The
+// Chromium tests (internal/browsertest) cover the page and the widget themselves.
+
+// waitLimit bounds every wait of a test; nothing asserts on time.
+const waitLimit = time.Minute
+
+func startApp(t *testing.T, cfg appConfig) (*app, *httptest.Server) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	cfg.Base = "http://" + srv.Listener.Addr().String()
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	a, err := newApp(context.Background(), cfg)
+	require.NoError(t, err)
+	srv.Config.Handler = a
+	srv.Start()
+	t.Cleanup(func() {
+		srv.Close()
+		_ = a.Close()
+	})
+	return a, srv
+}
+
+// browser is a client with a cookie jar, like the user's browser; follow says
+// whether it follows redirects.
+func browser(t *testing.T, follow bool) *http.Client {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	c := &http.Client{Jar: jar, Timeout: waitLimit}
+	if !follow {
+		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	}
+	return c
+}
+
+func do(t *testing.T, c *http.Client, method, url, contentType, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	require.NoError(t, err)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, b
+}
+
+func readView(t *testing.T, c *http.Client, method, url string) (runView, []byte) {
+	t.Helper()
+	want, body := http.StatusOK, ""
+	if method == http.MethodPost {
+		want, body = http.StatusCreated, "{}"
+	}
+	status, b := do(t, c, method, url, "application/json", body)
+	require.Equal(t, want, status, string(b))
+	var v runView
+	require.NoError(t, json.Unmarshal(b, &v))
+	return v, b
+}
+
+var consentField = regexp.MustCompile(`name="consent" value="([^"]+)"`)
+
+// consent opens the sign-in link and answers the demo's consent page with
+// decision ("allow" or "deny"), as the user would.
+func consent(t *testing.T, c *http.Client, authURL, decision string) *http.Response {
+	t.Helper()
+	resp, err := c.Get(authURL)
+	require.NoError(t, err)
+	page, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(page))
+	m := consentField.FindSubmatch(page)
+	require.NotNil(t, m, "the consent page carries its form")
+	action := resp.Request.URL.ResolveReference(&url.URL{Path: "authorize/decision"})
+	resp, err = c.PostForm(action.String(), url.Values{"consent": {string(m[1])}, "decision": {decision}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = resp.Body.Close() })
+	return resp
+}
+
+func userOf(t *testing.T, c *http.Client, base string) string {
+	t.Helper()
+	u, err := url.Parse(base)
+	require.NoError(t, err)
+	for _, ck := range c.Jar.Cookies(u) {
+		if ck.Name == "agent_user" {
+			return ck.Value
+		}
+	}
+	t.Fatal("no agent_user cookie")
+	return ""
+}
+
+func assertDemoRepos(t *testing.T, repos []repo) {
+	t.Helper()
+	var names []string
+	for _, r := range repos {
+		names = append(names, r.FullName)
+	}
+	assert.Equal(t, []string{"demo-user/hello-world", "demo-user/oauthflow-demo", "demo-user/dotfiles"}, names)
+}
+
+func TestWebRunWaitsForSignInThenListsRepos(t *testing.T) {
+	t.Parallel()
+	a, srv := startApp(t, appConfig{})
+	c := browser(t, true)
+
+	v, _ := readView(t, c, http.MethodPost, srv.URL+"/app/runs")
+	assert.Equal(t, oauthflow.RunWaiting, v.Status)
+	assert.Equal(t, oauthflow.StateAwaitingAuth, v.State)
+	require.NotNil(t, v.Child, "the run launched the oauth child")
+	assert.Equal(t, oauthflow.ShowInline, v.Child.Show)
+	require.NotNil(t, v.Prompt, "the child's prompt is shown inline")
+	assert.Equal(t, oauthflow.PromptPending, v.Prompt.Status)
+	assert.Equal(t, "demo", v.Prompt.Provider)
+	assert.Equal(t, "Demo Cloud", v.ProviderName)
+	assert.True(t, strings.HasPrefix(v.Prompt.AuthURL, srv.URL+"/demo/authorize?"), v.Prompt.AuthURL)
+	assert.Empty(t, v.Repos)
+
+	// The user signs in; the demo redirects to the API callback, which completes
+	// the sign-in, and the engine resumes the run.
+	resp := consent(t, c, v.Prompt.AuthURL, "allow")
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, oauthflow.CallbackPath, resp.Request.URL.Path)
+
+	done, body := readView(t, c, http.MethodGet, srv.URL+"/app/runs/"+v.ID)
+	assert.Equal(t, oauthflow.RunCompleted, done.Status)
+	assert.Equal(t, oauthflow.StateEnd, done.State)
+	assert.Nil(t, done.Prompt)
+	assert.Empty(t, done.Error)
+	assertDemoRepos(t, done.Repos)
+
+	tok, err := a.mod.Tokens.GetTokens(context.Background(), userOf(t, c, srv.URL), "demo")
+	require.NoError(t, err)
+	assert.NotContains(t, string(body), tok.AccessToken, "the page never gets a token")
+	assert.NotContains(t, string(body), tok.RefreshToken)
+
+	// A second run finds the token and lists at once, without a prompt.
+	again, _ := readView(t, c, http.MethodPost, srv.URL+"/app/runs")
+	assert.Equal(t, oauthflow.RunCompleted, again.Status)
+	assert.Nil(t, again.Child)
+	assertDemoRepos(t, again.Repos)
+}
+
+func TestWebDeniedConsentCanBeRetried(t *testing.T) {
+	t.Parallel()
+	_, srv := startApp(t, appConfig{})
+	c := browser(t, true)
+	v, _ := readView(t, c, http.MethodPost, srv.URL+"/app/runs")
+	require.NotNil(t, v.Prompt)
+
+	resp := consent(t, c, v.Prompt.AuthURL, "deny")
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	denied, _ := readView(t, c, http.MethodGet, srv.URL+"/app/runs/"+v.ID)
+	assert.Equal(t, oauthflow.RunWaiting, denied.Status, "a denial keeps the run waiting")
+	require.NotNil(t, denied.Prompt)
+	assert.Equal(t, oauthflow.PromptError, denied.Prompt.Status)
+	assert.NotEmpty(t, denied.Prompt.Message)
+
+	consent(t, c, v.Prompt.AuthURL, "allow") // the widget's "Try again" reopens the same link
+	done, _ := readView(t, c, http.MethodGet, srv.URL+"/app/runs/"+v.ID)
+	assert.Equal(t, oauthflow.RunCompleted, done.Status)
+	assertDemoRepos(t, done.Repos)
+}
+
+func TestWebRunsBelongToTheirUser(t *testing.T) {
+	t.Parallel()
+	_, srv := startApp(t, appConfig{})
+	v, _ := readView(t, browser(t, true), http.MethodPost, srv.URL+"/app/runs")
+	for _, path := range []string{"/app/runs/" + v.ID, "/app/runs/nope"} {
+		status, _ := do(t, browser(t, true), http.MethodGet, srv.URL+path, "", "")
+		assert.Equal(t, http.StatusNotFound, status, path)
+	}
+}
+
+func TestWebRejectsBadRequests(t *testing.T) {
+	t.Parallel()
+	_, srv := startApp(t, appConfig{})
+	tests := []struct {
+		name, method, path, contentType, body string
+		want                                  int
+	}{
+		{"form post", http.MethodPost, "/app/runs", "application/x-www-form-urlencoded", "a=b", http.StatusUnsupportedMediaType},
+		{"no content type", http.MethodPost, "/app/runs", "", "{}", http.StatusUnsupportedMediaType},
+		{"unknown field", http.MethodPost, "/app/runs", "application/json", `{"provider":"demo"}`, http.StatusBadRequest},
+		{"not json", http.MethodPost, "/app/runs", "application/json", "nope", http.StatusBadRequest},
+		{"json with charset", http.MethodPost, "/app/runs", "application/json; charset=utf-8", "{}", http.StatusCreated},
+		{"wrong method", http.MethodDelete, "/app/runs/x", "", "", http.StatusMethodNotAllowed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			status, body := do(t, browser(t, true), tt.method, srv.URL+tt.path, tt.contentType, tt.body)
+			assert.Equal(t, tt.want, status, string(body))
+		})
+	}
+}
+
+func TestIndexPageHasHooksAndCSP(t *testing.T) {
+	t.Parallel()
+	_, srv := startApp(t, appConfig{})
+	resp, err := http.Get(srv.URL + "/")
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	page, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	csp := resp.Header.Get("Content-Security-Policy")
+	assert.Contains(t, csp, "script-src 'self'")
+	assert.NotContains(t, csp, "unsafe-inline")
+	for _, hook := range []string{`id="run"`, `data-role="prompt"`, `data-role="repos"`, `data-action="start"`,
+		`src="/oauth/oauth-prompt.js"`, `src="/static/app.js"`} {
+		assert.Contains(t, string(page), hook)
+	}
+	assert.NotContains(t, string(page), "<script>", "no inline script")
+	for _, asset := range []string{"/static/app.js", "/static/app.css", "/oauth/oauth-prompt.js", "/oauth/callback"} {
+		status, _ := do(t, http.DefaultClient, http.MethodGet, srv.URL+asset, "", "")
+		assert.Equal(t, http.StatusOK, status, asset)
+	}
+}
+
+// lineReader collects what the terminal mode prints and hands over the first
+// line that is a link.
+type lineReader struct {
+	link  chan string // the first link printed
+	done  chan struct{}
+	lines []string // everything printed; read it after done
+}
+
+func readLines(r io.Reader) *lineReader {
+	lr := &lineReader{link: make(chan string, 1), done: make(chan struct{})}
+	go func() {
+		defer close(lr.done)
+		sent := false
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			if line := strings.TrimSpace(sc.Text()); strings.HasPrefix(line, "http") && !sent {
+				lr.link <- line
+				sent = true
+			}
+			lr.lines = append(lr.lines, sc.Text())
+		}
+	}()
+	return lr
+}
+
+// runInTerminal starts runTerminal for user, printing into a pipe.
+func runInTerminal(ctx context.Context, a *app, user string) (*lineReader, <-chan error) {
+	pr, pw := io.Pipe()
+	out := readLines(pr)
+	errc := make(chan error, 1)
+	go func() {
+		err := runTerminal(ctx, a, user, pw)
+		_ = pw.Close()
+		errc <- err
+	}()
+	return out, errc
+}
+
+func waitFor[T any](ctx context.Context, t *testing.T, c <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-ctx.Done():
+		t.Fatal("gave up waiting:", ctx.Err())
+		panic("unreachable")
+	}
+}
+
+func TestTerminalPrintsLinkWaitsAndListsRepos(t *testing.T) {
+	t.Parallel()
+	a, srv := startApp(t, appConfig{Terminal: true})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	out, errc := runInTerminal(ctx, a, "terminal")
+
+	link := waitFor(ctx, t, out.link)
+	assert.True(t, strings.HasPrefix(link, srv.URL+"/demo/authorize?"), link)
+	// The provider redirects to the frontend page, not to the API callback.
+	resp := consent(t, browser(t, false), link, "allow")
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	cb, err := url.Parse(resp.Header.Get("Location"))
+	require.NoError(t, err)
+	assert.Equal(t, srv.URL+frontendCallbackPath, cb.Scheme+"://"+cb.Host+cb.Path)
+	status, page := do(t, http.DefaultClient, http.MethodGet, cb.String(), "", "")
+	require.Equal(t, http.StatusOK, status)
+	assert.Contains(t, string(page), `id="oauth-callback"`, "the frontend callback page")
+
+	// What that page's script does when opened without an opener.
+	q := cb.Query()
+	payload, err := json.Marshal(map[string]string{"code": q.Get("code"), "state": q.Get("state"), "iss": q.Get("iss")})
+	require.NoError(t, err)
+	status, body := do(t, http.DefaultClient, http.MethodPost, srv.URL+oauthflow.CompletePath, "application/json", string(payload))
+	require.Equal(t, http.StatusOK, status, string(body))
+	assert.JSONEq(t, `{"ok":true,"provider":"demo"}`, string(body))
+
+	require.NoError(t, waitFor(ctx, t, errc))
+	waitFor(ctx, t, out.done)
+	text := strings.Join(out.lines, "\n")
+	assert.Contains(t, text, "Your Demo Cloud repositories (3):")
+	assert.Contains(t, text, "demo-user/hello-world — My first repository")
+	assert.Contains(t, text, "demo-user/oauthflow-demo (private)")
+	tok, err := a.mod.Tokens.GetTokens(ctx, "terminal", "demo")
+	require.NoError(t, err)
+	assert.NotContains(t, text, tok.AccessToken, "no token is printed")
+
+	// Signed in already: the next run prints the repositories without a link.
+	again, errc := runInTerminal(ctx, a, "terminal")
+	require.NoError(t, waitFor(ctx, t, errc))
+	waitFor(ctx, t, again.done)
+	text = strings.Join(again.lines, "\n")
+	assert.NotContains(t, text, "/demo/authorize", "no sign-in link this time")
+	assert.Contains(t, text, "demo-user/dotfiles")
+}
+
+func TestTerminalStopsWithItsContext(t *testing.T) {
+	t.Parallel()
+	a, _ := startApp(t, appConfig{Terminal: true})
+	limit, cancelLimit := context.WithTimeout(context.Background(), waitLimit)
+	defer cancelLimit()
+	ctx, cancel := context.WithCancel(limit)
+	out, errc := runInTerminal(ctx, a, "terminal")
+	waitFor(limit, t, out.link) // nobody signs in
+	cancel()
+	assert.ErrorIs(t, waitFor(limit, t, errc), context.Canceled)
+}
+
+func TestGitHubReposDecode(t *testing.T) {
+	t.Parallel()
+	body := `[{"id":1,"name":"x","full_name":"octo/x","private":true,"description":null,"owner":{"login":"octo"}},
+		{"name":"y","full_name":"octo/y","private":false,"description":"why"}]`
+	repos, err := githubRepoAPI().Decode(strings.NewReader(body))
+	require.NoError(t, err)
+	assert.Equal(t, []repo{{Name: "x", FullName: "octo/x", Private: true}, {Name: "y", FullName: "octo/y", Description: "why"}}, repos)
+}

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+
+	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/demo"
+)
+
+//go:embed static
+var static embed.FS
+
+// frontendCallbackPath is the frontend callback page FrontendHandler serves:
+// the demo's redirect target in terminal mode.
+const frontendCallbackPath = "/oauth/callback"
+
+type appConfig struct {
+	Base     string // scheme://host:port the browser reaches the app at
+	Provider string // whose repositories to list: "demo" (default) or "github"
+	Logger   *slog.Logger
+	UseEnvKV bool // Redis from KVSTORE_* (with the memory fallback) instead of memory
+	// Terminal makes the demo provider redirect to the frontend page
+	// /oauth/callback, which completes through POST /api/v1/oauth/complete,
+	// instead of to the API callback.
+	Terminal bool
+	// AutoConsent skips the demo provider's consent page.
+	AutoConsent bool
+}
+
+// app is the host application: the oauthflow module with the consumer workflow
+// registered, the demo provider mounted beside it, and a page that runs the
+// workflow and shows its sign-in prompt inline.
+type app struct {
+	http.Handler
+	mod          *oauthflow.Module
+	log          *slog.Logger
+	provider     string
+	providerName string
+}
+
+func newApp(ctx context.Context, cfg appConfig) (*app, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Provider == "" {
+		cfg.Provider = demo.ProviderID
+	}
+	mc := oauthflow.Config{Logger: cfg.Logger}
+	if !cfg.UseEnvKV {
+		mc.KV = oauthflow.NewMemoryKV()
+	}
+	mod, err := oauthflow.New(ctx, mc)
+	if err != nil {
+		return nil, err
+	}
+	a := &app{mod: mod, log: cfg.Logger, provider: cfg.Provider}
+	mux := http.NewServeMux()
+	if err := a.registerProviders(mux, cfg); err != nil {
+		_ = mod.Close()
+		return nil, err
+	}
+	mod.Mount(mux)
+	mux.Handle("GET /oauth/", mod.FrontendHandler(""))
+	mux.Handle("GET /static/", http.FileServerFS(static))
+	mux.HandleFunc("GET /{$}", a.index)
+	mux.HandleFunc("POST /app/runs", a.withUser(a.startRun))
+	mux.HandleFunc("GET /app/runs/{id}", a.withUser(a.showRun))
+	a.Handler = mux
+	return a, nil
+}
+
+// registerProviders mounts the demo provider, registers it and any catalog
+// provider configured in the environment, and registers the consumer workflow
+// with a repository API for each provider it knows.
+func (a *app) registerProviders(mux *http.ServeMux, cfg appConfig) error {
+	opts := demo.Options{AutoConsent: cfg.AutoConsent}
+	if cfg.Terminal {
+		opts.RedirectPath = frontendCallbackPath
+	}
+	as, p, err := demo.Mount(mux, cfg.Base, opts)
+	if err != nil {
+		return err
+	}
+	if err := a.mod.Registry.Register(p); err != nil {
+		return err
+	}
+	demo.RegisterFromEnv(a.mod.Registry, cfg.Logger)
+	apis := map[string]repoAPI{demo.ProviderID: demoRepoAPI(as.APIURL())}
+	if a.mod.Registry.Has("github") {
+		apis["github"] = githubRepoAPI()
+	}
+	if _, ok := apis[cfg.Provider]; !ok {
+		return fmt.Errorf("provider %q is not available: use demo, or github with GITHUB_CLIENT_ID, "+
+			"GITHUB_CLIENT_SECRET and GITHUB_OAUTH_REDIRECT_URI set", cfg.Provider)
+	}
+	a.providerName = displayName(a.mod.Registry, cfg.Provider)
+	return a.mod.Engine.Register(reposWorkflow(a.mod, listReposTool(a.mod, apis)))
+}
+
+func displayName(reg *oauthflow.Registry, id string) string {
+	if p, err := reg.Get(id); err == nil {
+		if d, ok := p.(oauthflow.DisplayNamer); ok {
+			return d.DisplayName()
+		}
+	}
+	return id
+}
+
+func (a *app) Close() error { return a.mod.Close() }
+
+// launch starts a run of the consumer workflow for user.
+func (a *app) launch(ctx context.Context, user string) (*oauthflow.Run, error) {
+	return a.mod.Engine.Launch(ctx, user, reposWorkflowName, reposArgs{Provider: a.provider}, oauthflow.RunOptions{})
+}
+
+func (a *app) index(w http.ResponseWriter, r *http.Request) {
+	page, err := static.ReadFile("static/index.html")
+	if err != nil {
+		http.Error(w, "missing page", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "+
+		"img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+	_, _ = w.Write(page)
+}
+
+// withUser gives each browser its own user, kept in a cookie. A POST must be
+// JSON: a cross-site form cannot send that without a CORS preflight.
+func (a *app) withUser(h func(w http.ResponseWriter, r *http.Request, user string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && !isJSON(r) {
+			writeJSON(w, http.StatusUnsupportedMediaType, map[string]string{"error": "send application/json"})
+			return
+		}
+		user := ""
+		if c, err := r.Cookie("agent_user"); err == nil && len(c.Value) == 32 {
+			user = c.Value
+		} else {
+			b := make([]byte, 16)
+			_, _ = rand.Read(b)
+			user = hex.EncodeToString(b)
+			http.SetCookie(w, &http.Cookie{Name: "agent_user", Value: user, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode})
+		}
+		h(w, r, user)
+	}
+}
+
+func isJSON(r *http.Request) bool {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return err == nil && mt == "application/json"
+}
+
+// startRun answers POST /app/runs (body {}): it launches the consumer workflow
+// and answers the run view.
+func (a *app) startRun(w http.ResponseWriter, r *http.Request, user string) {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1024))
+	dec.DisallowUnknownFields()
+	var body struct{}
+	if err := dec.Decode(&body); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "send {}"})
+		return
+	}
+	run, err := a.launch(r.Context(), user)
+	if err != nil && run == nil {
+		a.fail(w, err)
+		return
+	}
+	a.writeView(w, r.Context(), http.StatusCreated, run)
+}
+
+// showRun answers GET /app/runs/{id}: the run view the page polls.
+func (a *app) showRun(w http.ResponseWriter, r *http.Request, user string) {
+	run, err := a.mod.Engine.Get(r.Context(), r.PathValue("id"))
+	if errors.Is(err, oauthflow.ErrRunNotFound) || (err == nil && (run.UserID != user || run.Workflow != reposWorkflowName)) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such run"})
+		return
+	}
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	a.writeView(w, r.Context(), http.StatusOK, run)
+}
+
+func (a *app) writeView(w http.ResponseWriter, ctx context.Context, status int, run *oauthflow.Run) {
+	v, err := a.view(ctx, run)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, status, v)
+}
+
+// fail answers an error without internal detail.
+func (a *app) fail(w http.ResponseWriter, err error) {
+	a.log.Error("agent request failed", "error", err.Error())
+	writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "try again later"})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
