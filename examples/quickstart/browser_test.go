@@ -1,0 +1,327 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/oauthflow/oauthflow/internal/browsertest"
+)
+
+// These tests drive the quickstart page in a real headless Chromium: the
+// oauth-prompt widget, the demo provider's consent page in a popup, the API
+// callback page, and the frontend callback page opened directly.
+
+// Selectors on the page, all inside the demo provider's card.
+const (
+	card        = `[data-provider="demo"]`
+	startButton = card + `[data-connected="false"] [data-action="start"]`
+	connected   = card + `[data-connected="true"]`
+	widget      = card + ` [data-oauthflow="prompt"]`
+	callButton  = connected + ` [data-action="call"]`
+	result      = card + ` pre[data-role="result"]`
+)
+
+// startApp serves the quickstart on an httptest server whose URL is the app's
+// Base (the demo provider's issuer and redirect URI derive from it).
+func startApp(t *testing.T, tokenTTL time.Duration) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	base := "http://" + srv.Listener.Addr().String()
+	a, err := newApp(t.Context(), appConfig{Base: base, TokenTTL: tokenTTL,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Config.Handler = a
+	srv.Start()
+	t.Cleanup(func() {
+		srv.Close()
+		_ = a.Close()
+	})
+	return base
+}
+
+// openPage opens "/" in a fresh browser and waits for the demo card.
+func openPage(t *testing.T, base string) context.Context {
+	t.Helper()
+	ctx := browsertest.New(t)
+	browsertest.Run(t, ctx, "open the quickstart page",
+		chromedp.Navigate(base+"/"), chromedp.WaitVisible(startButton, chromedp.ByQuery))
+	assertDisconnected(t, ctx)
+	return ctx
+}
+
+// assertDisconnected checks that the card, once it shows the Connect button,
+// hides the token details and the buttons that need a connection.
+func assertDisconnected(t *testing.T, ctx context.Context) {
+	t.Helper()
+	var shown []string
+	browsertest.Run(t, ctx, "list what the disconnected card shows", chromedp.Evaluate(`Array.from(
+  document.querySelectorAll('`+card+` [data-role="token"], `+card+` [data-role="actions"] button, `+result+`'))
+  .filter(function (el) { return el.checkVisibility(); })
+  .map(function (el) { return el.getAttribute("data-role") || el.getAttribute("data-action"); })`, &shown))
+	if len(shown) != 0 {
+		t.Errorf("the disconnected card shows %v, want only the Connect button", shown)
+	}
+}
+
+// recordDone keeps, for every "oauthflow:done" the widget dispatches, what the
+// widget showed at that moment: on success the page replaces the widget with
+// the connected card 600 ms later, too soon to catch by polling alone.
+const recordDone = `window.doneSeen = [];
+document.addEventListener("oauthflow:done", function (e) {
+  var m = e.target.querySelector('[data-role="message"]');
+  window.doneSeen.push({event: e.detail.status, status: e.target.getAttribute("data-status"),
+    message: m ? m.textContent : ""});
+});`
+
+type doneSeen struct {
+	Event, Status, Message string
+}
+
+// connectWithPopup clicks "Connect Demo Cloud", answers the consent page in
+// the popup with d, and returns the popup's context.
+func connectWithPopup(t *testing.T, ctx context.Context, d browsertest.Decision) context.Context {
+	t.Helper()
+	browsertest.Run(t, ctx, "record the widget's outcome", chromedp.Evaluate(recordDone, nil))
+	popup := browsertest.Popup(t, ctx, "click Connect Demo Cloud", chromedp.Click(startButton, chromedp.ByQuery))
+	browsertest.Consent(t, popup, d)
+	return popup
+}
+
+// waitConnected waits for the widget's success and then the connected card.
+func waitConnected(t *testing.T, ctx context.Context) {
+	t.Helper()
+	var seen []doneSeen
+	browsertest.Run(t, ctx, "the widget settles",
+		poll(`window.doneSeen.length > 0`), chromedp.Evaluate(`window.doneSeen`, &seen))
+	if len(seen) != 1 || seen[0].Event != "success" || seen[0].Status != "success" ||
+		!strings.HasPrefix(seen[0].Message, "Connected to Demo Cloud") {
+		t.Fatalf("the widget reported %+v, want one success showing \"Connected to Demo Cloud.\"", seen)
+	}
+	browsertest.Run(t, ctx, "the card shows the connection", chromedp.WaitVisible(callButton, chromedp.ByQuery))
+}
+
+// poll waits, with no timeout of its own, for a JavaScript condition.
+func poll(expr string) chromedp.Action {
+	return chromedp.Poll(expr, nil, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(0))
+}
+
+func text(sel string, s *string) chromedp.Action { return chromedp.Text(sel, s, chromedp.ByQuery) }
+
+// callAPI clicks "Call the protected API", waits until the page has shown the
+// answer and reloaded the session with wantRefreshes, and returns the answer.
+func callAPI(t *testing.T, ctx context.Context, wantRefreshes string) string {
+	t.Helper()
+	var out string
+	browsertest.Run(t, ctx, "call the protected API",
+		chromedp.Evaluate(`document.querySelector('`+result+`').removeAttribute("data-status")`, nil),
+		chromedp.Click(callButton, chromedp.ByQuery),
+		chromedp.WaitVisible(result+`[data-status="success"]`, chromedp.ByQuery),
+		poll(`document.querySelector('`+card+` [data-role="refreshes"]').textContent === "`+wantRefreshes+`"`),
+		text(result, &out))
+	return out
+}
+
+// me decodes the JSON the page shows under its first line.
+func me(t *testing.T, out string) (fingerprint string, repos []string) {
+	t.Helper()
+	head, body, _ := strings.Cut(out, "\n")
+	var m struct {
+		User  string
+		Repos []struct{ Name string }
+	}
+	if err := json.Unmarshal([]byte(body), &m); err != nil {
+		t.Fatalf("the page shows %q: %v", out, err)
+	}
+	for _, r := range m.Repos {
+		repos = append(repos, r.Name)
+	}
+	if m.User == "" || len(repos) == 0 {
+		t.Fatalf("the API answer has no user or no repos: %q", out)
+	}
+	return head[strings.LastIndex(head, " ")+1:], repos
+}
+
+// inRefreshWindow is true once the card says the token is at most 58 s from
+// expiry: past the token store's 60 s skew, with a second to spare for rounding.
+const inRefreshWindow = `(function () {
+  var s = document.querySelector('` + card + ` [data-role="expiry"]').textContent;
+  var m = /^in (\d+) s \(inside/.exec(s);
+  return s.indexOf("expired") === 0 || (m !== null && Number(m[1]) <= 58);
+})()`
+
+// The popup path end to end: connect, consent in the popup, the API callback
+// page tells the opener and closes, the widget shows "Connected", the API call
+// succeeds with the stored token, the token refreshes once it is inside the
+// refresh window, and Disconnect brings the Connect button back.
+func TestBrowserPopupConnectCallRefreshDisconnect(t *testing.T) {
+	t.Parallel()
+	base := startApp(t, 63*time.Second) // refresh-eligible 3 s after sign-in
+	ctx := openPage(t, base)
+
+	popup := connectWithPopup(t, ctx, browsertest.Allow)
+	browsertest.WaitClosed(t, ctx, popup)
+	waitConnected(t, ctx)
+
+	var shown string
+	browsertest.Run(t, ctx, "read the fingerprint", text(card+` [data-role="fingerprint"]`, &shown))
+	first, repos := me(t, callAPI(t, ctx, "0"))
+	if first != shown {
+		t.Errorf("the API was called with token %s, the card shows %s", first, shown)
+	}
+	t.Logf("first call: token %s, repos %v", first, repos)
+
+	browsertest.Run(t, ctx, "wait for the refresh window", poll(inRefreshWindow))
+	second, _ := me(t, callAPI(t, ctx, "1"))
+	browsertest.Run(t, ctx, "read the new fingerprint", text(card+` [data-role="fingerprint"]`, &shown))
+	if second == first || shown != second {
+		t.Errorf("after the refresh: call used %s, card shows %s, first token %s; want a new token on both", second, shown, first)
+	}
+
+	browsertest.Run(t, ctx, "disconnect",
+		chromedp.Click(connected+` [data-action="disconnect"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(startButton, chromedp.ByQuery))
+	assertDisconnected(t, ctx)
+}
+
+// A denied consent: the widget shows the error and a retry button; retrying
+// reopens the same sign-in (its state survives a provider error) in the popup,
+// which still shows the error page, and Allow then connects.
+func TestBrowserDeniedConsentThenRetry(t *testing.T) {
+	t.Parallel()
+	base := startApp(t, time.Hour)
+	ctx := openPage(t, base)
+
+	popup := connectWithPopup(t, ctx, browsertest.Deny)
+	var message string
+	browsertest.Run(t, ctx, "the widget shows the error and a retry",
+		chromedp.WaitVisible(widget+`[data-status="error"] [data-action="retry"]`, chromedp.ByQuery),
+		text(widget+` [data-role="message"]`, &message))
+	if !strings.Contains(message, "denied") {
+		t.Errorf("the widget's error says %q, want it to say access was denied", message)
+	}
+	if n := count(t, ctx, card+` [data-role="prompt"] button`); n != 1 {
+		t.Errorf("the failed widget shows %d buttons, want only the retry", n)
+	}
+
+	browsertest.Run(t, ctx, "reset the recorder, click retry",
+		chromedp.Evaluate(`window.doneSeen = []`, nil),
+		chromedp.Click(widget+` [data-action="retry"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(widget+`[data-status="working"]`, chromedp.ByQuery))
+	browsertest.Consent(t, popup, browsertest.Allow)
+	browsertest.WaitClosed(t, ctx, popup)
+	waitConnected(t, ctx)
+}
+
+func count(t *testing.T, ctx context.Context, sel string) int {
+	t.Helper()
+	var n int
+	browsertest.Run(t, ctx, "count "+sel, chromedp.Evaluate(`document.querySelectorAll('`+sel+`').length`, &n))
+	return n
+}
+
+// The direct path: the frontend callback page opened without an opener (as
+// from a link a terminal printed) completes through POST /api/v1/oauth/complete,
+// shows the outcome, and the token is stored for the browser's user.
+func TestBrowserDirectCallbackCompletes(t *testing.T) {
+	t.Parallel()
+	base := startApp(t, time.Hour)
+	ctx := openPage(t, base) // the page's first request gives this browser its user cookie
+
+	var started struct {
+		Prompt struct {
+			AuthURL string `json:"authUrl"`
+			State   string `json:"state"`
+		} `json:"prompt"`
+	}
+	browsertest.Run(t, ctx, "start a sign-in from the page", chromedp.Evaluate(`fetch("/app/connect", {method: "POST",
+  headers: {"Content-Type": "application/json"}, body: JSON.stringify({provider: "demo"})}).then(function (r) { return r.json(); })`,
+		&started, awaitPromise))
+	q := consentRedirect(t, started.Prompt.AuthURL)
+	if q.Get("state") != started.Prompt.State || q.Get("code") == "" || q.Get("iss") == "" {
+		t.Fatalf("the consent redirected with %v, want a code, an iss and the state %q", q, started.Prompt.State)
+	}
+
+	var title, search string
+	browsertest.Run(t, ctx, "open the callback page directly",
+		chromedp.Navigate(base+"/oauth/callback?"+q.Encode()),
+		chromedp.WaitVisible(`#oauth-callback[data-mode="direct"][data-status="success"]`, chromedp.ByQuery),
+		text(`#oauth-callback [data-role="title"]`, &title),
+		chromedp.Evaluate(`location.search`, &search))
+	if title != "Connected" || search != "" {
+		t.Errorf("the callback page shows %q with the query %q, want \"Connected\" and the code gone from the address bar", title, search)
+	}
+	browsertest.Run(t, ctx, "the page shows the stored token",
+		chromedp.Navigate(base+"/"), chromedp.WaitVisible(callButton, chromedp.ByQuery))
+	me(t, callAPI(t, ctx, "0"))
+}
+
+func awaitPromise(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }
+
+var consentField = regexp.MustCompile(`name="consent" value="([^"]+)"`)
+
+// consentRedirect answers the demo provider's consent page for authURL with
+// Allow, as a plain HTTP client, and returns the query of the redirect the
+// provider answers with, without following it.
+func consentRedirect(t *testing.T, authURL string) url.Values {
+	t.Helper()
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Get(authURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	_ = resp.Body.Close()
+	m := consentField.FindSubmatch(page)
+	if m == nil {
+		t.Fatalf("GET %s answered %s without a consent form", authURL, resp.Status)
+	}
+	u, _ := url.Parse(authURL)
+	decision := u.ResolveReference(&url.URL{Path: "authorize/decision"})
+	resp, err = client.PostForm(decision.String(), url.Values{"consent": {string(m[1])}, "decision": {"allow"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	loc, err := resp.Location()
+	if err != nil {
+		t.Fatalf("the consent decision answered %s without a redirect", resp.Status)
+	}
+	return loc.Query()
+}
+
+// TestScreenshots drives the page to before and after connecting and takes a
+// screenshot of each. It writes docs/quickstart-{before,after}.png only with
+// UPDATE_SCREENSHOTS=1, so a test run never rewrites tracked files:
+//
+//	UPDATE_SCREENSHOTS=1 go test ./examples/quickstart -run TestScreenshots
+func TestScreenshots(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if os.Getenv("UPDATE_SCREENSHOTS") == "1" {
+		dir = filepath.Join("..", "..", "docs")
+	}
+	base := startApp(t, 75*time.Second)
+	ctx := openPage(t, base)
+	browsertest.Screenshot(t, ctx, filepath.Join(dir, "quickstart-before.png"))
+
+	connectWithPopup(t, ctx, browsertest.Allow)
+	waitConnected(t, ctx)
+	me(t, callAPI(t, ctx, "0"))
+	browsertest.Screenshot(t, ctx, filepath.Join(dir, "quickstart-after.png"))
+}
