@@ -188,7 +188,9 @@ const inRefreshWindow = `(function () {
 // refresh window, and Disconnect brings the Connect button back.
 func TestBrowserPopupConnectCallRefreshDisconnect(t *testing.T) {
 	t.Parallel()
-	base := startApp(t, 63*time.Second) // refresh-eligible 3 s after sign-in
+	// Refresh-eligible 8 s after sign-in (the token store refreshes 60 s early):
+	// room for the first call on a loaded machine, a short wait for the second.
+	base := startApp(t, 68*time.Second)
 	ctx := openPage(t, base)
 
 	popup := connectWithPopup(t, ctx, browsertest.Allow)
