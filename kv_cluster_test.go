@@ -2,15 +2,10 @@ package oauthflow_test
 
 import (
 	"context"
-	"errors"
-	"log/slog"
-	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/fakeclock"
 	"github.com/oauthflow/oauthflow/internal/kvtest"
 	"github.com/oauthflow/oauthflow/internal/redistest"
 	"github.com/redis/go-redis/v9"
@@ -39,7 +34,7 @@ func TestRedisClusterKV(t *testing.T) {
 	})
 	t.Run("SessionConsumeExactlyOnce", func(t *testing.T) {
 		t.Parallel()
-		testClusterSessionConsume(t, clusterKV(t, c))
+		assertConsumedOnce(t, clusterKV(t, c))
 	})
 	t.Run("ConcurrentRefreshAcrossReplicas", func(t *testing.T) {
 		t.Parallel()
@@ -70,34 +65,6 @@ func testClusterRejectsCrossSlot(t *testing.T, c redis.UniversalClient) {
 	assert.EqualValues(t, 3, masters.Load(), "masters")
 }
 
-func testClusterSessionConsume(t *testing.T, kv oauthflow.KV) {
-	ss := oauthflow.NewSessionService(kv)
-	require.NoError(t, ss.Register(ctx, "the-state", oauthflow.Session{WorkflowID: "w", UserID: "u", Provider: "acme"}))
-	var wins, misses atomic.Int64
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for range 1000 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			s, err := ss.Consume(ctx, "the-state")
-			switch {
-			case err == nil && s.UserID == "u":
-				wins.Add(1)
-			case errors.Is(err, oauthflow.ErrSessionNotFound):
-				misses.Add(1)
-			default:
-				t.Errorf("Consume: %v", err)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	assert.EqualValues(t, 1, wins.Load(), "exactly one consumer wins")
-	assert.EqualValues(t, 999, misses.Load())
-}
-
 // Two replicas share the cluster; the token record and its refresh lock live in
 // different slots, and 1000 callers still cause exactly one provider refresh.
 func testClusterConcurrentRefresh(t *testing.T, c redis.UniversalClient, kv oauthflow.KV) {
@@ -105,39 +72,7 @@ func testClusterConcurrentRefresh(t *testing.T, c redis.UniversalClient, kv oaut
 	tokenKey, lockKey := prefix+"oauth:u:acme", prefix+"oauth:lock:u:acme"
 	require.NotEqual(t, c.ClusterKeySlot(ctx, tokenKey).Val(), c.ClusterKeySlot(ctx, lockKey).Val())
 
-	clock := fakeclock.New(epoch)
-	prov := newFakeProvider("acme")
-	prov.setRefresh(func(context.Context, string, int64) (*oauthflow.TokenSet, error) {
-		time.Sleep(20 * time.Millisecond) // a provider's latency widens the race window
-		return &oauthflow.TokenSet{AccessToken: "fresh", RefreshToken: "rt-2", ExpiresIn: 3600}, nil
-	})
-	replicas := make([]*oauthflow.TokenStore, 2)
-	for i := range replicas {
-		reg := oauthflow.NewRegistry()
-		require.NoError(t, reg.Register(prov))
-		replicas[i] = oauthflow.NewTokenStore(kv, reg, oauthflow.WithClock(clock.Now),
-			oauthflow.WithLogger(slog.New(slog.DiscardHandler)))
-	}
-	require.NoError(t, replicas[0].StoreFromTokenSet(ctx, "u", "acme",
-		&oauthflow.TokenSet{AccessToken: "stale", RefreshToken: "rt-1", ExpiresIn: 30}))
-	results, errs := make([]string, 1000), make([]error, 1000)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range results {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			results[i], errs[i] = replicas[i%2].GetValidAccessToken(ctx, "u", "acme")
-		}()
-	}
-	close(start)
-	wg.Wait()
-	for i := range results {
-		require.NoError(t, errs[i], "caller %d", i)
-		require.Equal(t, "fresh", results[i], "caller %d", i)
-	}
-	assert.EqualValues(t, 1, prov.refreshes.Load(), "provider refreshes")
+	assertOneRefreshAcrossReplicas(t, kv)
 	assert.EqualValues(t, 0, c.Exists(ctx, lockKey).Val(), "refresh lock released")
 	assert.Contains(t, c.Get(ctx, tokenKey).Val(), "rt-2", "refreshed record stored")
 }

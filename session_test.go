@@ -46,33 +46,38 @@ func TestSessionConsumeExactlyOnce(t *testing.T) {
 	for _, be := range backends() {
 		t.Run(be.name, func(t *testing.T) {
 			t.Parallel()
-			ss := oauthflow.NewSessionService(be.new(t))
-			require.NoError(t, ss.Register(ctx, "the-state", oauthflow.Session{WorkflowID: "w", UserID: "u", Provider: "acme"}))
-			var wins, misses atomic.Int64
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for range 1000 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					s, err := ss.Consume(ctx, "the-state")
-					switch {
-					case err == nil && s.UserID == "u":
-						wins.Add(1)
-					case errors.Is(err, oauthflow.ErrSessionNotFound):
-						misses.Add(1)
-					default:
-						t.Errorf("Consume: %v", err)
-					}
-				}()
-			}
-			close(start)
-			wg.Wait()
-			assert.EqualValues(t, 1, wins.Load(), "exactly one consumer wins")
-			assert.EqualValues(t, 999, misses.Load())
+			assertConsumedOnce(t, be.new(t))
 		})
 	}
+}
+
+// assertConsumedOnce races 1,000 consumers of one state: exactly one wins.
+func assertConsumedOnce(t *testing.T, kv oauthflow.KV) {
+	ss := oauthflow.NewSessionService(kv)
+	require.NoError(t, ss.Register(ctx, "the-state", oauthflow.Session{WorkflowID: "w", UserID: "u", Provider: "acme"}))
+	var wins, misses atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range 1000 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			s, err := ss.Consume(ctx, "the-state")
+			switch {
+			case err == nil && s.UserID == "u":
+				wins.Add(1)
+			case errors.Is(err, oauthflow.ErrSessionNotFound):
+				misses.Add(1)
+			default:
+				t.Errorf("Consume: %v", err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	assert.EqualValues(t, 1, wins.Load(), "exactly one consumer wins")
+	assert.EqualValues(t, 999, misses.Load())
 }
 
 func TestSessionExpires(t *testing.T) {

@@ -348,43 +348,47 @@ func TestTokenStoreConcurrentRefreshAcrossReplicas(t *testing.T) {
 		name := map[bool]string{false: "miniredis", true: "redis"}[real]
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			kv := sharedRedis(t, real)
-			clock := fakeclock.New(epoch)
-			prov := newFakeProvider("acme")
-			prov.setRefresh(func(context.Context, string, int64) (*oauthflow.TokenSet, error) {
-				time.Sleep(20 * time.Millisecond) // a provider's latency widens the race window
-				return &oauthflow.TokenSet{AccessToken: "fresh", RefreshToken: "rt-2", ExpiresIn: 3600}, nil
-			})
-			replicas := make([]*oauthflow.TokenStore, 2)
-			for i := range replicas {
-				reg := oauthflow.NewRegistry()
-				require.NoError(t, reg.Register(prov))
-				replicas[i] = oauthflow.NewTokenStore(kv, reg, oauthflow.WithClock(clock.Now),
-					oauthflow.WithLogger(slog.New(slog.DiscardHandler)))
-			}
-			require.NoError(t, replicas[0].StoreFromTokenSet(ctx, "u", "acme",
-				&oauthflow.TokenSet{AccessToken: "stale", RefreshToken: "rt-1", ExpiresIn: 30}))
-			results := make([]string, 1000)
-			errs := make([]error, 1000)
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for i := range results {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					results[i], errs[i] = replicas[i%2].GetValidAccessToken(ctx, "u", "acme")
-				}()
-			}
-			close(start)
-			wg.Wait()
-			for i := range results {
-				require.NoError(t, errs[i], "caller %d", i)
-				require.Equal(t, "fresh", results[i], "caller %d", i)
-			}
-			assert.EqualValues(t, 1, prov.refreshes.Load(), "provider refreshes")
+			assertOneRefreshAcrossReplicas(t, sharedRedis(t, real))
 		})
 	}
+}
+
+// assertOneRefreshAcrossReplicas races 1,000 callers over two TokenStores on kv
+// for one expired token: one provider refresh, and every caller gets its result.
+func assertOneRefreshAcrossReplicas(t *testing.T, kv oauthflow.KV) {
+	clock := fakeclock.New(epoch)
+	prov := newFakeProvider("acme")
+	prov.setRefresh(func(context.Context, string, int64) (*oauthflow.TokenSet, error) {
+		time.Sleep(20 * time.Millisecond) // a provider's latency widens the race window
+		return &oauthflow.TokenSet{AccessToken: "fresh", RefreshToken: "rt-2", ExpiresIn: 3600}, nil
+	})
+	replicas := make([]*oauthflow.TokenStore, 2)
+	for i := range replicas {
+		reg := oauthflow.NewRegistry()
+		require.NoError(t, reg.Register(prov))
+		replicas[i] = oauthflow.NewTokenStore(kv, reg, oauthflow.WithClock(clock.Now),
+			oauthflow.WithLogger(slog.New(slog.DiscardHandler)))
+	}
+	require.NoError(t, replicas[0].StoreFromTokenSet(ctx, "u", "acme",
+		&oauthflow.TokenSet{AccessToken: "stale", RefreshToken: "rt-1", ExpiresIn: 30}))
+	results, errs := make([]string, 1000), make([]error, 1000)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			results[i], errs[i] = replicas[i%2].GetValidAccessToken(ctx, "u", "acme")
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i := range results {
+		require.NoError(t, errs[i], "caller %d", i)
+		require.Equal(t, "fresh", results[i], "caller %d", i)
+	}
+	assert.EqualValues(t, 1, prov.refreshes.Load(), "provider refreshes")
 }
 
 func TestTokenStoreConcurrentRefreshInProcess(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/authserver"
+	"github.com/oauthflow/oauthflow/internal/fakeclock"
 )
 
 func TestAPI(t *testing.T) {
@@ -17,7 +18,7 @@ func TestAPI(t *testing.T) {
 	tests := []struct {
 		name      string
 		header    func(a answer) string
-		before    func(*testing.T, *authserver.Server, *testClock, answer)
+		before    func(*testing.T, *authserver.Server, *fakeclock.Clock, answer)
 		status    int
 		challenge string // a fragment of WWW-Authenticate
 	}{
@@ -31,13 +32,13 @@ func TestAPI(t *testing.T) {
 			status: http.StatusUnauthorized, challenge: `error="invalid_token"`},
 		{name: "refresh token", header: func(a answer) string { return "Bearer " + a.RefreshToken },
 			status: http.StatusUnauthorized, challenge: `error="invalid_token"`},
-		{name: "expired token", header: bearer, before: func(_ *testing.T, _ *authserver.Server, c *testClock, _ answer) {
+		{name: "expired token", header: bearer, before: func(_ *testing.T, _ *authserver.Server, c *fakeclock.Clock, _ answer) {
 			c.Advance(authserver.DefaultAccessTokenTTL)
 		}, status: http.StatusUnauthorized, challenge: `error="invalid_token"`},
-		{name: "revoked token", header: bearer, before: func(t *testing.T, s *authserver.Server, _ *testClock, a answer) {
+		{name: "revoked token", header: bearer, before: func(t *testing.T, s *authserver.Server, _ *fakeclock.Clock, a answer) {
 			wantStatus(t, post(t, s.RevokeURL(), confidential, url.Values{"token": {a.AccessToken}}), http.StatusOK)
 		}, status: http.StatusUnauthorized, challenge: `error="invalid_token"`},
-		{name: "grant revoked by its refresh token", header: bearer, before: func(t *testing.T, s *authserver.Server, _ *testClock, a answer) {
+		{name: "grant revoked by its refresh token", header: bearer, before: func(t *testing.T, s *authserver.Server, _ *fakeclock.Clock, a answer) {
 			wantStatus(t, post(t, s.RevokeURL(), confidential, url.Values{"token": {a.RefreshToken}}), http.StatusOK)
 		}, status: http.StatusUnauthorized, challenge: `error="invalid_token"`},
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/authserver"
+	"github.com/oauthflow/oauthflow/internal/fakeclock"
 	"golang.org/x/oauth2"
 )
 
@@ -15,9 +16,9 @@ func TestCodeExchangeRefused(t *testing.T) {
 	verifier := oauth2.GenerateVerifier()
 	tests := []struct {
 		name   string
-		query  func(url.Values)                     // changes the authorization request
-		form   func(url.Values)                     // changes the token request
-		before func(*authserver.Server, *testClock) // runs between the two
+		query  func(url.Values)                           // changes the authorization request
+		form   func(url.Values)                           // changes the token request
+		before func(*authserver.Server, *fakeclock.Clock) // runs between the two
 		auth   clientAuth
 	}{
 		{name: "wrong verifier", form: func(f url.Values) { f.Set("code_verifier", oauth2.GenerateVerifier()) }},
@@ -32,7 +33,7 @@ func TestCodeExchangeRefused(t *testing.T) {
 		{name: "redirect missing", form: func(f url.Values) { f.Del("redirect_uri") }},
 		{name: "unknown code", form: func(f url.Values) { f.Set("code", "nope") }},
 		{name: "another client's code", auth: clientAuth{id: authserver.DefaultPublicClientID}},
-		{name: "expired code", before: func(_ *authserver.Server, c *testClock) { c.Advance(authserver.DefaultCodeTTL) }},
+		{name: "expired code", before: func(_ *authserver.Server, c *fakeclock.Clock) { c.Advance(authserver.DefaultCodeTTL) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

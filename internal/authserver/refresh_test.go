@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/authserver"
+	"github.com/oauthflow/oauthflow/internal/fakeclock"
 )
 
 func TestRefreshWithRotation(t *testing.T) {
@@ -58,35 +59,35 @@ func TestRefreshRefused(t *testing.T) {
 	tests := []struct {
 		name   string
 		opts   authserver.Options
-		act    func(*testing.T, *authserver.Server, *testClock, answer) answer
+		act    func(*testing.T, *authserver.Server, *fakeclock.Clock, answer) answer
 		status int
 		code   string
 	}{
 		{"expired", authserver.Options{RefreshTokenTTL: time.Hour},
-			func(t *testing.T, s *authserver.Server, c *testClock, a answer) answer {
+			func(t *testing.T, s *authserver.Server, c *fakeclock.Clock, a answer) answer {
 				c.Advance(time.Hour)
 				return refresh(t, s, confidential, a.RefreshToken)
 			}, http.StatusBadRequest, "invalid_grant"},
 		{"unknown", authserver.Options{},
-			func(t *testing.T, s *authserver.Server, _ *testClock, _ answer) answer {
+			func(t *testing.T, s *authserver.Server, _ *fakeclock.Clock, _ answer) answer {
 				return refresh(t, s, confidential, "nope")
 			}, http.StatusBadRequest, "invalid_grant"},
 		{"another client's", authserver.Options{},
-			func(t *testing.T, s *authserver.Server, _ *testClock, a answer) answer {
+			func(t *testing.T, s *authserver.Server, _ *fakeclock.Clock, a answer) answer {
 				return refresh(t, s, public, a.RefreshToken)
 			}, http.StatusBadRequest, "invalid_grant"},
 		{"wider scope", authserver.Options{},
-			func(t *testing.T, s *authserver.Server, _ *testClock, a answer) answer {
+			func(t *testing.T, s *authserver.Server, _ *fakeclock.Clock, a answer) answer {
 				return post(t, s.TokenURL(), confidential, url.Values{"grant_type": {"refresh_token"},
 					"refresh_token": {a.RefreshToken}, "scope": {"read admin"}})
 			}, http.StatusBadRequest, "invalid_scope"},
 		{"narrower scope", authserver.Options{},
-			func(t *testing.T, s *authserver.Server, _ *testClock, a answer) answer {
+			func(t *testing.T, s *authserver.Server, _ *fakeclock.Clock, a answer) answer {
 				return post(t, s.TokenURL(), confidential, url.Values{"grant_type": {"refresh_token"},
 					"refresh_token": {a.RefreshToken}, "scope": {"read"}})
 			}, http.StatusOK, ""},
 		{"revoked", authserver.Options{},
-			func(t *testing.T, s *authserver.Server, _ *testClock, a answer) answer {
+			func(t *testing.T, s *authserver.Server, _ *fakeclock.Clock, a answer) answer {
 				wantStatus(t, post(t, s.RevokeURL(), confidential, url.Values{"token": {a.RefreshToken}}), http.StatusOK)
 				return refresh(t, s, confidential, a.RefreshToken)
 			}, http.StatusBadRequest, "invalid_grant"},
