@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"embed"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 
 	"github.com/oauthflow/oauthflow"
@@ -73,8 +70,8 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	mux.Handle("GET /oauth/", mod.FrontendHandler(""))
 	mux.Handle("GET /static/", http.FileServerFS(static))
 	mux.HandleFunc("GET /{$}", a.index)
-	mux.HandleFunc("POST /app/runs", a.withUser(a.startRun))
-	mux.HandleFunc("GET /app/runs/{id}", a.withUser(a.showRun))
+	mux.HandleFunc("POST /app/runs", demo.WithUser("agent_user", a.startRun))
+	mux.HandleFunc("GET /app/runs/{id}", demo.WithUser("agent_user", a.showRun))
 	a.Handler = mux
 	return a, nil
 }
@@ -123,46 +120,13 @@ func (a *app) launch(ctx context.Context, user string) (*oauthflow.Run, error) {
 	return a.mod.Engine.Launch(ctx, user, reposWorkflowName, reposArgs{Provider: a.provider}, oauthflow.RunOptions{})
 }
 
-func (a *app) index(w http.ResponseWriter, r *http.Request) {
+func (a *app) index(w http.ResponseWriter, _ *http.Request) {
 	page, err := static.ReadFile("static/index.html")
 	if err != nil {
 		http.Error(w, "missing page", http.StatusInternalServerError)
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "+
-		"img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
-	_, _ = w.Write(page)
-}
-
-// withUser gives each browser its own user, kept in a cookie. A POST must be
-// JSON: a cross-site form cannot send that without a CORS preflight.
-func (a *app) withUser(h func(w http.ResponseWriter, r *http.Request, user string)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && !isJSON(r) {
-			writeJSON(w, http.StatusUnsupportedMediaType, map[string]string{"error": "send application/json"})
-			return
-		}
-		user := ""
-		if c, err := r.Cookie("agent_user"); err == nil && len(c.Value) == 32 {
-			user = c.Value
-		} else {
-			b := make([]byte, 16)
-			_, _ = rand.Read(b)
-			user = hex.EncodeToString(b)
-			http.SetCookie(w, &http.Cookie{Name: "agent_user", Value: user, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode})
-		}
-		h(w, r, user)
-	}
-}
-
-func isJSON(r *http.Request) bool {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	return err == nil && mt == "application/json"
+	demo.WritePage(w, page)
 }
 
 // startRun answers POST /app/runs (body {}): it launches the consumer workflow
@@ -172,7 +136,7 @@ func (a *app) startRun(w http.ResponseWriter, r *http.Request, user string) {
 	dec.DisallowUnknownFields()
 	var body struct{}
 	if err := dec.Decode(&body); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "send {}"})
+		demo.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "send {}"})
 		return
 	}
 	run, err := a.launch(r.Context(), user)
@@ -187,7 +151,7 @@ func (a *app) startRun(w http.ResponseWriter, r *http.Request, user string) {
 func (a *app) showRun(w http.ResponseWriter, r *http.Request, user string) {
 	run, err := a.mod.Engine.Get(r.Context(), r.PathValue("id"))
 	if errors.Is(err, oauthflow.ErrRunNotFound) || (err == nil && (run.UserID != user || run.Workflow != reposWorkflowName)) {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such run"})
+		demo.WriteJSON(w, http.StatusNotFound, map[string]string{"error": "no such run"})
 		return
 	}
 	if err != nil {
@@ -203,20 +167,11 @@ func (a *app) writeView(w http.ResponseWriter, ctx context.Context, status int, 
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, status, v)
+	demo.WriteJSON(w, status, v)
 }
 
 // fail answers an error without internal detail.
 func (a *app) fail(w http.ResponseWriter, err error) {
 	a.log.Error("agent request failed", "error", err.Error())
-	writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "try again later"})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	demo.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "try again later"})
 }

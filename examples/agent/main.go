@@ -25,11 +25,9 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/demo"
@@ -46,7 +44,7 @@ func main() {
 }
 
 func run() error {
-	port := flag.Int("port", defaultPort(), "port to listen on, on 127.0.0.1 (or PORT)")
+	port := flag.Int("port", demo.Port(8081), "port to listen on, on 127.0.0.1 (or PORT)")
 	provider := flag.String("provider", demo.ProviderID, `whose repositories to list: "demo" or "github" (needs GITHUB_* variables)`)
 	terminal := flag.Bool("terminal", false, "no browser page: print the sign-in link, wait, print the repositories")
 	flag.Parse()
@@ -54,11 +52,10 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
-	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(*port)))
+	ln, base, err := demo.Listen(*port)
 	if err != nil {
 		return err
 	}
-	base := "http://" + ln.Addr().String()
 	app, err := newApp(ctx, appConfig{Base: base, Provider: *provider, Logger: log, Terminal: *terminal,
 		UseEnvKV: os.Getenv("KVSTORE_HOST") != ""})
 	if err != nil {
@@ -98,11 +95,4 @@ func logLevel(terminal bool) slog.Level {
 		return slog.LevelWarn
 	}
 	return slog.LevelInfo
-}
-
-func defaultPort() int {
-	if p, err := strconv.Atoi(os.Getenv("PORT")); err == nil && p > 0 {
-		return p
-	}
-	return 8081
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -68,10 +67,10 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	mux.Handle("GET /oauth/", mod.FrontendHandler(""))
 	mux.Handle("GET /static/", http.FileServerFS(static))
 	mux.HandleFunc("GET /{$}", a.index)
-	mux.HandleFunc("GET /app/session", a.withUser(a.session))
-	mux.HandleFunc("POST /app/connect", a.withUser(a.connect))
-	mux.HandleFunc("POST /app/call", a.withUser(a.call))
-	mux.HandleFunc("POST /app/disconnect", a.withUser(a.disconnect))
+	mux.HandleFunc("GET /app/session", demo.WithUser("quickstart_user", a.session))
+	mux.HandleFunc("POST /app/connect", demo.WithUser("quickstart_user", a.connect))
+	mux.HandleFunc("POST /app/call", demo.WithUser("quickstart_user", a.call))
+	mux.HandleFunc("POST /app/disconnect", demo.WithUser("quickstart_user", a.disconnect))
 	a.Handler = mux
 	return a, nil
 }
@@ -93,40 +92,13 @@ func (a *app) refreshCount(user, provider string) int {
 	return a.refreshes[user+"/"+provider]
 }
 
-func (a *app) index(w http.ResponseWriter, r *http.Request) {
+func (a *app) index(w http.ResponseWriter, _ *http.Request) {
 	page, err := static.ReadFile("static/index.html")
 	if err != nil {
 		http.Error(w, "missing page", http.StatusInternalServerError)
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "+
-		"img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
-	_, _ = w.Write(page)
-}
-
-// withUser gives each browser its own demo user, kept in a cookie.
-func (a *app) withUser(h func(w http.ResponseWriter, r *http.Request, user string)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && r.Header.Get("Content-Type") != "application/json" {
-			writeJSON(w, http.StatusUnsupportedMediaType, map[string]string{"error": "send application/json"})
-			return
-		}
-		c, err := r.Cookie("quickstart_user")
-		user := ""
-		if err == nil && len(c.Value) == 32 {
-			user = c.Value
-		} else {
-			b := make([]byte, 16)
-			_, _ = rand.Read(b)
-			user = hex.EncodeToString(b)
-			http.SetCookie(w, &http.Cookie{Name: "quickstart_user", Value: user, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode})
-		}
-		h(w, r, user)
-	}
+	demo.WritePage(w, page)
 }
 
 type providerView struct {
@@ -168,7 +140,7 @@ func (a *app) session(w http.ResponseWriter, r *http.Request, user string) {
 		}
 		views = append(views, v)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"providers": views, "now": time.Now().UnixMilli()})
+	demo.WriteJSON(w, http.StatusOK, map[string]any{"providers": views, "now": time.Now().UnixMilli()})
 }
 
 type providerRequest struct {
@@ -180,7 +152,7 @@ func decodeRequest(w http.ResponseWriter, r *http.Request) (providerRequest, boo
 	dec := json.NewDecoder(io.LimitReader(r.Body, 4096))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil || req.Provider == "" {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "send {\"provider\": \"...\"}"})
+		demo.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "send {\"provider\": \"...\"}"})
 		return req, false
 	}
 	return req, true
@@ -198,7 +170,7 @@ func (a *app) connect(w http.ResponseWriter, r *http.Request, user string) {
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"runId": run.ID, "prompt": prompt})
+	demo.WriteJSON(w, http.StatusOK, map[string]any{"runId": run.ID, "prompt": prompt})
 }
 
 // call reads the demo provider's protected API with the user's token; the
@@ -209,7 +181,7 @@ func (a *app) call(w http.ResponseWriter, r *http.Request, user string) {
 		return
 	}
 	if req.Provider != demo.ProviderID {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "the demo API belongs to the demo provider"})
+		demo.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "the demo API belongs to the demo provider"})
 		return
 	}
 	resp, err := a.mod.Tokens.Client(r.Context(), user, demo.ProviderID).Get(a.demo.APIURL())
@@ -220,7 +192,7 @@ func (a *app) call(w http.ResponseWriter, r *http.Request, user string) {
 	defer func() { _ = resp.Body.Close() }()
 	var me authserver.Me
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&me) != nil {
-		writeJSON(w, http.StatusBadGateway, map[string]any{"error": "the demo API answered " + resp.Status})
+		demo.WriteJSON(w, http.StatusBadGateway, map[string]any{"error": "the demo API answered " + resp.Status})
 		return
 	}
 	t, err := a.mod.Tokens.GetTokens(r.Context(), user, demo.ProviderID)
@@ -228,7 +200,7 @@ func (a *app) call(w http.ResponseWriter, r *http.Request, user string) {
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"me": me, "fingerprint": fingerprint(t.AccessToken)})
+	demo.WriteJSON(w, http.StatusOK, map[string]any{"me": me, "fingerprint": fingerprint(t.AccessToken)})
 }
 
 func (a *app) disconnect(w http.ResponseWriter, r *http.Request, user string) {
@@ -240,25 +212,18 @@ func (a *app) disconnect(w http.ResponseWriter, r *http.Request, user string) {
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	demo.WriteJSON(w, http.StatusOK, map[string]bool{"ok": true})
 }
 
 // fail answers an error without internal detail: not connected, bad input, or try later.
 func (a *app) fail(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, oauthflow.ErrNoToken):
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized"})
+		demo.WriteJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized"})
 	case errors.Is(err, oauthflow.ErrUnknownProvider), errors.Is(err, oauthflow.ErrInvalidArgument):
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "unknown provider or bad request"})
+		demo.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "unknown provider or bad request"})
 	default:
 		a.log.Error("quickstart request failed", "error", err.Error())
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "try again later"})
+		demo.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "try again later"})
 	}
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
 }

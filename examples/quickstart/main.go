@@ -17,12 +17,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
 	"time"
+
+	"github.com/oauthflow/oauthflow/internal/demo"
 )
 
 func main() {
@@ -33,18 +33,17 @@ func main() {
 }
 
 func run() error {
-	port := flag.Int("port", defaultPort(), "port to listen on, on 127.0.0.1 (or PORT)")
+	port := flag.Int("port", demo.Port(8080), "port to listen on, on 127.0.0.1 (or PORT)")
 	ttl := flag.Duration("demo-token-ttl", 75*time.Second, "lifetime of the demo provider's access tokens")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
-	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(*port)))
+	ln, base, err := demo.Listen(*port)
 	if err != nil {
 		return err
 	}
-	base := "http://" + ln.Addr().String()
 	app, err := newApp(ctx, appConfig{Base: base, Logger: log, TokenTTL: *ttl, UseEnvKV: os.Getenv("KVSTORE_HOST") != ""})
 	if err != nil {
 		return err
@@ -62,11 +61,4 @@ func run() error {
 		return err
 	}
 	return nil
-}
-
-func defaultPort() int {
-	if p, err := strconv.Atoi(os.Getenv("PORT")); err == nil && p > 0 {
-		return p
-	}
-	return 8080
 }

@@ -1,0 +1,79 @@
+package demo
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"mime"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+)
+
+// Port returns PORT when it is a port number, def otherwise.
+func Port(def int) int {
+	if p, err := strconv.Atoi(os.Getenv("PORT")); err == nil && p > 0 {
+		return p
+	}
+	return def
+}
+
+// Listen listens on 127.0.0.1:port and returns the listener with the base URL
+// the browser reaches it at.
+func Listen(port int) (net.Listener, string, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return nil, "", err
+	}
+	return ln, "http://" + ln.Addr().String(), nil
+}
+
+// WritePage answers an example's HTML page with the security headers it needs:
+// no inline script or style, nothing cached, no referrer, no framing.
+func WritePage(w http.ResponseWriter, page []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "+
+		"img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+	_, _ = w.Write(page)
+}
+
+// WithUser gives each browser its own demo user, kept in the cookie named
+// cookie. A POST must be JSON: a cross-site form cannot send that without a
+// CORS preflight.
+func WithUser(cookie string, h func(w http.ResponseWriter, r *http.Request, user string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && !IsJSON(r) {
+			WriteJSON(w, http.StatusUnsupportedMediaType, map[string]string{"error": "send application/json"})
+			return
+		}
+		user := ""
+		if c, err := r.Cookie(cookie); err == nil && len(c.Value) == 32 {
+			user = c.Value
+		} else {
+			b := make([]byte, 16)
+			_, _ = rand.Read(b)
+			user = hex.EncodeToString(b)
+			http.SetCookie(w, &http.Cookie{Name: cookie, Value: user, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode})
+		}
+		h(w, r, user)
+	}
+}
+
+// IsJSON reports whether the request's body is declared as JSON.
+func IsJSON(r *http.Request) bool {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return err == nil && mt == "application/json"
+}
+
+// WriteJSON answers v as JSON, never cached.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
