@@ -33,15 +33,9 @@ func newPeerApp(t *testing.T, peer *oidcpeer.Peer, client, secret string, style 
 	api := httptest.NewServer(mux)
 	t.Cleanup(api.Close)
 	prov, err := providers.Discover(context.Background(), "peer", peer.Issuer(),
-		providers.Credentials{ClientID: client, ClientSecret: secret, RedirectURL: api.URL + oauthflow.CallbackPath})
+		providers.Credentials{ClientID: client, ClientSecret: secret, RedirectURL: api.URL + oauthflow.CallbackPath},
+		providers.WithAuthStyle(style))
 	require.NoError(t, err, "metadata discovery builds the provider")
-	if style != "" {
-		cfg := prov.Config()
-		cfg.AuthStyle = style
-		prov, err = providers.NewOAuth2(cfg, providers.Credentials{ClientID: client, ClientSecret: secret,
-			RedirectURL: api.URL + oauthflow.CallbackPath})
-		require.NoError(t, err)
-	}
 	require.Equal(t, peer.Issuer(), prov.Issuer(), "the peer supports RFC 9207 iss")
 	reg := oauthflow.NewRegistry()
 	require.NoError(t, reg.Register(prov))

@@ -87,8 +87,9 @@ type Config struct {
 type Option func(*options)
 
 type options struct {
-	client *http.Client
-	scopes []string
+	client    *http.Client
+	scopes    []string
+	authStyle AuthStyle
 }
 
 // WithHTTPClient sets the client used for every token, revocation and
@@ -101,6 +102,13 @@ func WithHTTPClient(c *http.Client) Option {
 // WithScopes replaces the provider's default scopes.
 func WithScopes(scopes ...string) Option {
 	return func(o *options) { o.scopes = slices.Clone(scopes) }
+}
+
+// WithAuthStyle sets how the client authenticates at the token and revocation
+// endpoints, overriding the catalog's or the discovered choice: a server that
+// enforces the method a client registered (client_secret_post, say) needs it.
+func WithAuthStyle(s AuthStyle) Option {
+	return func(o *options) { o.authStyle = s }
 }
 
 // DefaultTimeout bounds each request of a provider built without WithHTTPClient.

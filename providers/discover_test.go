@@ -77,6 +77,18 @@ func TestDiscover(t *testing.T) {
 	}
 }
 
+func TestDiscoverWithAuthStyle(t *testing.T) {
+	t.Parallel()
+	srv := metadataServer(t, false, "/.well-known/oauth-authorization-server", fullMetadata(""))
+	p, err := Discover(context.Background(), "local", srv.URL, testCreds, WithHTTPClient(srv.Client()), WithAuthStyle(AuthStyleParams))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Config().AuthStyle; got != AuthStyleParams {
+		t.Errorf("auth style %q, want %q: WithAuthStyle overrides the discovered choice", got, AuthStyleParams)
+	}
+}
+
 func TestDiscoverCapabilities(t *testing.T) {
 	t.Parallel()
 	srv := metadataServer(t, false, "/.well-known/openid-configuration", func(base string) map[string]any {

@@ -46,6 +46,9 @@ func NewOAuth2(cfg Config, c Credentials, opts ...Option) (*OAuth2, error) {
 	if o.scopes != nil {
 		cfg.Scopes = o.scopes
 	}
+	if o.authStyle != "" {
+		cfg.AuthStyle = o.authStyle
+	}
 	if cfg.DisplayName == "" {
 		cfg.DisplayName = cfg.ID
 	}
