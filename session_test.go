@@ -1,6 +1,7 @@
 package oauthflow_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync"
@@ -99,7 +100,8 @@ func TestSessionBadInput(t *testing.T) {
 	assert.ErrorIs(t, ss.Register(ctx, strings.Repeat("s", 600), ok), oauthflow.ErrInvalidArgument)
 	assert.ErrorIs(t, ss.Register(ctx, "s", oauthflow.Session{Provider: "acme"}), oauthflow.ErrInvalidArgument)
 	assert.ErrorIs(t, ss.Register(ctx, "s", oauthflow.Session{UserID: "u"}), oauthflow.ErrInvalidArgument)
-	require.NoError(t, ss.Register(nil, "s", ok)) //nolint:staticcheck // a nil context must not panic
+	var nilCtx context.Context // a nil context must not panic
+	require.NoError(t, ss.Register(nilCtx, "s", ok))
 	assert.ErrorIs(t, ss.Register(ctx, "s", ok), oauthflow.ErrInvalidArgument, "a live state is never replaced")
 	_, err := ss.Consume(ctx, "")
 	assert.ErrorIs(t, err, oauthflow.ErrSessionNotFound)

@@ -312,13 +312,13 @@ func TestTokenStoreBadInput(t *testing.T) {
 	assert.ErrorIs(t, err, oauthflow.ErrInvalidArgument)
 
 	// A nil context is treated as context.Background, never a panic.
-	require.NoError(t, f.store.StoreFromTokenSet(nilCtx, "u", "acme", &oauthflow.TokenSet{AccessToken: "a", ExpiresIn: 3600})) //nolint:staticcheck
-	tok, err := f.store.GetValidAccessToken(nilCtx, "u", "acme")                                                               //nolint:staticcheck
+	require.NoError(t, f.store.StoreFromTokenSet(nilCtx, "u", "acme", &oauthflow.TokenSet{AccessToken: "a", ExpiresIn: 3600}))
+	tok, err := f.store.GetValidAccessToken(nilCtx, "u", "acme")
 	require.NoError(t, err)
 	assert.Equal(t, "a", tok)
-	_, err = f.store.TokenSource(nilCtx, "u", "acme").Token() //nolint:staticcheck
+	_, err = f.store.TokenSource(nilCtx, "u", "acme").Token()
 	assert.NoError(t, err)
-	assert.NoError(t, f.store.DeleteTokens(nilCtx, "u", "acme")) //nolint:staticcheck
+	assert.NoError(t, f.store.DeleteTokens(nilCtx, "u", "acme"))
 
 	// A huge expiresIn is clamped, not overflowed into the past.
 	require.NoError(t, f.store.StoreFromTokenSet(ctx, "u", "acme", &oauthflow.TokenSet{AccessToken: "a", ExpiresIn: 1 << 62}))

@@ -69,7 +69,7 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	mod.Mount(mux)
 	mux.Handle("GET /oauth/", mod.FrontendHandler(""))
 	mux.Handle("GET /static/", http.FileServerFS(static))
-	mux.HandleFunc("GET /{$}", a.index)
+	mux.HandleFunc("GET /{$}", demo.Page(static, "static/index.html"))
 	mux.HandleFunc("POST /app/runs", demo.WithUser("agent_user", a.startRun))
 	mux.HandleFunc("GET /app/runs/{id}", demo.WithUser("agent_user", a.showRun))
 	a.Handler = mux
@@ -118,15 +118,6 @@ func (a *app) Close() error { return a.mod.Close() }
 // launch starts a run of the consumer workflow for user.
 func (a *app) launch(ctx context.Context, user string) (*oauthflow.Run, error) {
 	return a.mod.Engine.Launch(ctx, user, reposWorkflowName, reposArgs{Provider: a.provider}, oauthflow.RunOptions{})
-}
-
-func (a *app) index(w http.ResponseWriter, _ *http.Request) {
-	page, err := static.ReadFile("static/index.html")
-	if err != nil {
-		http.Error(w, "missing page", http.StatusInternalServerError)
-		return
-	}
-	demo.WritePage(w, page)
 }
 
 // startRun answers POST /app/runs (body {}): it launches the consumer workflow

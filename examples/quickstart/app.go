@@ -66,7 +66,7 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	mod.Mount(mux)
 	mux.Handle("GET /oauth/", mod.FrontendHandler(""))
 	mux.Handle("GET /static/", http.FileServerFS(static))
-	mux.HandleFunc("GET /{$}", a.index)
+	mux.HandleFunc("GET /{$}", demo.Page(static, "static/index.html"))
 	mux.HandleFunc("GET /app/session", demo.WithUser("quickstart_user", a.session))
 	mux.HandleFunc("POST /app/connect", demo.WithUser("quickstart_user", a.connect))
 	mux.HandleFunc("POST /app/call", demo.WithUser("quickstart_user", a.call))
@@ -90,15 +90,6 @@ func (a *app) refreshCount(user, provider string) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.refreshes[user+"/"+provider]
-}
-
-func (a *app) index(w http.ResponseWriter, _ *http.Request) {
-	page, err := static.ReadFile("static/index.html")
-	if err != nil {
-		http.Error(w, "missing page", http.StatusInternalServerError)
-		return
-	}
-	demo.WritePage(w, page)
 }
 
 type providerView struct {

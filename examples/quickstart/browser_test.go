@@ -241,13 +241,6 @@ func TestBrowserDeniedConsentThenRetry(t *testing.T) {
 	waitConnected(t, ctx)
 }
 
-func count(t *testing.T, ctx context.Context, sel string) int {
-	t.Helper()
-	var n int
-	browsertest.Run(t, ctx, "count "+sel, chromedp.Evaluate(`document.querySelectorAll('`+sel+`').length`, &n))
-	return n
-}
-
 // The direct path: the frontend callback page opened without an opener (as
 // from a link a terminal printed) completes through POST /api/v1/oauth/complete,
 // shows the outcome, and the token is stored for the browser's user.

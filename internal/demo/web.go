@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"io/fs"
 	"mime"
 	"net"
 	"net/http"
@@ -27,6 +28,18 @@ func Listen(port int) (net.Listener, string, error) {
 		return nil, "", err
 	}
 	return ln, "http://" + ln.Addr().String(), nil
+}
+
+// Page answers GET with the HTML file name from fsys, through WritePage.
+func Page(fsys fs.FS, name string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		page, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			http.Error(w, "missing page", http.StatusInternalServerError)
+			return
+		}
+		WritePage(w, page)
+	}
 }
 
 // WritePage answers an example's HTML page with the security headers it needs:
