@@ -44,6 +44,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 
 	"golang.org/x/oauth2"
 )
@@ -73,6 +74,11 @@ type (
 	}
 	// DisplayNamer gives the provider's human name ("GitHub").
 	DisplayNamer interface{ DisplayName() string }
+	// DeadGrantCoder lists the provider's own error codes that mean "this grant
+	// is dead" besides RFC 6749 invalid_grant (GitHub's bad_refresh_token,
+	// HubSpot's BAD_REFRESH_TOKEN). Codes are matched exactly against the
+	// error code of a *ProviderError or *oauth2.RetrieveError.
+	DeadGrantCoder interface{ DeadGrantCodes() []string }
 )
 
 // TokenSet is what a provider returns after an exchange or a refresh.
@@ -173,6 +179,19 @@ func IsTransient(err error) bool {
 	}
 	var ne net.Error
 	return errors.As(err, &ne)
+}
+
+// grantDead reports whether err, returned by p, says the grant is dead:
+// invalid_grant, or one of the codes p declares through DeadGrantCoder.
+// Nothing else is: a rotated client secret answering invalid_client must not
+// delete every user's tokens.
+func grantDead(p Provider, err error) bool {
+	if IsGrantDead(err) {
+		return true
+	}
+	dc, ok := p.(DeadGrantCoder)
+	code := providerCode(err)
+	return ok && code != "" && slices.Contains(dc.DeadGrantCodes(), code)
 }
 
 func providerCode(err error) string {

@@ -314,7 +314,8 @@ func (s *TokenStore) callRefresh(ctx context.Context, providerID, refreshToken s
 // refreshFailed applies the rule: a dead grant deletes the record (the user must
 // sign in again); anything else keeps it, so a transient fault loses nothing.
 func (s *TokenStore) refreshFailed(ctx context.Context, userID, providerID string, err error) error {
-	dead := IsGrantDead(err)
+	p, _ := s.reg.Get(providerID)
+	dead := grantDead(p, err)
 	s.events.emit(ctx, Event{Kind: EventRefreshFailed, UserID: userID, ProviderID: providerID, Err: err, GrantDead: dead})
 	if !dead {
 		return fmt.Errorf("oauthflow: refresh %s token: %w", providerID, err)
