@@ -23,30 +23,30 @@ func TestBrowserAgentResumesAfterSignIn(t *testing.T) {
 	)
 	browsertest.Run(t, ctx, "open the agent page and start a run",
 		chromedp.Navigate(srv.URL+"/"),
-		chromedp.Click(`[data-action="start"]`, chromedp.ByQuery),
-		chromedp.WaitVisible(`#run[data-status="waiting"][data-state="awaiting_auth"]`, chromedp.ByQuery),
-		chromedp.WaitVisible(connect, chromedp.ByQuery))
+		chromedp.Click(chromedp.CSS(`[data-action="start"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#run[data-status="waiting"][data-state="awaiting_auth"]`)),
+		chromedp.WaitVisible(chromedp.CSS(connect)))
 	var repos int
 	browsertest.Run(t, ctx, "no repositories before sign-in",
-		chromedp.Evaluate(`document.querySelectorAll('ul[data-role="repos"] li').length`, &repos))
+		browsertest.Into(chromedp.Evaluate[int](`document.querySelectorAll('ul[data-role="repos"] li').length`), &repos))
 	if repos != 0 {
 		t.Fatalf("%d repositories listed before sign-in", repos)
 	}
 
-	popup := browsertest.Popup(t, ctx, "click Connect in the inline prompt", chromedp.Click(connect, chromedp.ByQuery))
+	popup := browsertest.Popup(t, ctx, "click Connect in the inline prompt", chromedp.Click(chromedp.CSS(connect)))
 	browsertest.Consent(t, popup, browsertest.Allow)
 	browsertest.WaitClosed(t, ctx, popup)
 	browsertest.Run(t, ctx, "the run resumes and lists the repositories",
-		chromedp.WaitVisible(`#run[data-status="completed"]`, chromedp.ByQuery),
-		chromedp.WaitVisible(`ul[data-role="repos"] li`, chromedp.ByQuery),
-		chromedp.Evaluate(`document.querySelectorAll('ul[data-role="repos"] li').length`, &repos))
+		chromedp.WaitVisible(chromedp.CSS(`#run[data-status="completed"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`ul[data-role="repos"] li`)),
+		browsertest.Into(chromedp.Evaluate[int](`document.querySelectorAll('ul[data-role="repos"] li').length`), &repos))
 	if repos == 0 {
 		t.Fatal("the completed run lists no repositories")
 	}
-	var status string
+	var status chromedp.AttributeResult
 	browsertest.Run(t, ctx, "the inline prompt says connected",
-		chromedp.AttributeValue(prompt, "data-status", &status, nil, chromedp.ByQuery))
-	if status != "success" {
-		t.Fatalf("the inline prompt ends %q, want success", status)
+		browsertest.Into(chromedp.AttributeValue(chromedp.CSS(prompt), "data-status"), &status))
+	if status.Value != "success" {
+		t.Fatalf("the inline prompt ends %q, want success", status.Value)
 	}
 }

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/page"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/oauthflow/oauthflow/internal/browsertest"
@@ -61,7 +61,7 @@ func openPage(t *testing.T, base string) context.Context {
 	t.Helper()
 	ctx := browsertest.New(t)
 	browsertest.Run(t, ctx, "open the quickstart page",
-		chromedp.Navigate(base+"/"), chromedp.WaitVisible(startButton, chromedp.ByQuery))
+		chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(startButton)))
 	assertDisconnected(t, ctx)
 	return ctx
 }
@@ -71,10 +71,10 @@ func openPage(t *testing.T, base string) context.Context {
 func assertDisconnected(t *testing.T, ctx context.Context) {
 	t.Helper()
 	var shown []string
-	browsertest.Run(t, ctx, "list what the disconnected card shows", chromedp.Evaluate(`Array.from(
+	browsertest.Run(t, ctx, "list what the disconnected card shows", browsertest.Into(chromedp.Evaluate[[]string](`Array.from(
   document.querySelectorAll('`+card+` [data-role="token"], `+card+` [data-role="actions"] button, `+result+`'))
   .filter(function (el) { return el.checkVisibility(); })
-  .map(function (el) { return el.getAttribute("data-role") || el.getAttribute("data-action"); })`, &shown))
+  .map(function (el) { return el.getAttribute("data-role") || el.getAttribute("data-action"); })`), &shown))
 	if len(shown) != 0 {
 		t.Errorf("the disconnected card shows %v, want only the Connect button", shown)
 	}
@@ -101,7 +101,7 @@ func waitDone(t *testing.T, ctx context.Context) []doneSeen {
 	t.Helper()
 	var seen []doneSeen
 	browsertest.Run(t, ctx, "the widget settles",
-		poll(`window.doneSeen.length > 0`), chromedp.Evaluate(`window.doneSeen`, &seen))
+		poll(`window.doneSeen.length > 0`), browsertest.Into(chromedp.Evaluate[[]doneSeen](`window.doneSeen`), &seen))
 	return seen
 }
 
@@ -109,8 +109,8 @@ func waitDone(t *testing.T, ctx context.Context) []doneSeen {
 // Cloud", and returns the context of the sign-in popup the widget opens.
 func openPopup(t *testing.T, ctx context.Context) context.Context {
 	t.Helper()
-	browsertest.Run(t, ctx, "record the widget's outcome", chromedp.Evaluate(recordDone, nil))
-	return browsertest.Popup(t, ctx, "click Connect Demo Cloud", chromedp.Click(startButton, chromedp.ByQuery))
+	browsertest.Run(t, ctx, "record the widget's outcome", chromedp.Evaluate[chromedp.Void](recordDone))
+	return browsertest.Popup(t, ctx, "click Connect Demo Cloud", chromedp.Click(chromedp.CSS(startButton)))
 }
 
 // connectWithPopup opens the sign-in popup, answers its consent page with d,
@@ -130,15 +130,18 @@ func waitConnected(t *testing.T, ctx context.Context) {
 		!strings.HasPrefix(seen[0].Message, "Connected to Demo Cloud") || seen[0].Buttons != "" {
 		t.Fatalf("the widget reported %+v, want one success showing \"Connected to Demo Cloud.\"", seen)
 	}
-	browsertest.Run(t, ctx, "the card shows the connection", chromedp.WaitVisible(callButton, chromedp.ByQuery))
+	browsertest.Run(t, ctx, "the card shows the connection", chromedp.WaitVisible(chromedp.CSS(callButton)))
 }
 
 // poll waits, with no timeout of its own, for a JavaScript condition.
-func poll(expr string) chromedp.Action {
-	return chromedp.Poll(expr, nil, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(0))
+func poll(expr string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(0))
 }
 
-func text(sel string, s *string) chromedp.Action { return chromedp.Text(sel, s, chromedp.ByQuery) }
+// text reads the visible text of the element sel into *s.
+func text(sel string, s *string) chromedp.Action[chromedp.Void] {
+	return browsertest.Into(chromedp.Text(chromedp.CSS(sel)), s)
+}
 
 // callAPI clicks "Call the protected API", waits until the page has shown the
 // answer and reloaded the session with wantRefreshes, and returns the answer.
@@ -146,9 +149,9 @@ func callAPI(t *testing.T, ctx context.Context, wantRefreshes string) string {
 	t.Helper()
 	var out string
 	browsertest.Run(t, ctx, "call the protected API",
-		chromedp.Evaluate(`document.querySelector('`+result+`').removeAttribute("data-status")`, nil),
-		chromedp.Click(callButton, chromedp.ByQuery),
-		chromedp.WaitVisible(result+`[data-status="success"]`, chromedp.ByQuery),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('`+result+`').removeAttribute("data-status")`),
+		chromedp.Click(chromedp.CSS(callButton)),
+		chromedp.WaitVisible(chromedp.CSS(result+`[data-status="success"]`)),
 		poll(`document.querySelector('`+card+` [data-role="refreshes"]').textContent === "`+wantRefreshes+`"`),
 		text(result, &out))
 	return out
@@ -213,8 +216,8 @@ func TestBrowserPopupConnectCallRefreshDisconnect(t *testing.T) {
 	}
 
 	browsertest.Run(t, ctx, "disconnect",
-		chromedp.Click(connected+` [data-action="disconnect"]`, chromedp.ByQuery),
-		chromedp.WaitVisible(startButton, chromedp.ByQuery))
+		chromedp.Click(chromedp.CSS(connected+` [data-action="disconnect"]`)),
+		chromedp.WaitVisible(chromedp.CSS(startButton)))
 	assertDisconnected(t, ctx)
 }
 
@@ -233,9 +236,9 @@ func TestBrowserDeniedConsentThenRetry(t *testing.T) {
 		t.Fatalf("the widget reported %+v, want one error saying access was denied, with a retry button only", seen)
 	}
 	browsertest.Run(t, ctx, "reset the recorder, click retry",
-		chromedp.Evaluate(`window.doneSeen = []`, nil),
-		chromedp.Click(widget+` [data-action="retry"]`, chromedp.ByQuery),
-		chromedp.WaitVisible(widget+`[data-status="working"]`, chromedp.ByQuery))
+		chromedp.Evaluate[chromedp.Void](`window.doneSeen = []`),
+		chromedp.Click(chromedp.CSS(widget+` [data-action="retry"]`)),
+		chromedp.WaitVisible(chromedp.CSS(widget+`[data-status="working"]`)))
 	browsertest.Consent(t, popup, browsertest.Allow)
 	browsertest.WaitClosed(t, ctx, popup)
 	waitConnected(t, ctx)
@@ -249,15 +252,10 @@ func TestBrowserDirectCallbackCompletes(t *testing.T) {
 	base := startApp(t, time.Hour)
 	ctx := openPage(t, base) // the page's first request gives this browser its user cookie
 
-	var started struct {
-		Prompt struct {
-			AuthURL string `json:"authUrl"`
-			State   string `json:"state"`
-		} `json:"prompt"`
-	}
-	browsertest.Run(t, ctx, "start a sign-in from the page", chromedp.Evaluate(`fetch("/app/connect", {method: "POST",
+	var started startedSignIn
+	browsertest.Run(t, ctx, "start a sign-in from the page", browsertest.Into(chromedp.Evaluate[startedSignIn](`fetch("/app/connect", {method: "POST",
   headers: {"Content-Type": "application/json"}, body: JSON.stringify({provider: "demo"})}).then(function (r) { return r.json(); })`,
-		&started, awaitPromise))
+		chromedp.EvalAwaitPromise), &started))
 	q := consentRedirect(t, started.Prompt.AuthURL)
 	if q.Get("state") != started.Prompt.State || q.Get("code") == "" || q.Get("iss") == "" {
 		t.Fatalf("the consent redirected with %v, want a code, an iss and the state %q", q, started.Prompt.State)
@@ -267,12 +265,12 @@ func TestBrowserDirectCallbackCompletes(t *testing.T) {
 	settled := `#oauth-callback:is([data-status="success"], [data-status="error"])`
 	browsertest.Run(t, ctx, "open the callback page directly",
 		chromedp.Navigate(base+"/oauth/callback?"+q.Encode()),
-		chromedp.WaitVisible(settled, chromedp.ByQuery),
-		chromedp.Evaluate(`document.getElementById("oauth-callback").dataset.status`, &status),
-		chromedp.Evaluate(`document.getElementById("oauth-callback").dataset.mode`, &mode),
+		chromedp.WaitVisible(chromedp.CSS(settled)),
+		browsertest.Into(chromedp.Evaluate[string](`document.getElementById("oauth-callback").dataset.status`), &status),
+		browsertest.Into(chromedp.Evaluate[string](`document.getElementById("oauth-callback").dataset.mode`), &mode),
 		text(`#oauth-callback [data-role="title"]`, &title),
 		text(`#oauth-callback [data-role="message"]`, &message),
-		chromedp.Evaluate(`location.search`, &search))
+		browsertest.Into(chromedp.Evaluate[string](`location.search`), &search))
 	if status != "success" || mode != "direct" || title != "Connected" {
 		t.Fatalf("the callback page shows %s/%s %q: %q; want success/direct \"Connected\"", status, mode, title, message)
 	}
@@ -280,7 +278,7 @@ func TestBrowserDirectCallbackCompletes(t *testing.T) {
 		t.Errorf("the address bar still has the query %q, want the code gone", search)
 	}
 	browsertest.Run(t, ctx, "the page shows the stored token",
-		chromedp.Navigate(base+"/"), chromedp.WaitVisible(callButton, chromedp.ByQuery))
+		chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(callButton)))
 	me(t, callAPI(t, ctx, "0"))
 }
 
@@ -298,11 +296,11 @@ func TestBrowserPopupThroughFrontendCallback(t *testing.T) {
 
 	var authURL string
 	browsertest.Run(t, popup, "the popup shows the consent page",
-		chromedp.WaitVisible("#allow", chromedp.ByQuery), chromedp.Location(&authURL))
+		chromedp.WaitVisible(chromedp.CSS("#allow")), browsertest.Into(chromedp.Location(), &authURL))
 	q := consentRedirect(t, authURL)
 	browsertest.Run(t, popup, "the provider redirects to the frontend callback page",
-		chromedp.ActionFunc(func(ctx context.Context) error {
-			_, _, _, _, err := page.Navigate(base + "/oauth/callback?" + q.Encode()).Do(ctx)
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, page.Navigate, page.NavigateParams{URL: base + "/oauth/callback?" + q.Encode()})
 			return err
 		}))
 	browsertest.WaitClosed(t, ctx, popup)
@@ -310,7 +308,13 @@ func TestBrowserPopupThroughFrontendCallback(t *testing.T) {
 	me(t, callAPI(t, ctx, "0"))
 }
 
-func awaitPromise(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }
+// startedSignIn is the part of POST /app/connect's answer the tests read.
+type startedSignIn struct {
+	Prompt struct {
+		AuthURL string `json:"authUrl"`
+		State   string `json:"state"`
+	} `json:"prompt"`
+}
 
 var consentField = regexp.MustCompile(`name="consent" value="([^"]+)"`)
 

@@ -8,7 +8,7 @@
 // missing browser is a failure: CI must run the browser tests, not skip them.
 //
 //	ctx := browsertest.New(t)
-//	browsertest.Run(t, ctx, "open the page", chromedp.Navigate(url), chromedp.WaitVisible(`#app`))
+//	browsertest.Run(t, ctx, "open the page", chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS(`#app`)))
 package browsertest
 
 import (
@@ -86,9 +86,9 @@ func New(t testing.TB) context.Context {
 		cancelAlloc()
 		removeProfile(t, profile)
 	})
-	// The first Run starts the browser; it gets no step timeout, since the
-	// browser lives as long as the context of that first Run.
-	if err := chromedp.Run(ctx); err != nil {
+	// The first run starts the browser; it gets no step timeout, since the
+	// browser lives as long as the context of that first run.
+	if err := chromedp.Do(ctx); err != nil {
 		t.Fatalf("start %s: %v", path, err)
 	}
 	return ctx
@@ -118,14 +118,31 @@ func removeProfile(t testing.TB, dir string) {
 	t.Logf("removing the browser profile %s: %v", dir, err)
 }
 
-// Run runs actions in ctx as one named step with StepTimeout, and fails t
-// with the step's name when they fail or time out.
-func Run(t testing.TB, ctx context.Context, step string, actions ...chromedp.Action) {
+// Run runs actions in ctx, in order, as one named step with StepTimeout, and
+// fails t with the step's name when they fail or time out. An action that
+// returns a value joins a step through Into.
+func Run(t testing.TB, ctx context.Context, step string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	sctx, cancel := context.WithTimeout(ctx, StepTimeout)
 	defer cancel()
-	if err := chromedp.Run(sctx, actions...); err != nil {
+	if err := chromedp.Do(sctx, actions...); err != nil {
 		t.Fatalf("%s: %v", step, err)
+	}
+}
+
+// Into returns an action that runs a and stores its value in *dst, so that a
+// step of Run can read values between its other actions:
+//
+//	var title string
+//	browsertest.Run(t, ctx, "read the title", chromedp.Navigate(url), browsertest.Into(chromedp.Title(), &title))
+func Into[T any](a chromedp.Action[T], dst *T) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		v, err := a(ctx, tg)
+		if err != nil {
+			return chromedp.Void{}, err
+		}
+		*dst = v
+		return chromedp.Void{}, nil
 	}
 }
 
@@ -133,7 +150,7 @@ func Run(t testing.TB, ctx context.Context, step string, actions ...chromedp.Act
 func Screenshot(t testing.TB, ctx context.Context, path string) {
 	t.Helper()
 	var png []byte
-	Run(t, ctx, "screenshot "+path, chromedp.FullScreenshot(&png, 100))
+	Run(t, ctx, "screenshot "+path, Into(chromedp.FullScreenshot(100), &png))
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -45,14 +45,14 @@ func TestPopupConsentAndScreenshot(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	ctx := browsertest.New(t)
-	browsertest.Run(t, ctx, "open the page", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible("#open", chromedp.ByQuery))
-	popup := browsertest.Popup(t, ctx, "open the popup", chromedp.Click("#open", chromedp.ByQuery))
+	browsertest.Run(t, ctx, "open the page", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#open")))
+	popup := browsertest.Popup(t, ctx, "open the popup", chromedp.Click(chromedp.CSS("#open")))
 	browsertest.Consent(t, popup, browsertest.Deny)
 	browsertest.WaitClosed(t, ctx, popup)
 	var got string
 	browsertest.Run(t, ctx, "read the answer",
-		chromedp.Poll(`document.getElementById("got").textContent !== ""`, nil, chromedp.WithPollingTimeout(0)),
-		chromedp.Text("#got", &got, chromedp.ByQuery))
+		chromedp.Poll[chromedp.Void](`document.getElementById("got").textContent !== ""`, chromedp.WithPollingTimeout(0)),
+		browsertest.Into(chromedp.Text(chromedp.CSS("#got")), &got))
 	if got != "decision=deny" {
 		t.Errorf("the opener got %q, want decision=deny", got)
 	}

@@ -22,7 +22,7 @@ const (
 // Popup runs trigger in ctx as one step (a click that makes the page call
 // window.open) and returns the context of the window the page opened,
 // attached to its new target. The context ends with t.
-func Popup(t testing.TB, ctx context.Context, step string, trigger ...chromedp.Action) context.Context {
+func Popup(t testing.TB, ctx context.Context, step string, trigger ...chromedp.Action[chromedp.Void]) context.Context {
 	t.Helper()
 	wctx, cancel := context.WithTimeout(ctx, StepTimeout)
 	defer cancel()
@@ -30,16 +30,20 @@ func Popup(t testing.TB, ctx context.Context, step string, trigger ...chromedp.A
 	Run(t, ctx, step, trigger...)
 	var id target.ID
 	select {
-	case id = <-opened:
+	case got, ok := <-opened:
+		if !ok {
+			t.Fatalf("%s: cannot watch for a new window: the page has no target", step)
+		}
+		id = got
 	case <-wctx.Done():
 		t.Fatalf("%s: no window opened within %s", step, StepTimeout)
 	}
 	pctx, pcancel := chromedp.NewContext(ctx, chromedp.WithTargetID(id))
 	t.Cleanup(pcancel)
 	// Attach with no step timeout: chromedp runs the target's event loop on the
-	// context of the first Run, and a stopped loop stalls the whole browser
+	// context of the first run, and a stopped loop stalls the whole browser
 	// connection once the window gets events again (when the page reuses it).
-	if err := chromedp.Run(pctx); err != nil {
+	if err := chromedp.Do(pctx); err != nil {
 		t.Fatalf("%s: attach to the new window: %v", step, err)
 	}
 	return pctx
@@ -51,8 +55,8 @@ func Consent(t testing.TB, ctx context.Context, d Decision) {
 	t.Helper()
 	button := "#" + string(d)
 	Run(t, ctx, "consent: click "+string(d),
-		chromedp.WaitVisible(`form[action="authorize/decision"] `+button, chromedp.ByQuery),
-		chromedp.Click(button, chromedp.ByQuery))
+		chromedp.WaitVisible(chromedp.CSS(`form[action="authorize/decision"] `+button)),
+		chromedp.Click(chromedp.CSS(button)))
 }
 
 // WaitClosed waits until the window of popup, a context from Popup, has
