@@ -22,9 +22,17 @@ var catalogJSON []byte
 // placeholders), the parameters it takes, and where it was checked.
 type entry struct {
 	Config
-	Params map[string]param `json:"params,omitempty"`
-	Docs   string           `json:"docs"`
-	Notes  string           `json:"notes"`
+	Params     map[string]param `json:"params,omitempty"`
+	DeadGrants []deadGrant      `json:"dead_grants,omitempty"`
+	Docs       string           `json:"docs"`
+	Notes      string           `json:"notes"`
+}
+
+// deadGrant is one of the provider's own codes for a dead refresh token
+// (Config.DeadGrantCodes) and the documentation that shows it.
+type deadGrant struct {
+	Code string `json:"code"`
+	Doc  string `json:"doc"`
 }
 
 // param is a template value or a variant switch of a catalog entry.
@@ -105,6 +113,9 @@ func (e entry) resolve(given map[string]string) (Config, error) {
 		values[name] = v
 	}
 	cfg := cloneConfig(e.Config)
+	for _, d := range e.DeadGrants {
+		cfg.DeadGrantCodes = append(cfg.DeadGrantCodes, d.Code)
+	}
 	if err := fillAll(&cfg, values); err != nil {
 		return Config{}, fmt.Errorf("%s: %w", e.ID, err)
 	}

@@ -81,6 +81,18 @@ type Config struct {
 	// UserToken selects the nested user token: requested scopes go into
 	// UserScopeParam and the token under UserTokenField becomes AccessToken.
 	UserToken bool `json:"-"`
+	// DeadGrantCodes lists the provider's own error codes that mean the
+	// refresh token will never work again, besides RFC 6749 invalid_grant
+	// (GitHub: bad_refresh_token). The token store deletes the record when a
+	// refresh fails with one, so a code that can also mean a misconfigured
+	// client (invalid_client, ...) is refused. Catalog entries list theirs,
+	// each with its documentation, under "dead_grants".
+	DeadGrantCodes []string `json:"-"`
+	// ErrorCodeField names the JSON field that carries the error code of a
+	// failed answer without an RFC 6749 "error" (HubSpot: "status");
+	// ErrorDescriptionField the one that carries its text (HubSpot: "message").
+	ErrorCodeField        string `json:"error_code_field,omitempty"`
+	ErrorDescriptionField string `json:"error_description_field,omitempty"`
 }
 
 // Option adjusts a provider at construction.
@@ -146,7 +158,10 @@ func (c *Config) validate() error {
 			return err
 		}
 	}
-	return c.validateEnums()
+	if err := c.validateEnums(); err != nil {
+		return err
+	}
+	return c.validateDeadGrantCodes()
 }
 
 func (c *Config) validateEnums() error {
@@ -162,6 +177,25 @@ func (c *Config) validateEnums() error {
 	}
 	if c.UserToken && c.UserTokenField == "" {
 		return invalid("%s: user token selected but the provider has no nested user token", c.ID)
+	}
+	return nil
+}
+
+// notDeadGrant are RFC 6749 error codes that never prove a grant dead: most
+// of them also answer a misconfigured client, and deleting every user's
+// tokens over a rotated secret would be a disaster. invalid_grant is always
+// dead and need not be listed.
+var notDeadGrant = []string{"invalid_request", "invalid_client", "unauthorized_client", "invalid_scope",
+	"unsupported_grant_type", "unsupported_response_type", "access_denied", "server_error", "temporarily_unavailable"}
+
+func (c *Config) validateDeadGrantCodes() error {
+	for _, code := range c.DeadGrantCodes {
+		if strings.TrimSpace(code) == "" {
+			return invalid("%s: empty dead-grant code", c.ID)
+		}
+		if slices.ContainsFunc(notDeadGrant, func(s string) bool { return strings.EqualFold(s, code) }) {
+			return invalid("%s: %q does not prove a grant dead", c.ID, code)
+		}
 	}
 	return nil
 }

@@ -27,6 +27,12 @@
 //     Slack's ok:false is an error; so is an answer without access_token or
 //     with a token_type other than bearer (any case), absent, or one the
 //     provider documents (Slack's bot and user).
+//   - DeadGrantCodes names the provider's own error codes for a refresh token
+//     that will never work again, besides invalid_grant (GitHub
+//     bad_refresh_token, HubSpot BAD_REFRESH_TOKEN, Slack
+//     invalid_refresh_token); the ProviderError's Code carries them, HubSpot's
+//     read from its "status" field (Config.ErrorCodeField). A code that can
+//     also mean a misconfigured client (invalid_client, ...) is refused.
 //   - TokenSet.ExpiresIn is 0 when the answer has no expires_in (a number or a
 //     numeric string). TokenSet.Scope is the granted scope from the answer,
 //     normalised to a space-separated list (comma lists and Twitch's array

@@ -84,6 +84,13 @@ func (f *fake) last(t *testing.T) request {
 	return f.seen[len(f.seen)-1]
 }
 
+// calls is how many requests the fake provider has seen.
+func (f *fake) calls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.seen)
+}
+
 var testCreds = Credentials{ClientID: "client-1", ClientSecret: "secret-1", RedirectURL: "https://app.example/cb"}
 
 // generic returns a plain provider whose endpoints are the fake's.

@@ -15,8 +15,8 @@ import (
 
 // OAuth2 is an oauthflow.Provider over golang.org/x/oauth2. Besides the
 // Provider methods it implements the optional interfaces oauthflow looks for:
-// SupportsPKCE, Issuer, RevokeToken and DisplayName. It is safe for
-// concurrent use; build it with NewOAuth2, New, FromEnv or Discover.
+// SupportsPKCE, Issuer, RevokeToken, DisplayName and DeadGrantCodes. It is
+// safe for concurrent use; build it with NewOAuth2, New, FromEnv or Discover.
 type OAuth2 struct {
 	cfg     Config
 	token   *oauth2.Config // code exchange
@@ -25,11 +25,12 @@ type OAuth2 struct {
 }
 
 var (
-	_ oauthflow.Provider      = (*OAuth2)(nil)
-	_ oauthflow.PKCESupporter = (*OAuth2)(nil)
-	_ oauthflow.Issuerer      = (*OAuth2)(nil)
-	_ oauthflow.Revoker       = (*OAuth2)(nil)
-	_ oauthflow.DisplayNamer  = (*OAuth2)(nil)
+	_ oauthflow.Provider       = (*OAuth2)(nil)
+	_ oauthflow.PKCESupporter  = (*OAuth2)(nil)
+	_ oauthflow.Issuerer       = (*OAuth2)(nil)
+	_ oauthflow.Revoker        = (*OAuth2)(nil)
+	_ oauthflow.DisplayNamer   = (*OAuth2)(nil)
+	_ oauthflow.DeadGrantCoder = (*OAuth2)(nil)
 )
 
 // NewOAuth2 builds a provider from a plain config and the app's credentials.
@@ -88,6 +89,7 @@ func cloneConfig(c Config) Config {
 	c.Scopes = slices.Clone(c.Scopes)
 	c.TokenTypes = slices.Clone(c.TokenTypes)
 	c.AuthParams = maps.Clone(c.AuthParams)
+	c.DeadGrantCodes = slices.Clone(c.DeadGrantCodes)
 	return c
 }
 
@@ -106,6 +108,11 @@ func (p *OAuth2) SupportsPKCE() bool { return p.cfg.PKCE != PKCEUnsupported }
 
 // RequiresPKCE reports whether the provider refuses a flow without PKCE (X).
 func (p *OAuth2) RequiresPKCE() bool { return p.cfg.PKCE == PKCERequired }
+
+// DeadGrantCodes returns the provider's own error codes that mean the grant
+// is dead besides invalid_grant (Config.DeadGrantCodes); the token store
+// deletes the record when a refresh fails with one.
+func (p *OAuth2) DeadGrantCodes() []string { return slices.Clone(p.cfg.DeadGrantCodes) }
 
 // Issuer returns the RFC 9207 issuer the authorization response must carry
 // as "iss", or "" when the provider does not send one.

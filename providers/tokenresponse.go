@@ -14,7 +14,7 @@ import (
 
 // tokenResponse is an RFC 6749 §5.1/§5.2 answer plus the quirks of the
 // catalog: Slack's "ok" flag and nested user token, expires_in as a string,
-// scope as an array (Twitch).
+// scope as an array (Twitch), an error code under another name (HubSpot).
 type tokenResponse struct {
 	AccessToken      string     `json:"access_token"`
 	TokenType        string     `json:"token_type"`
@@ -35,6 +35,7 @@ func (p *OAuth2) parse(a *answer, libErr error) (*oauthflow.TokenSet, error) {
 	if err != nil {
 		return nil, p.fail(a, nil, joinErr(err, libErr))
 	}
+	p.cfg.ownError(a.status, tr)
 	if failed(a.status, tr) {
 		return nil, p.fail(a, tr, libErr)
 	}
@@ -60,6 +61,28 @@ func (p *OAuth2) parse(a *answer, libErr error) (*oauthflow.TokenSet, error) {
 // with one), or Slack's ok:false.
 func failed(status int, tr *tokenResponse) bool {
 	return status < 200 || status > 299 || tr.Error != "" || (tr.OK != nil && !*tr.OK)
+}
+
+// ownError fills the RFC 6749 error fields of an answer that failed or
+// carries no access token from the fields the provider uses instead: HubSpot
+// answers HTTP 400 {"status":"BAD_REFRESH_TOKEN","message":"..."}.
+func (c *Config) ownError(status int, tr *tokenResponse) {
+	if c.ErrorCodeField == "" || tr.Error != "" || (!failed(status, tr) && tr.AccessToken != "") {
+		return
+	}
+	tr.Error = tr.field(c.ErrorCodeField)
+	if tr.ErrorDescription == "" && c.ErrorDescriptionField != "" {
+		tr.ErrorDescription = tr.field(c.ErrorDescriptionField)
+	}
+}
+
+// field is the top-level JSON field name of the answer as text ("" when absent).
+func (tr *tokenResponse) field(name string) flexString {
+	var f flexString
+	if raw, ok := tr.nested[name]; ok {
+		_ = f.UnmarshalJSON(raw) // never fails: a non-string keeps its raw text
+	}
+	return f
 }
 
 func (p *OAuth2) fail(a *answer, tr *tokenResponse, err error) *oauthflow.ProviderError {
