@@ -102,10 +102,6 @@ func (e *Engine) workflow(name string) (*Workflow, error) {
 // workflow that loops fails instead of spinning.
 const maxAutoSteps = 100
 
-func runKey(id string) string       { return "oauth:run:" + id }
-func runLockKey(id string) string   { return "oauth:lock:run:" + id }
-func docKey(id, name string) string { return "oauth:doc:" + id + ":" + name }
-
 // callChain tracks the runs locked by one synchronous call tree (a transition
 // that launches or fires another run). A child that ends while its parent is
 // locked further up the tree notifies the parent once that lock is released.
@@ -200,8 +196,8 @@ func (e *Engine) Fire(ctx context.Context, runID, transition string, input any, 
 	if err != nil {
 		return nil, err
 	}
-	if runID == "" || len(runID) > 128 {
-		return nil, ErrRunNotFound
+	if !issuedRunID(runID) {
+		return nil, fmt.Errorf("%w: %q", ErrRunNotFound, runID)
 	}
 	return e.locked(ctx, runID, func(ctx context.Context) (*Run, error) {
 		r, err := e.Get(ctx, runID)
@@ -303,19 +299,22 @@ func (e *Engine) save(ctx context.Context, r *Run) error {
 		return fmt.Errorf("oauthflow: encode run: %w", err)
 	}
 	if err := e.kv.Set(ctx, runKey(r.ID), b, e.ttl); err != nil {
-		return storeErr("save run", err)
+		return storeErr(ctx, "save run", err)
 	}
 	return nil
 }
 
 // Get returns the run runID, or ErrRunNotFound.
 func (e *Engine) Get(ctx context.Context, runID string) (*Run, error) {
+	if !issuedRunID(runID) {
+		return nil, fmt.Errorf("%w: %q", ErrRunNotFound, runID)
+	}
 	b, err := e.kv.Get(ctxOrBackground(ctx), runKey(runID))
 	if errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("%w: %q", ErrRunNotFound, runID)
 	}
 	if err != nil {
-		return nil, storeErr("read run", err)
+		return nil, storeErr(ctx, "read run", err)
 	}
 	var r Run
 	if err := strictUnmarshal(b, &r); err != nil {
@@ -338,12 +337,15 @@ func (e *Engine) Document(ctx context.Context, runID, name string, v any) error 
 
 // GetDocument returns the run's document name with its widget, or ErrNotFound.
 func (e *Engine) GetDocument(ctx context.Context, runID, name string) (*Document, error) {
+	if !issuedRunID(runID) || !providerIDPattern.MatchString(name) {
+		return nil, fmt.Errorf("%w: document %q of run %q", ErrNotFound, name, runID)
+	}
 	b, err := e.kv.Get(ctxOrBackground(ctx), docKey(runID, name))
 	if errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("%w: document %q of run %q", ErrNotFound, name, runID)
 	}
 	if err != nil {
-		return nil, storeErr("read document", err)
+		return nil, storeErr(ctx, "read document", err)
 	}
 	var d Document
 	if err := strictUnmarshal(b, &d); err != nil {
@@ -353,6 +355,9 @@ func (e *Engine) GetDocument(ctx context.Context, runID, name string) (*Document
 }
 
 func (e *Engine) saveDocument(ctx context.Context, r *Run, name, widget string, v any) error {
+	if !providerIDPattern.MatchString(name) {
+		return invalidArg("document name %q is not valid", name)
+	}
 	data, err := marshalArg(v)
 	if err != nil {
 		return err
@@ -362,7 +367,7 @@ func (e *Engine) saveDocument(ctx context.Context, r *Run, name, widget string, 
 		return fmt.Errorf("oauthflow: encode document: %w", err)
 	}
 	if err := e.kv.Set(ctx, docKey(r.ID, name), b, e.ttl); err != nil {
-		return storeErr("save document", err)
+		return storeErr(ctx, "save document", err)
 	}
 	if r.Documents == nil {
 		r.Documents = make(map[string]string)

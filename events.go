@@ -18,6 +18,7 @@ const (
 	EventTokensStored    EventKind = "tokens_stored"    // a sign-in or StoreTokens wrote tokens
 	EventTokensRefreshed EventKind = "tokens_refreshed" // a refresh succeeded
 	EventRefreshFailed   EventKind = "refresh_failed"   // a refresh failed; GrantDead says whether the connection is gone
+	EventRefreshUnsaved  EventKind = "refresh_unsaved"  // a refresh succeeded but its tokens could not be written: this process keeps them and writes them on the next read
 	EventTokensDeleted   EventKind = "tokens_deleted"   // DeleteTokens removed the record
 	EventRevokeFailed    EventKind = "revoke_failed"    // DeleteTokens could not revoke at the provider (the record is deleted anyway)
 	EventConnected       EventKind = "connected"        // a sign-in flow completed

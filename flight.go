@@ -8,22 +8,34 @@ import (
 
 // flightGroup runs one call per key at a time and shares its result with every
 // caller that arrives while it runs. Unlike x/sync/singleflight, each caller waits
-// only as long as its own context allows, and the call itself runs on its own
-// goroutine so that no caller's cancellation kills it. The zero value is ready.
+// only as long as its own context allows, the call itself runs on its own
+// goroutine so that no caller's cancellation kills it, and the call may publish
+// its result early and go on working (a write it retries) while later callers
+// get that result at once. The zero value is ready.
 type flightGroup struct {
 	mu    sync.Mutex
 	calls map[string]*flight
 }
 
 type flight struct {
-	done chan struct{}
+	done chan struct{} // closed once val and err are set
+	once sync.Once
 	val  StoredTokens
 	err  error
 }
 
+// publish sets the flight's result once; later calls do nothing.
+func (f *flight) publish(v StoredTokens, err error) {
+	f.once.Do(func() {
+		f.val, f.err = v, err
+		close(f.done)
+	})
+}
+
 // do runs fn for key unless a call for key is already running, then waits for
-// the result or for ctx to end, whichever comes first.
-func (g *flightGroup) do(ctx context.Context, key string, fn func() (StoredTokens, error)) (StoredTokens, error) {
+// the result or for ctx to end, whichever comes first. fn's return value is the
+// result unless fn published one before.
+func (g *flightGroup) do(ctx context.Context, key string, fn func(publish func(StoredTokens, error)) (StoredTokens, error)) (StoredTokens, error) {
 	g.mu.Lock()
 	f, running := g.calls[key]
 	if !running {
@@ -43,15 +55,17 @@ func (g *flightGroup) do(ctx context.Context, key string, fn func() (StoredToken
 	}
 }
 
-func (g *flightGroup) run(key string, f *flight, fn func() (StoredTokens, error)) {
+func (g *flightGroup) run(key string, f *flight, fn func(publish func(StoredTokens, error)) (StoredTokens, error)) {
+	var val StoredTokens
+	var err error
 	defer func() {
 		if r := recover(); r != nil {
-			f.err = fmt.Errorf("oauthflow: refresh panicked: %v", r)
+			val, err = StoredTokens{}, fmt.Errorf("oauthflow: refresh panicked: %v", r)
 		}
 		g.mu.Lock()
 		delete(g.calls, key)
 		g.mu.Unlock()
-		close(f.done)
+		f.publish(val, err)
 	}()
-	f.val, f.err = fn()
+	val, err = fn(f.publish)
 }

@@ -210,3 +210,6 @@ func (s *switchKV) SetNX(ctx context.Context, k string, v []byte, ttl time.Durat
 	}
 	return s.KV.SetNX(ctx, k, v, ttl)
 }
+
+// unknownState has the form of an issued state but was never issued.
+const unknownState = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"

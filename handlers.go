@@ -79,8 +79,13 @@ const (
 	outcomeRejected
 	outcomeUnavailable
 	outcomeStoreDown
+	outcomeCanceled // the request's own context ended: the client went away
 	outcomeInternal
 )
+
+// statusClientClosedRequest answers a request whose client went away before the
+// outcome was known (the status proxies log for it; nobody reads the body).
+const statusClientClosedRequest = 499
 
 // complete finishes a sign-in from a callback's parameters. It consumes the
 // sign-in (once) and fires exchangeToken on its run as the run's user,
@@ -88,6 +93,9 @@ const (
 func (m *Module) complete(ctx context.Context, p callbackParams) outcome {
 	if p.tooLong() {
 		return outcome{kind: outcomeInvalid, message: "The callback parameters are too long."}
+	}
+	if p.State != "" && !issuedState(p.State) { // refused before the store is touched
+		return outcome{kind: outcomeInvalid, message: "The callback's state is not one this service issued."}
 	}
 	if p.Error != "" {
 		return m.completeProviderError(ctx, p)
@@ -97,11 +105,11 @@ func (m *Module) complete(ctx context.Context, p callbackParams) outcome {
 	}
 	s, err := m.Sessions.Consume(ctx, p.State)
 	if err != nil {
-		return m.classify(nil, err)
+		return m.classify(ctx, nil, err)
 	}
 	prov, _ := m.Registry.Get(s.Provider)
 	if err := m.exchangeSession(ctx, s, p); err != nil {
-		return m.classify(prov, err)
+		return m.classify(ctx, prov, err)
 	}
 	return outcome{provider: prov, kind: outcomeConnected}
 }
@@ -133,8 +141,8 @@ func (m *Module) completeProviderError(ctx context.Context, p callbackParams) ou
 	}
 	s, err := m.Sessions.Peek(ctx, p.State)
 	if err != nil {
-		if errors.Is(err, ErrStoreUnavailable) {
-			return m.classify(nil, err)
+		if errors.Is(err, ErrStoreUnavailable) || ctx.Err() != nil {
+			return m.classify(ctx, nil, err)
 		}
 		return out
 	}
@@ -152,11 +160,15 @@ func (m *Module) completeProviderError(ctx context.Context, p callbackParams) ou
 	return out
 }
 
-// classify turns a completion error into what the endpoints answer.
-func (m *Module) classify(p Provider, err error) outcome {
+// classify turns a completion error into what the endpoints answer. ctx is the
+// request's: when it has ended, the client went away, whatever failed after.
+func (m *Module) classify(ctx context.Context, p Provider, err error) outcome {
 	out := outcome{provider: p, message: flowFailureMessage(err)}
 	var fe *FlowError
 	switch {
+	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		out.kind, out.message = outcomeCanceled, "The request ended before the sign-in completed."
+		m.log.InfoContext(ctx, "oauthflow: the client went away before a sign-in completed", "error", logSafeError(err))
 	case errors.Is(err, ErrStoreUnavailable):
 		out.kind, out.message = outcomeStoreDown, "The service is temporarily unavailable. Please try again later."
 	case errors.Is(err, ErrSessionNotFound), errors.Is(err, ErrRunNotFound),
@@ -240,6 +252,8 @@ func (m *Module) writeOutcome(w http.ResponseWriter, out outcome) {
 		status, code = http.StatusBadGateway, "provider_unavailable"
 	case outcomeStoreDown:
 		status, code = http.StatusServiceUnavailable, "store_unavailable"
+	case outcomeCanceled:
+		status, code = statusClientClosedRequest, "request_cancelled"
 	default:
 		status, code = http.StatusInternalServerError, "internal_error"
 	}

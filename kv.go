@@ -34,6 +34,9 @@ type KV interface {
 	CompareAndDelete(ctx context.Context, key string, value []byte) (bool, error)
 	// CompareAndExpire resets key's ttl only while it holds value (a lease renewal).
 	CompareAndExpire(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error)
+	// CompareAndSwap sets key to value with ttl only while it holds old, and
+	// reports whether it did (a fenced write: nobody wrote since old was read).
+	CompareAndSwap(ctx context.Context, key string, old, value []byte, ttl time.Duration) (bool, error)
 }
 
 // Env variables KVFromEnv reads, with SPEC's defaults.
@@ -65,7 +68,7 @@ func kvFromLookup(ctx context.Context, log *slog.Logger, lookup func(string) (st
 	if err := ping(ctx, opts); err != nil {
 		log.Warn("oauthflow: key-value store unreachable, using in-memory storage for this process",
 			slog.String("addr", addr), slog.String("error", err.Error()))
-		return NewMemoryKV(), storeErr("ping "+addr, err)
+		return NewMemoryKV(), storeErr(ctx, "ping "+addr, err)
 	}
 	client := redis.NewClient(opts)
 	log.Info("oauthflow: using Redis key-value store", slog.String("addr", addr))
@@ -127,6 +130,9 @@ func (p *prefixKV) CompareAndDelete(ctx context.Context, key string, v []byte) (
 }
 func (p *prefixKV) CompareAndExpire(ctx context.Context, key string, v []byte, ttl time.Duration) (bool, error) {
 	return p.kv.CompareAndExpire(ctx, p.prefix+key, v, ttl)
+}
+func (p *prefixKV) CompareAndSwap(ctx context.Context, key string, old, v []byte, ttl time.Duration) (bool, error) {
+	return p.kv.CompareAndSwap(ctx, p.prefix+key, old, v, ttl)
 }
 func (p *prefixKV) Close() error { return closeKV(p.kv) }
 

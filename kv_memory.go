@@ -10,7 +10,7 @@ import (
 // MemoryKV is an in-process KV. It honours TTLs and frees expired entries as it
 // goes (no background goroutine), so it suits tests and single-instance apps.
 // Values are copied in; Get hands back the stored slice, which must be treated
-// as read-only.
+// as read-only. The zero value is an empty store on the real clock, ready to use.
 type MemoryKV struct {
 	now func() time.Time
 
@@ -45,8 +45,16 @@ func NewMemoryKV(opts ...MemoryOption) *MemoryKV {
 	for _, o := range opts {
 		o(m)
 	}
-	m.lastSweep = m.now()
+	m.lastSweep = m.clock()
 	return m
+}
+
+// clock returns the store's time: its clock's, or time.Now for a zero MemoryKV.
+func (m *MemoryKV) clock() time.Time {
+	if m.now == nil {
+		return time.Now()
+	}
+	return m.now()
 }
 
 // Close drops every entry; the store stays usable. The store holds no goroutine, so nothing outlives it.
@@ -69,7 +77,7 @@ func (e memEntry) live(now int64) bool { return e.exp == 0 || now < e.exp }
 // entry returns key's entry when it is live. Called with mu held (read or write).
 func (m *MemoryKV) entry(key string) (memEntry, bool) {
 	e, ok := m.m[key]
-	return e, ok && e.live(m.now().UnixNano())
+	return e, ok && e.live(m.clock().UnixNano())
 }
 
 // holds reports whether key is live and holds value. Called with mu held.
@@ -82,7 +90,7 @@ func (m *MemoryKV) expiry(ttl time.Duration) int64 {
 	if ttl == 0 {
 		return 0
 	}
-	return m.now().Add(ttl).UnixNano()
+	return m.clock().Add(ttl).UnixNano()
 }
 
 // Get returns the value of key, or ErrNotFound.
@@ -153,7 +161,7 @@ func (m *MemoryKV) TTL(_ context.Context, key string) (time.Duration, error) {
 	if e.exp == 0 {
 		return 0, nil
 	}
-	left := time.Duration(e.exp - m.now().UnixNano())
+	left := time.Duration(e.exp - m.clock().UnixNano())
 	if left <= 0 { // expired since the look-up
 		return 0, ErrNotFound
 	}
@@ -187,6 +195,21 @@ func (m *MemoryKV) CompareAndExpire(_ context.Context, key string, value []byte,
 	return true, nil
 }
 
+// CompareAndSwap sets key to a copy of value with ttl only while it holds old.
+func (m *MemoryKV) CompareAndSwap(_ context.Context, key string, old, value []byte, ttl time.Duration) (bool, error) {
+	if err := checkTTL(ttl); err != nil {
+		return false, err
+	}
+	e := memEntry{v: bytes.Clone(value), exp: m.expiry(ttl)}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.holds(key, old); !ok {
+		return false, nil
+	}
+	m.put(key, e)
+	return true, nil
+}
+
 // put stores e and, every so often, sweeps out expired entries so that a store
 // that is written to but rarely read does not grow without bound. Called with mu held.
 func (m *MemoryKV) put(key string, e memEntry) {
@@ -195,14 +218,14 @@ func (m *MemoryKV) put(key string, e memEntry) {
 	}
 	m.m[key] = e
 	m.writes++
-	if m.writes < len(m.m)/2+64 && m.now().Sub(m.lastSweep) < time.Minute {
+	if m.writes < len(m.m)/2+64 && m.clock().Sub(m.lastSweep) < time.Minute {
 		return
 	}
 	m.sweep()
 }
 
 func (m *MemoryKV) sweep() {
-	now := m.now()
+	now := m.clock()
 	for k, e := range m.m {
 		if !e.live(now.UnixNano()) {
 			delete(m.m, k)

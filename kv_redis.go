@@ -51,13 +51,6 @@ func redisErr(err error) error {
 	return err
 }
 
-func ctxOrBackground(ctx context.Context) context.Context {
-	if ctx == nil {
-		return context.Background()
-	}
-	return ctx
-}
-
 // Get returns the value of key, or ErrNotFound.
 func (r *RedisKV) Get(ctx context.Context, key string) ([]byte, error) {
 	b, err := r.c.Get(ctxOrBackground(ctx), key).Bytes()
@@ -119,6 +112,10 @@ return 0`)
 if redis.call("GET", KEYS[1]) ~= ARGV[1] then return 0 end
 if tonumber(ARGV[2]) > 0 then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) end
 return redis.call("PERSIST", KEYS[1]) + 1`)
+	compareAndSwap = redis.NewScript(`
+if redis.call("GET", KEYS[1]) ~= ARGV[1] then return 0 end
+if tonumber(ARGV[3]) > 0 then redis.call("SET", KEYS[1], ARGV[2], "PX", ARGV[3]) else redis.call("SET", KEYS[1], ARGV[2]) end
+return 1`)
 )
 
 // CompareAndDelete removes key only while it holds value.
@@ -132,6 +129,25 @@ func (r *RedisKV) CompareAndExpire(ctx context.Context, key string, value []byte
 	if err := checkTTL(ttl); err != nil {
 		return false, err
 	}
-	n, err := compareAndExpire.Run(ctxOrBackground(ctx), r.c, []string{key}, value, ttl.Milliseconds()).Int()
+	n, err := compareAndExpire.Run(ctxOrBackground(ctx), r.c, []string{key}, value, pxMillis(ttl)).Int()
 	return n >= 1, err
+}
+
+// CompareAndSwap sets key to value with ttl only while it holds old, in one
+// script on one key (Cluster-safe).
+func (r *RedisKV) CompareAndSwap(ctx context.Context, key string, old, value []byte, ttl time.Duration) (bool, error) {
+	if err := checkTTL(ttl); err != nil {
+		return false, err
+	}
+	n, err := compareAndSwap.Run(ctxOrBackground(ctx), r.c, []string{key}, old, value, pxMillis(ttl)).Int()
+	return n == 1, err
+}
+
+// pxMillis is ttl in whole milliseconds for a script's PEXPIRE or SET PX, at
+// least 1 for a positive ttl (0 would mean "no expiry" to the scripts).
+func pxMillis(ttl time.Duration) int64 {
+	if ttl <= 0 {
+		return 0
+	}
+	return max(ttl.Milliseconds(), 1)
 }

@@ -2,9 +2,14 @@ package oauthflow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
+
+// errLeaseLost means a lease holder found, right before a write, that the lock
+// is no longer its own: it wrote nothing.
+var errLeaseLost = errors.New("oauthflow: the lock was lost before the write")
 
 // lease is a lock in the KV held by one owner, renewed while held and freed by
 // its TTL if the holder dies. Every command touches one key (Cluster-safe).
@@ -12,6 +17,7 @@ type lease struct {
 	kv    KV
 	key   string
 	owner []byte
+	ttl   time.Duration
 	stop  func()
 }
 
@@ -20,13 +26,13 @@ func tryLease(ctx context.Context, kv KV, key string, ttl time.Duration) (*lease
 	owner := []byte(randomHex(16))
 	ok, err := kv.SetNX(ctx, key, owner, ttl)
 	if err != nil {
-		return nil, false, storeErr("take lock", err)
+		return nil, false, storeErr(ctx, "take lock", err)
 	}
 	if !ok {
 		return nil, false, nil
 	}
-	l := &lease{kv: kv, key: key, owner: owner}
-	l.stop = renewEvery(ctx, kv, key, owner, ttl)
+	l := &lease{kv: kv, key: key, owner: owner, ttl: ttl}
+	l.stop = l.renewEvery(ctx)
 	return l, true, nil
 }
 
@@ -43,19 +49,31 @@ func waitLease(ctx context.Context, kv KV, key string, ttl time.Duration) (*leas
 	}
 }
 
+// confirm renews the lease and reports whether it is still ours. A holder calls
+// it right before a write and writes nothing when it is not: a renewal that
+// failed may have let the lock expire and another owner take it.
+func (l *lease) confirm(ctx context.Context) (bool, error) {
+	ok, err := l.kv.CompareAndExpire(ctx, l.key, l.owner, l.ttl)
+	if err != nil {
+		return false, storeErr(ctx, "renew lock", err)
+	}
+	return ok, nil
+}
+
 // release stops the renewal and frees the lock if it is still ours.
 func (l *lease) release(ctx context.Context) {
 	l.stop()
 	_, _ = l.kv.CompareAndDelete(context.WithoutCancel(ctx), l.key, l.owner)
 }
 
-// renewEvery extends the lease every ttl/3 until the returned stop is called or ctx ends.
-func renewEvery(ctx context.Context, kv KV, key string, owner []byte, ttl time.Duration) (stop func()) {
+// renewEvery extends the lease every ttl/3 until the returned stop is called,
+// ctx ends, or a renewal finds the lock in other hands (nothing left to renew).
+func (l *lease) renewEvery(ctx context.Context) (stop func()) {
 	done := make(chan struct{})
 	exited := make(chan struct{})
 	go func() {
 		defer close(exited)
-		tick := time.NewTicker(ttl / 3)
+		tick := time.NewTicker(max(l.ttl/3, time.Millisecond))
 		defer tick.Stop()
 		for {
 			select {
@@ -64,7 +82,9 @@ func renewEvery(ctx context.Context, kv KV, key string, owner []byte, ttl time.D
 			case <-ctx.Done():
 				return
 			case <-tick.C:
-				_, _ = kv.CompareAndExpire(ctx, key, owner, ttl)
+				if ok, err := l.kv.CompareAndExpire(ctx, l.key, l.owner, l.ttl); err == nil && !ok {
+					return
+				}
 			}
 		}
 	}()

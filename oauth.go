@@ -218,11 +218,19 @@ func providerStatus(err error) int {
 	return 0
 }
 
-// storeErr marks err as a store failure, never to be mistaken for "not found".
 // errNoAccessToken is a provider answer that carries no access token.
 var errNoAccessToken = errors.New("the answer has no access token")
 
-func storeErr(op string, err error) error {
+// storeErr marks err as a store failure, never to be mistaken for "not found",
+// unless the caller's own ctx has ended: then it is that context's error
+// (errors.Is(err, context.Canceled) holds), never ErrStoreUnavailable.
+func storeErr(ctx context.Context, op string, err error) error {
+	if ctx != nil && ctx.Err() != nil {
+		if errors.Is(err, ctx.Err()) {
+			return fmt.Errorf("oauthflow: %s: %w", op, err)
+		}
+		return fmt.Errorf("oauthflow: %s: %w: %w", op, ctx.Err(), err)
+	}
 	return fmt.Errorf("%w: %s: %w", ErrStoreUnavailable, op, err)
 }
 

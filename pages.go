@@ -53,7 +53,10 @@ type pageData struct {
 }
 
 func (m *Module) renderPage(w http.ResponseWriter, out outcome, state string) {
-	d := pageData{Status: "error", State: state, Message: out.message, Hint: "You can close this window and try again.", Nonce: newState()}
+	d := pageData{Status: "error", Message: out.message, Hint: "You can close this window and try again.", Nonce: newState()}
+	if issuedState(state) {
+		d.State = state // only a state of ours is echoed to the opener
+	}
 	status := http.StatusBadRequest
 	name := "your"
 	if out.provider != nil {
@@ -75,6 +78,8 @@ func (m *Module) renderPage(w http.ResponseWriter, out outcome, state string) {
 	case outcomeStoreDown:
 		status, d.Title = http.StatusServiceUnavailable, "Temporarily unavailable"
 		d.Hint = "Please try again later."
+	case outcomeCanceled:
+		status, d.Title = statusClientClosedRequest, "Sign-in interrupted"
 	default:
 		status, d.Title = http.StatusInternalServerError, "Something went wrong"
 	}

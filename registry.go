@@ -16,7 +16,7 @@ type Registry struct {
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry { return &Registry{providers: make(map[string]Provider)} }
 
-// providerIDPattern keeps IDs safe inside "oauth:{userId}:{providerId}" keys:
+// providerIDPattern keeps IDs (and document names) safe inside keys (see keys.go):
 // no ':' means a user ID can never make one user's key collide with another's.
 var providerIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 

@@ -49,8 +49,6 @@ func NewSessionService(kv KV, opts ...SessionOption) *SessionService {
 	return s
 }
 
-func sessionKey(state string) string { return "oauth:session:" + state }
-
 func checkState(state string) error {
 	if state == "" || len(state) > maxStateLen {
 		return invalidArg("state must be 1 to %d bytes", maxStateLen)
@@ -76,7 +74,7 @@ func (ss *SessionService) Register(ctx context.Context, state string, s Session)
 	}
 	ok, err := ss.kv.SetNX(ctxOrBackground(ctx), sessionKey(state), b, ss.ttl)
 	if err != nil {
-		return storeErr("register session", err)
+		return storeErr(ctx, "register session", err)
 	}
 	if !ok {
 		return invalidArg("state is already registered")
@@ -105,7 +103,7 @@ func (ss *SessionService) take(ctx context.Context, state string, read func(cont
 		return nil, ErrSessionNotFound
 	}
 	if err != nil {
-		return nil, storeErr("read session", err)
+		return nil, storeErr(ctx, "read session", err)
 	}
 	return decodeSession(b)
 }

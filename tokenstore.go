@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
@@ -36,6 +35,7 @@ type TokenStore struct {
 	lockLease      time.Duration
 	events         notifier
 	flights        flightGroup
+	pending        pendingWrites
 }
 
 // TokenStoreOption configures a TokenStore.
@@ -80,12 +80,12 @@ func WithRefreshTimeout(d time.Duration) TokenStoreOption {
 	}
 }
 
-// WithLockLease sets the lease of the cross-process refresh lock (default 10 s);
+// WithLockLease sets the lease of the cross-process refresh lock (default 10 s, at least 1 ms);
 // it is renewed while the refresh runs, and frees itself if the process dies.
 func WithLockLease(d time.Duration) TokenStoreOption {
 	return func(s *TokenStore) {
 		if d > 0 {
-			s.lockLease = d
+			s.lockLease = max(d, time.Millisecond)
 		}
 	}
 }
@@ -105,9 +105,6 @@ func NewTokenStore(kv KV, reg *Registry, opts ...TokenStoreOption) *TokenStore {
 	return s
 }
 
-func tokenKey(userID, providerID string) string { return "oauth:" + userID + ":" + providerID }
-func lockKey(userID, providerID string) string  { return "oauth:lock:" + userID + ":" + providerID }
-
 func checkIDs(userID, providerID string) error {
 	if userID == "" || len(userID) > maxUserIDLen {
 		return invalidArg("user ID must be 1 to %d bytes", maxUserIDLen)
@@ -120,6 +117,8 @@ func checkIDs(userID, providerID string) error {
 
 // StoreTokens writes t for the user and provider with the TTL the rules give:
 // 30 days with a refresh token or without expiry, else the seconds left (at least 1).
+// A sign-in always wins over a refresh in flight: the refresh finds the record
+// replaced and writes nothing.
 func (s *TokenStore) StoreTokens(ctx context.Context, userID, providerID string, t StoredTokens) error {
 	if err := checkIDs(userID, providerID); err != nil {
 		return err
@@ -131,6 +130,7 @@ func (s *TokenStore) StoreTokens(ctx context.Context, userID, providerID string,
 	if err := s.write(ctx, userID, providerID, t); err != nil {
 		return err
 	}
+	s.pending.drop(tokenKey(userID, providerID))
 	s.events.emit(ctx, Event{Kind: EventTokensStored, UserID: userID, ProviderID: providerID})
 	return nil
 }
@@ -165,35 +165,45 @@ func (s *TokenStore) ttl(t StoredTokens) time.Duration {
 func (s *TokenStore) write(ctx context.Context, userID, providerID string, t StoredTokens) error {
 	err := s.kv.Set(ctx, tokenKey(userID, providerID), encodeStoredTokens(t), s.ttl(t))
 	if err != nil {
-		return storeErr("store tokens", err)
+		return storeErr(ctx, "store tokens", err)
 	}
 	return nil
 }
 
 // GetTokens returns the stored record, which may be expired; ErrNoToken when absent.
+// Tokens this process refreshed but could not write yet are returned in its place.
 func (s *TokenStore) GetTokens(ctx context.Context, userID, providerID string) (*StoredTokens, error) {
 	if err := checkIDs(userID, providerID); err != nil {
 		return nil, err
 	}
-	v, err := s.read(ctxOrBackground(ctx), tokenKey(userID, providerID))
+	ctx = ctxOrBackground(ctx)
+	key := tokenKey(userID, providerID)
+	raw, v, err := s.read(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	t := v.tokens()
+	if pw, ok := s.pending.get(key, raw); ok {
+		t = pw.t
+	}
 	return &t, nil
 }
 
-func (s *TokenStore) read(ctx context.Context, key string) (tokenView, error) {
+// read returns the record under key as stored (the fence a refresh writes
+// against) and parsed in place.
+func (s *TokenStore) read(ctx context.Context, key string) ([]byte, tokenView, error) {
 	b, err := s.kv.Get(ctx, key)
 	if errors.Is(err, ErrNotFound) {
-		return tokenView{}, ErrNoToken
+		return nil, tokenView{}, ErrNoToken
 	}
 	if err != nil {
-		return tokenView{}, storeErr("read tokens", err)
+		return nil, tokenView{}, storeErr(ctx, "read tokens", err)
 	}
-	return parseTokenView(b)
+	v, err := parseTokenView(b)
+	return b, v, err
 }
 
+// fresh reports whether a token expiring at expiresAt is valid for at least the skew.
 func (s *TokenStore) fresh(expiresAt int64) bool {
 	return expiresAt == 0 || s.now().Add(s.skew).UnixMilli() < expiresAt
 }
@@ -201,7 +211,8 @@ func (s *TokenStore) fresh(expiresAt int64) bool {
 // GetValidAccessToken returns an access token that is valid now, refreshing it
 // through the provider when it has expired and a refresh token exists. ErrNoToken
 // (possibly wrapping the provider's answer) means the user must sign in; any other
-// error is transient and the stored record is kept.
+// error is transient and the stored record is kept. When ctx ends first, its
+// error is returned (errors.Is(err, context.Canceled) holds).
 func (s *TokenStore) GetValidAccessToken(ctx context.Context, userID, providerID string) (string, error) {
 	tok, _, err := s.validToken(ctx, userID, providerID)
 	return tok, err
@@ -212,159 +223,50 @@ func (s *TokenStore) validToken(ctx context.Context, userID, providerID string) 
 		return "", 0, err
 	}
 	ctx = ctxOrBackground(ctx)
-	v, err := s.read(ctx, tokenKey(userID, providerID))
+	raw, v, err := s.read(ctx, tokenKey(userID, providerID))
 	if err != nil {
 		return "", 0, err
 	}
 	if s.fresh(v.expiresAt) {
 		return string(v.access), v.expiresAt, nil
 	}
-	if len(v.refresh) == 0 {
-		return "", 0, fmt.Errorf("%w: the access token expired and there is no refresh token", ErrNoToken)
-	}
-	t, err := s.refresh(ctx, userID, providerID, string(v.access))
+	t, err := s.refresh(ctx, userID, providerID, raw)
 	return t.AccessToken, t.ExpiresAt, err
-}
-
-// refresh collapses concurrent refreshes of one record in this process, and runs
-// the shared one under a context of its own so that no caller's cancellation ends it.
-func (s *TokenStore) refresh(ctx context.Context, userID, providerID, stale string) (StoredTokens, error) {
-	return s.flights.do(ctx, tokenKey(userID, providerID), func() (StoredTokens, error) {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.refreshTimeout)
-		defer cancel()
-		return s.refreshShared(rctx, userID, providerID, stale)
-	})
-}
-
-// refreshShared takes the cross-process lock and refreshes, or, while another
-// process holds it, re-reads the record with a short backoff until that process
-// has written the new token.
-func (s *TokenStore) refreshShared(ctx context.Context, userID, providerID, stale string) (StoredTokens, error) {
-	for backoff := time.Millisecond; ; backoff = min(2*backoff, 25*time.Millisecond) {
-		l, got, err := tryLease(ctx, s.kv, lockKey(userID, providerID), s.lockLease)
-		if err != nil {
-			return StoredTokens{}, err
-		}
-		if got {
-			defer l.release(ctx)
-			return s.refreshLocked(ctx, userID, providerID, stale)
-		}
-		t, done, err := s.refreshedBy(ctx, userID, providerID, stale)
-		if done || err != nil {
-			return t, err
-		}
-		if err := sleepCtx(ctx, backoff); err != nil {
-			return StoredTokens{}, fmt.Errorf("oauthflow: waiting for another instance's refresh: %w", err)
-		}
-	}
-}
-
-// refreshedBy reports whether the record no longer holds the stale access token:
-// someone else refreshed it (or deleted it because the grant is dead).
-func (s *TokenStore) refreshedBy(ctx context.Context, userID, providerID, stale string) (StoredTokens, bool, error) {
-	v, err := s.read(ctx, tokenKey(userID, providerID))
-	if err != nil {
-		return StoredTokens{}, true, err
-	}
-	if !s.replaced(v, stale) {
-		return StoredTokens{}, false, nil
-	}
-	return v.tokens(), true, nil
-}
-
-func (s *TokenStore) replaced(v tokenView, stale string) bool {
-	return string(v.access) != stale || s.fresh(v.expiresAt)
-}
-
-func (s *TokenStore) refreshLocked(ctx context.Context, userID, providerID, stale string) (StoredTokens, error) {
-	old, err := s.read(ctx, tokenKey(userID, providerID))
-	switch {
-	case err != nil:
-		return StoredTokens{}, err
-	case s.replaced(old, stale):
-		return old.tokens(), nil
-	case len(old.refresh) == 0:
-		return StoredTokens{}, fmt.Errorf("%w: the access token expired and there is no refresh token", ErrNoToken)
-	}
-	ts, err := s.callRefresh(ctx, providerID, string(old.refresh))
-	if err != nil {
-		return StoredTokens{}, s.refreshFailed(ctx, userID, providerID, err)
-	}
-	t := s.merge(old.tokens(), ts)
-	if err := s.write(ctx, userID, providerID, t); err != nil {
-		return StoredTokens{}, err
-	}
-	s.events.emit(ctx, Event{Kind: EventTokensRefreshed, UserID: userID, ProviderID: providerID})
-	return t, nil
-}
-
-func (s *TokenStore) callRefresh(ctx context.Context, providerID, refreshToken string) (ts *TokenSet, err error) {
-	p, err := s.reg.Get(providerID)
-	if err != nil {
-		return nil, err
-	}
-	defer recoverInto(&err, "provider "+providerID+" RefreshToken")
-	ts, err = p.RefreshToken(ctx, refreshToken)
-	if err == nil && (ts == nil || ts.AccessToken == "") {
-		err = &ProviderError{ProviderID: providerID, Err: errNoAccessToken}
-	}
-	return ts, err
-}
-
-// refreshFailed applies the rule: a dead grant deletes the record (the user must
-// sign in again); anything else keeps it, so a transient fault loses nothing.
-func (s *TokenStore) refreshFailed(ctx context.Context, userID, providerID string, err error) error {
-	p, _ := s.reg.Get(providerID)
-	dead := grantDead(p, err)
-	s.events.emit(ctx, Event{Kind: EventRefreshFailed, UserID: userID, ProviderID: providerID, Err: err, GrantDead: dead})
-	if !dead {
-		return fmt.Errorf("oauthflow: refresh %s token: %w", providerID, err)
-	}
-	if derr := s.kv.Del(ctx, tokenKey(userID, providerID)); derr != nil {
-		return storeErr("delete dead grant", derr)
-	}
-	return fmt.Errorf("%w: the provider refused the refresh token: %w", ErrNoToken, err)
-}
-
-// merge applies a refresh answer: a new refresh token or scope replaces the stored
-// one, otherwise the stored value is kept.
-func (s *TokenStore) merge(old StoredTokens, ts *TokenSet) StoredTokens {
-	t := StoredTokens{AccessToken: ts.AccessToken, RefreshToken: old.RefreshToken,
-		ExpiresAt: s.expiresAt(max(ts.ExpiresIn, 0)), Scope: old.Scope}
-	if ts.RefreshToken != "" {
-		t.RefreshToken = ts.RefreshToken
-	}
-	if ts.Scope != "" {
-		t.Scope = ts.Scope
-	}
-	return t
 }
 
 // DeleteTokens disconnects the user from the provider: the provider is asked to
 // revoke the grant where it can (RFC 7009), and the record is deleted even when
-// that fails; the failure is reported as EventRevokeFailed.
+// that fails; the failure is reported as EventRevokeFailed. A disconnect always
+// wins over a refresh in flight: the refresh finds the record gone and writes nothing.
 func (s *TokenStore) DeleteTokens(ctx context.Context, userID, providerID string) error {
 	if err := checkIDs(userID, providerID); err != nil {
 		return err
 	}
 	ctx = ctxOrBackground(ctx)
-	v, err := s.read(ctx, tokenKey(userID, providerID))
+	key := tokenKey(userID, providerID)
+	raw, v, err := s.read(ctx, key)
 	switch {
 	case errors.Is(err, ErrNoToken):
+		s.pending.drop(key)
 		return nil
 	case err != nil && !errors.Is(err, ErrCorruptRecord):
 		return err
 	case err == nil:
-		s.revoke(ctx, userID, providerID, v)
+		t := v.tokens()
+		if pw, ok := s.pending.get(key, raw); ok {
+			t = pw.t
+		}
+		s.revoke(ctx, userID, providerID, t)
 	}
-	if err := s.kv.Del(ctx, tokenKey(userID, providerID)); err != nil {
-		return storeErr("delete tokens", err)
+	if err := s.kv.Del(ctx, key); err != nil {
+		return storeErr(ctx, "delete tokens", err)
 	}
+	s.pending.drop(key)
 	s.events.emit(ctx, Event{Kind: EventTokensDeleted, UserID: userID, ProviderID: providerID})
 	return nil
 }
 
-func (s *TokenStore) revoke(ctx context.Context, userID, providerID string, v tokenView) {
+func (s *TokenStore) revoke(ctx context.Context, userID, providerID string, t StoredTokens) {
 	p, err := s.reg.Get(providerID)
 	if err != nil {
 		return
@@ -373,9 +275,9 @@ func (s *TokenStore) revoke(ctx context.Context, userID, providerID string, v to
 	if !ok {
 		return
 	}
-	token, hint := string(v.refresh), "refresh_token"
+	token, hint := t.RefreshToken, "refresh_token"
 	if token == "" {
-		token, hint = string(v.access), "access_token"
+		token, hint = t.AccessToken, "access_token"
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.refreshTimeout)
 	defer cancel()
@@ -390,19 +292,27 @@ func callRevoke(ctx context.Context, r Revoker, token, hint string) (err error) 
 }
 
 // TokenSource adapts the store to oauth2.TokenSource: every Token call returns a
-// valid token for the user and provider, refreshing it as needed.
+// valid token for the user and provider, refreshing it as needed. ctx gives the
+// calls its values (trace IDs) only, never its lifetime: each Token call is
+// bounded by the refresh timeout, however long ago the source was made.
 func (s *TokenStore) TokenSource(ctx context.Context, userID, providerID string) oauth2.TokenSource {
-	return &storeTokenSource{ctx: ctxOrBackground(ctx), s: s, userID: userID, providerID: providerID}
+	return &storeTokenSource{values: valuesOnly(ctx), s: s, userID: userID, providerID: providerID}
 }
 
 type storeTokenSource struct {
-	ctx                context.Context
+	values             context.Context
 	s                  *TokenStore
 	userID, providerID string
 }
 
 func (ts *storeTokenSource) Token() (*oauth2.Token, error) {
-	access, expiresAt, err := ts.s.validToken(ts.ctx, ts.userID, ts.providerID)
+	ctx, cancel := context.WithTimeout(ts.values, ts.s.refreshTimeout)
+	defer cancel()
+	return ts.token(ctx)
+}
+
+func (ts *storeTokenSource) token(ctx context.Context) (*oauth2.Token, error) {
+	access, expiresAt, err := ts.s.validToken(ctx, ts.userID, ts.providerID)
 	if err != nil {
 		return nil, err
 	}
@@ -414,24 +324,35 @@ func (ts *storeTokenSource) Token() (*oauth2.Token, error) {
 }
 
 // Client returns an *http.Client that sends "Authorization: Bearer <token>" with
-// every request, reading (and refreshing) the user's token each time.
+// every request, reading (and refreshing) the user's token each time under that
+// request's own context. ctx gives those reads its values (trace IDs) only,
+// never its lifetime, so a Client made in one request serves later ones.
 func (s *TokenStore) Client(ctx context.Context, userID, providerID string) *http.Client {
-	return &http.Client{Transport: &oauth2.Transport{Source: s.TokenSource(ctx, userID, providerID)}}
+	src := &storeTokenSource{values: valuesOnly(ctx), s: s, userID: userID, providerID: providerID}
+	return &http.Client{Transport: &bearerTransport{src: src, base: http.DefaultTransport}}
+}
+
+// bearerTransport adds the user's token to each request, read under the request's context.
+type bearerTransport struct {
+	src  *storeTokenSource
+	base http.RoundTripper
+}
+
+func (t *bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	tok, err := t.src.token(withValuesOf(req.Context(), t.src.values))
+	if err != nil {
+		if req.Body != nil {
+			_ = req.Body.Close() // a RoundTripper closes the body, even on error
+		}
+		return nil, err
+	}
+	r := req.Clone(req.Context())
+	tok.SetAuthHeader(r)
+	return t.base.RoundTrip(r)
 }
 
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24)
 	return hex.EncodeToString(b)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

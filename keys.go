@@ -1,0 +1,81 @@
+package oauthflow
+
+import (
+	"encoding/base64"
+	"strings"
+)
+
+// The keyspace. Every record lives under "oauth:", and the segment after it
+// names the record's kind, or is the user of a token record:
+//
+//	oauth:{user}:{providerId}          tokens
+//	oauth:lock:{user}:{providerId}     refresh lock of those tokens
+//	oauth:session:{state}              pending sign-in
+//	oauth:run:{runId}                  workflow run
+//	oauth:lock:run:{runId}             run lock
+//	oauth:doc:{runId}:{name}           run document
+//
+// {user} is the user ID itself (the seed's key names, so existing data stays
+// readable) unless the ID could be mistaken for another kind: when its first
+// ":"-separated segment is a reserved word (see reservedSegment) or it starts
+// with "~", it is written as "~" + base64url(user ID). Provider IDs, run IDs and
+// document names never contain ":", so a key splits one way only, and no user
+// ID, whatever its bytes, reaches another user's key or another kind's.
+// New record kinds must take a reserved word (or live under "oauth:sys:").
+
+// escapeMark starts an escaped user segment; plain user IDs never start with it.
+const escapeMark = "~"
+
+// reservedSegment reports whether s names a record kind, now or later.
+func reservedSegment(s string) bool {
+	switch s {
+	case "session", "run", "doc", "lock", "sys", "due", "idx", "mcp", "conn", "meta":
+		return true
+	}
+	return false
+}
+
+// userSegment is userID as it appears in a key.
+func userSegment(userID string) string {
+	first, _, _ := strings.Cut(userID, ":")
+	if !reservedSegment(first) && !strings.HasPrefix(userID, escapeMark) {
+		return userID
+	}
+	return escapeMark + base64.RawURLEncoding.EncodeToString([]byte(userID))
+}
+
+func tokenKey(userID, providerID string) string {
+	return "oauth:" + userSegment(userID) + ":" + providerID
+}
+
+func lockKey(userID, providerID string) string {
+	return "oauth:lock:" + userSegment(userID) + ":" + providerID
+}
+
+func sessionKey(state string) string { return "oauth:session:" + state }
+func runKey(id string) string        { return "oauth:run:" + id }
+func runLockKey(id string) string    { return "oauth:lock:run:" + id }
+func docKey(id, name string) string  { return "oauth:doc:" + id + ":" + name }
+
+// stateLen is the length of the states build_oauth_url issues: 32 random bytes, base64url.
+const stateLen = 43
+
+// issuedState reports whether s has the form of a state this library issues.
+// The public endpoints refuse any other before they touch the store.
+func issuedState(s string) bool {
+	return len(s) == stateLen && strings.IndexFunc(s, notBase64URL) < 0
+}
+
+func notBase64URL(r rune) bool {
+	return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+}
+
+// runIDLen is the length of the run IDs the engine issues: 16 random bytes, hex.
+const runIDLen = 32
+
+// issuedRunID reports whether id has the form of a run ID the engine issues.
+func issuedRunID(id string) bool {
+	return len(id) == runIDLen && strings.IndexFunc(id, notLowerHex) < 0
+}
+
+func notLowerHex(r rune) bool { return !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') }

@@ -1,0 +1,298 @@
+package oauthflow
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// A refresh of one user's tokens for one provider runs once at a time: once in
+// this process (the flight group) and once across processes (a leased lock in
+// the KV). Everything it writes is fenced: the merged record after a success
+// and the delete after a dead grant land only while the record still holds the
+// exact bytes the refresh read (a compare-and-set on that one key), and only
+// while the lease is still the holder's. A sign-in or a disconnect in the
+// meantime wins; the refresh's outcome is dropped for storage, and its callers
+// get the record as it is now.
+
+// maxRefreshRounds bounds how often one refresh re-reads a record that changed
+// under it before it gives up.
+const maxRefreshRounds = 3
+
+// refresh collapses concurrent refreshes of one record in this process, and runs
+// the shared one under a context of its own so that no caller's cancellation
+// ends it. seen is the record as the caller read it.
+func (s *TokenStore) refresh(ctx context.Context, userID, providerID string, seen []byte) (StoredTokens, error) {
+	return s.flights.do(ctx, tokenKey(userID, providerID), func(publish func(StoredTokens, error)) (StoredTokens, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.refreshTimeout)
+		defer cancel()
+		r := &refreshRun{s: s, userID: userID, providerID: providerID, key: tokenKey(userID, providerID), publish: publish}
+		return r.shared(rctx, seen)
+	})
+}
+
+// refreshRun is one refresh, from taking the lock to the last write.
+type refreshRun struct {
+	s                       *TokenStore
+	userID, providerID, key string
+	publish                 func(StoredTokens, error) // answers the callers before the run ends
+}
+
+// shared takes the cross-process lock and refreshes, or, while another process
+// holds it, re-reads the record with a short backoff until that process is done.
+func (r *refreshRun) shared(ctx context.Context, seen []byte) (StoredTokens, error) {
+	for backoff := time.Millisecond; ; backoff = min(2*backoff, 25*time.Millisecond) {
+		l, got, err := tryLease(ctx, r.s.kv, lockKey(r.userID, r.providerID), r.s.lockLease)
+		if err != nil {
+			return StoredTokens{}, err
+		}
+		if got {
+			t, err := r.locked(ctx, l, seen)
+			l.release(ctx)
+			if !errors.Is(err, errLeaseLost) {
+				return t, err
+			}
+		}
+		t, done, err := r.doneElsewhere(ctx, seen)
+		if done || err != nil {
+			return t, err
+		}
+		if err := sleepCtx(ctx, backoff); err != nil {
+			return StoredTokens{}, fmt.Errorf("oauthflow: waiting for another instance's refresh: %w", err)
+		}
+	}
+}
+
+// doneElsewhere reports whether the record no longer needs this refresh:
+// someone else refreshed it, replaced it, or deleted it.
+func (r *refreshRun) doneElsewhere(ctx context.Context, seen []byte) (StoredTokens, bool, error) {
+	raw, v, err := r.s.read(ctx, r.key)
+	if err != nil {
+		return StoredTokens{}, true, err
+	}
+	if !r.s.current(raw, v, seen) {
+		return StoredTokens{}, false, nil
+	}
+	return v.tokens(), true, nil
+}
+
+// current reports whether a record read as raw can be handed out instead of
+// refreshing the one seen: it is fresh, or it is another record that has not
+// expired (a refresh elsewhere, or a sign-in, wrote it).
+func (s *TokenStore) current(raw []byte, v tokenView, seen []byte) bool {
+	if s.fresh(v.expiresAt) {
+		return true
+	}
+	return !bytes.Equal(raw, seen) && s.now().UnixMilli() < v.expiresAt
+}
+
+// locked refreshes while holding l. A round ends when a write lands, the
+// record turns out current, or the provider fails; a record that changed under
+// the refresh (a sign-in, a disconnect) starts the next round from a new read.
+func (r *refreshRun) locked(ctx context.Context, l *lease, seen []byte) (StoredTokens, error) {
+	for range maxRefreshRounds {
+		raw, v, err := r.s.read(ctx, r.key)
+		if err != nil {
+			return StoredTokens{}, err
+		}
+		if r.s.current(raw, v, seen) {
+			return v.tokens(), nil
+		}
+		seen = raw
+		t, again, err := r.round(ctx, l, raw, v.tokens())
+		if !again {
+			return t, err
+		}
+	}
+	return StoredTokens{}, fmt.Errorf("oauthflow: refresh %s token: the record kept changing: %w", r.providerID, ErrStoreUnavailable)
+}
+
+// round refreshes the record read as raw (base: its tokens, or the newer ones
+// this process could not write yet) and writes the result against raw.
+func (r *refreshRun) round(ctx context.Context, l *lease, raw []byte, base StoredTokens) (t StoredTokens, again bool, err error) {
+	if pw, ok := r.s.pending.get(r.key, raw); ok {
+		if r.s.fresh(pw.t.ExpiresAt) {
+			return r.save(ctx, l, raw, pw.t) // write what the last refresh could not
+		}
+		base = pw.t
+	}
+	if base.RefreshToken == "" {
+		return StoredTokens{}, false, fmt.Errorf("%w: the access token expired and there is no refresh token", ErrNoToken)
+	}
+	ts, err := r.s.callRefresh(ctx, r.providerID, base.RefreshToken)
+	if err != nil {
+		again, err = r.failed(ctx, l, raw, err)
+		return StoredTokens{}, again, err
+	}
+	return r.save(ctx, l, raw, r.s.merge(base, ts))
+}
+
+// save writes t over the record read as raw. When the store fails, the callers
+// get t at once, the tokens are kept in this process, and the write is retried
+// until the refresh's deadline; whatever is still unwritten then is written by
+// the next refresh of this record in this process.
+func (r *refreshRun) save(ctx context.Context, l *lease, raw []byte, t StoredTokens) (StoredTokens, bool, error) {
+	w := pendingWrite{old: raw, new: encodeStoredTokens(t), t: t}
+	switch err := r.write(ctx, l, w); {
+	case err == nil:
+		return t, false, nil
+	case errors.Is(err, errSuperseded):
+		return StoredTokens{}, true, nil
+	case errors.Is(err, errLeaseLost):
+		r.s.pending.keep(r.key, w)
+		r.unsaved(ctx, err)
+		return t, false, nil
+	}
+	r.s.pending.keep(r.key, w)
+	r.publish(t, nil)
+	r.retry(ctx, l, w)
+	return t, false, nil
+}
+
+// errSuperseded means the record changed since the refresh read it.
+var errSuperseded = errors.New("oauthflow: the record changed since it was read")
+
+// write lands w only while l is still held and the record still holds w.old.
+func (r *refreshRun) write(ctx context.Context, l *lease, w pendingWrite) error {
+	held, err := l.confirm(ctx)
+	if err != nil {
+		return err
+	}
+	if !held {
+		return errLeaseLost
+	}
+	ok, err := r.s.kv.CompareAndSwap(ctx, r.key, w.old, w.new, r.s.ttl(w.t))
+	if err != nil {
+		return storeErr(ctx, "store refreshed tokens", err)
+	}
+	r.s.pending.drop(r.key)
+	if !ok {
+		return errSuperseded
+	}
+	r.s.events.emit(ctx, Event{Kind: EventTokensRefreshed, UserID: r.userID, ProviderID: r.providerID})
+	return nil
+}
+
+// retry writes w again with a growing backoff until it lands, is superseded,
+// the lease is lost or ctx ends.
+func (r *refreshRun) retry(ctx context.Context, l *lease, w pendingWrite) {
+	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		if err := sleepCtx(ctx, backoff); err != nil {
+			r.unsaved(ctx, err)
+			return
+		}
+		err := r.write(ctx, l, w)
+		switch {
+		case err == nil, errors.Is(err, errSuperseded):
+			return
+		case errors.Is(err, errLeaseLost):
+			r.unsaved(ctx, err)
+			return
+		}
+	}
+}
+
+func (r *refreshRun) unsaved(ctx context.Context, err error) {
+	r.s.events.emit(ctx, Event{Kind: EventRefreshUnsaved, UserID: r.userID, ProviderID: r.providerID, Err: err})
+}
+
+// failed applies the rule: a dead grant deletes the record (the user must sign
+// in again), fenced like a write; anything else keeps it, so a transient fault
+// loses nothing. again asks for a new round: the record changed meanwhile.
+func (r *refreshRun) failed(ctx context.Context, l *lease, raw []byte, err error) (again bool, _ error) {
+	p, _ := r.s.reg.Get(r.providerID)
+	if !grantDead(p, err) {
+		r.s.events.emit(ctx, Event{Kind: EventRefreshFailed, UserID: r.userID, ProviderID: r.providerID, Err: err})
+		return false, fmt.Errorf("oauthflow: refresh %s token: %w", r.providerID, err)
+	}
+	held, cerr := l.confirm(ctx)
+	if cerr != nil {
+		return false, cerr
+	}
+	if !held {
+		return false, errLeaseLost
+	}
+	deleted, derr := r.s.kv.CompareAndDelete(ctx, r.key, raw)
+	if derr != nil {
+		return false, storeErr(ctx, "delete dead grant", derr)
+	}
+	r.s.pending.drop(r.key)
+	if !deleted {
+		return true, nil
+	}
+	r.s.events.emit(ctx, Event{Kind: EventRefreshFailed, UserID: r.userID, ProviderID: r.providerID, Err: err, GrantDead: true})
+	return false, fmt.Errorf("%w: the provider refused the refresh token: %w", ErrNoToken, err)
+}
+
+func (s *TokenStore) callRefresh(ctx context.Context, providerID, refreshToken string) (ts *TokenSet, err error) {
+	p, err := s.reg.Get(providerID)
+	if err != nil {
+		return nil, err
+	}
+	defer recoverInto(&err, "provider "+providerID+" RefreshToken")
+	ts, err = p.RefreshToken(ctx, refreshToken)
+	if err == nil && (ts == nil || ts.AccessToken == "") {
+		err = &ProviderError{ProviderID: providerID, Err: errNoAccessToken}
+	}
+	return ts, err
+}
+
+// merge applies a refresh answer: a new refresh token or scope replaces the stored
+// one, otherwise the stored value is kept.
+func (s *TokenStore) merge(old StoredTokens, ts *TokenSet) StoredTokens {
+	t := StoredTokens{AccessToken: ts.AccessToken, RefreshToken: old.RefreshToken,
+		ExpiresAt: s.expiresAt(max(ts.ExpiresIn, 0)), Scope: old.Scope}
+	if ts.RefreshToken != "" {
+		t.RefreshToken = ts.RefreshToken
+	}
+	if ts.Scope != "" {
+		t.Scope = ts.Scope
+	}
+	return t
+}
+
+// pendingWrite is a refreshed record this process could not write yet: new
+// lands only over old, the record the refresh read.
+type pendingWrite struct {
+	old, new []byte
+	t        StoredTokens
+}
+
+// pendingWrites holds, per token key, the refreshed record that is not written
+// yet, so that a rotated refresh token is never dropped by a store blip. The
+// zero value is ready.
+type pendingWrites struct {
+	mu sync.Mutex
+	m  map[string]pendingWrite
+}
+
+func (p *pendingWrites) keep(key string, w pendingWrite) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = make(map[string]pendingWrite)
+	}
+	p.m[key] = w
+}
+
+// get returns the pending write for key while the record still holds what it
+// was refreshed from; one that the world has moved past is dropped.
+func (p *pendingWrites) get(key string, raw []byte) (pendingWrite, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w, ok := p.m[key]
+	if ok && !bytes.Equal(w.old, raw) {
+		delete(p.m, key)
+		return pendingWrite{}, false
+	}
+	return w, ok
+}
+
+func (p *pendingWrites) drop(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.m, key)
+}
