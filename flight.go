@@ -62,10 +62,10 @@ func (g *flightGroup) run(key string, f *flight, fn func(publish func(StoredToke
 		if r := recover(); r != nil {
 			val, err = StoredTokens{}, fmt.Errorf("oauthflow: refresh panicked: %v", r)
 		}
+		f.publish(val, err) // before leaving the map: a late caller joins the finished call
 		g.mu.Lock()
 		delete(g.calls, key)
 		g.mu.Unlock()
-		f.publish(val, err)
 	}()
 	val, err = fn(f.publish)
 }
