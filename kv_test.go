@@ -13,6 +13,7 @@ import (
 	"github.com/oauthflow/oauthflow/internal/fakeclock"
 	"github.com/oauthflow/oauthflow/internal/kvtest"
 	"github.com/oauthflow/oauthflow/internal/redistest"
+	"github.com/stretchr/testify/assert"
 )
 
 func TestMemoryKVConformance(t *testing.T) {
@@ -45,6 +46,66 @@ func TestRedisKVConformance(t *testing.T) {
 			return oauthflow.WithKeyPrefix(oauthflow.NewRedisKV(c), redistest.Prefix(t, c))
 		},
 	})
+}
+
+// A zero MemoryKV is ready to use: each method works on a fresh one, and the
+// whole suite passes on one, running on the real clock.
+func TestMemoryKVZeroValue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	v := []byte("v")
+	type m = oauthflow.MemoryKV
+	for _, tt := range []struct {
+		method  string
+		call    func(kv *m) (any, error)
+		want    any
+		wantErr error
+	}{
+		{"Get", func(kv *m) (any, error) { return kv.Get(ctx, "k") }, []byte(nil), oauthflow.ErrNotFound},
+		{"Set", func(kv *m) (any, error) { return nil, kv.Set(ctx, "k", v, time.Minute) }, nil, nil},
+		{"SetNX", func(kv *m) (any, error) { return kv.SetNX(ctx, "k", v, time.Minute) }, true, nil},
+		{"GetDel", func(kv *m) (any, error) { return kv.GetDel(ctx, "k") }, []byte(nil), oauthflow.ErrNotFound},
+		{"Del", func(kv *m) (any, error) { return nil, kv.Del(ctx, "k") }, nil, nil},
+		{"TTL", func(kv *m) (any, error) { return kv.TTL(ctx, "k") }, time.Duration(0), oauthflow.ErrNotFound},
+		{"CompareAndDelete", func(kv *m) (any, error) { return kv.CompareAndDelete(ctx, "k", v) }, false, nil},
+		{"CompareAndExpire", func(kv *m) (any, error) { return kv.CompareAndExpire(ctx, "k", v, time.Minute) }, false, nil},
+		{"CompareAndSwap", func(kv *m) (any, error) { return kv.CompareAndSwap(ctx, "k", v, v, time.Minute) }, false, nil},
+		{"Len", func(kv *m) (any, error) { return kv.Len(), nil }, 0, nil},
+		{"Close", func(kv *m) (any, error) { return nil, kv.Close() }, nil, nil},
+	} {
+		t.Run(tt.method, func(t *testing.T) {
+			var kv oauthflow.MemoryKV
+			got, err := tt.call(&kv)
+			if tt.wantErr != nil {
+				assert.ErrorIs(t, err, tt.wantErr)
+			} else {
+				assert.NoError(t, err)
+			}
+			assert.Equal(t, tt.want, got)
+		})
+	}
+	kvtest.Run(t, kvtest.Harness{New: func(*testing.T) oauthflow.KV { return new(oauthflow.MemoryKV) }})
+}
+
+// The suite holds on a backend on real time under load: here the clock jumps
+// 150 ms after every Set, as a stalled scheduler makes it, so a key set with a
+// 100 ms ttl is gone before it can be read back.
+func TestKVConformanceOnAStallingClock(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(time.Unix(1_700_000_000, 0))
+	kvtest.Run(t, kvtest.Harness{New: func(*testing.T) oauthflow.KV {
+		return &stallingKV{KV: oauthflow.NewMemoryKV(oauthflow.WithMemoryClock(clock.Now)), clock: clock}
+	}})
+}
+
+type stallingKV struct {
+	oauthflow.KV
+	clock *fakeclock.Clock
+}
+
+func (s *stallingKV) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	defer s.clock.Advance(150 * time.Millisecond)
+	return s.KV.Set(ctx, key, value, ttl)
 }
 
 func TestMemoryKVFreesExpiredEntries(t *testing.T) {

@@ -19,17 +19,17 @@ import (
 type Harness struct {
 	// New returns a fresh store with no keys in it.
 	New func(t *testing.T) oauthflow.KV
-	// Advance moves the store's clock forward. Nil means real time (time.Sleep).
+	// Advance moves the store's clock forward. A store given one runs on a clock
+	// that stands still between Advances (a fake clock, miniredis), so the suite
+	// reads TTLs back exactly and checks expiry to the boundary. Nil means the
+	// store runs on real time, which moves on its own and, under load, in jumps:
+	// the suite then reads TTLs back loosely (within (0, ttl]) and only checks that
+	// a short-lived key is gone within a bounded wait, never that it is still there.
 	Advance func(d time.Duration)
 }
 
-func (h Harness) advance(d time.Duration) {
-	if h.Advance != nil {
-		h.Advance(d)
-		return
-	}
-	time.Sleep(d)
-}
+// frozen reports whether the store's clock moves only when the suite advances it.
+func (h Harness) frozen() bool { return h.Advance != nil }
 
 // Run runs the whole suite against the backend.
 func Run(t *testing.T, h Harness) {
@@ -48,9 +48,11 @@ func Run(t *testing.T, h Harness) {
 		{"Del", testDel},
 		{"CompareAndDelete", testCompareAndDelete},
 		{"CompareAndExpire", testCompareAndExpire},
+		{"CompareAndSwap", testCompareAndSwap},
 		{"NegativeTTL", testNegativeTTL},
 		{"ConcurrentGetDelOneWinner", testConcurrentGetDel},
 		{"ConcurrentSetNXOneWinner", testConcurrentSetNX},
+		{"ConcurrentCompareAndSwapOneWinner", testConcurrentCompareAndSwap},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, h) })
@@ -119,6 +121,45 @@ func testBinaryAndEmpty(t *testing.T, h Harness) {
 	wantValue(t, kv, "empty", "")
 }
 
+// wantTTL checks key's ttl as read back after it was set to set: exactly set on a
+// frozen clock, within (0, set] on real time.
+func wantTTL(t *testing.T, h Harness, kv oauthflow.KV, key string, set time.Duration) {
+	t.Helper()
+	d, err := kv.TTL(ctx, key)
+	switch {
+	case err != nil:
+		t.Fatalf("TTL(%q) = %v, %v; want %v", key, d, err, set)
+	case h.frozen() && d != set:
+		t.Fatalf("TTL(%q) = %v on a clock that stood still, want %v", key, d, set)
+	case d <= 0 || d > set:
+		t.Fatalf("TTL(%q) = %v, want within (0, %v]", key, d, set)
+	}
+}
+
+// wantGone waits until key has expired: at once on a frozen clock (the caller
+// advanced past its ttl), within a bounded poll on real time.
+func wantGone(t *testing.T, h Harness, kv oauthflow.KV, key string) {
+	t.Helper()
+	if h.frozen() {
+		wantAbsent(t, kv, key)
+		return
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := kv.Get(ctx, key)
+		if errors.Is(err, oauthflow.ErrNotFound) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("Get(%q): %v", key, err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%q is still there 10 s after its ttl should have ended", key)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func testTTL(t *testing.T, h Harness) {
 	kv := h.New(t)
 	mustSet(t, kv, "forever", "x", 0)
@@ -126,24 +167,32 @@ func testTTL(t *testing.T, h Harness) {
 		t.Fatalf("TTL(no expiry) = %v, %v; want 0, nil", d, err)
 	}
 	mustSet(t, kv, "hour", "x", time.Hour)
-	d, err := kv.TTL(ctx, "hour")
-	if err != nil || d <= 59*time.Minute || d > time.Hour {
-		t.Fatalf("TTL(1h key) = %v, %v; want within (59m, 1h]", d, err)
-	}
+	wantTTL(t, h, kv, "hour", time.Hour)
 	mustSet(t, kv, "hour", "y", 0) // a plain Set replaces the ttl
 	if d, err := kv.TTL(ctx, "hour"); err != nil || d != 0 {
 		t.Fatalf("TTL after Set without ttl = %v, %v; want 0", d, err)
 	}
 }
 
+// testExpiry never races the clock: on a frozen clock it moves time itself; on
+// real time it asserts nothing about a short-lived key but that it goes.
 func testExpiry(t *testing.T, h Harness) {
 	kv := h.New(t)
-	mustSet(t, kv, "short", "x", 100*time.Millisecond)
 	mustSet(t, kv, "long", "y", time.Hour)
-	wantValue(t, kv, "short", "x")
-	h.advance(300 * time.Millisecond)
-	wantAbsent(t, kv, "short")
+	if h.frozen() {
+		mustSet(t, kv, "short", "x", time.Second)
+		wantTTL(t, h, kv, "short", time.Second)
+		h.Advance(time.Second / 2)
+		wantValue(t, kv, "short", "x")
+		h.Advance(time.Second)
+	} else {
+		mustSet(t, kv, "short", "x", 10*time.Millisecond)
+	}
+	wantGone(t, h, kv, "short")
 	wantValue(t, kv, "long", "y")
+	if _, err := kv.TTL(ctx, "short"); !errors.Is(err, oauthflow.ErrNotFound) {
+		t.Fatalf("TTL(expired) err = %v, want ErrNotFound", err)
+	}
 	if _, err := kv.GetDel(ctx, "short"); !errors.Is(err, oauthflow.ErrNotFound) {
 		t.Fatalf("GetDel(expired) err = %v, want ErrNotFound", err)
 	}
@@ -151,6 +200,7 @@ func testExpiry(t *testing.T, h Harness) {
 	if err != nil || !ok {
 		t.Fatalf("SetNX over an expired key = %v, %v; want true", ok, err)
 	}
+	wantValue(t, kv, "short", "z")
 }
 
 func testSetNX(t *testing.T, h Harness) {
@@ -220,18 +270,46 @@ func testCompareAndExpire(t *testing.T, h Harness) {
 	if ok, err := kv.CompareAndExpire(ctx, "lock", []byte("owner-b"), time.Hour); err != nil || ok {
 		t.Fatalf("CompareAndExpire(wrong owner) = %v, %v; want false", ok, err)
 	}
-	if d, _ := kv.TTL(ctx, "lock"); d > time.Minute {
-		t.Fatalf("a wrong owner changed the ttl to %v", d)
-	}
+	wantTTL(t, h, kv, "lock", time.Minute) // a wrong owner left it alone
 	if ok, err := kv.CompareAndExpire(ctx, "lock", []byte("owner-a"), time.Hour); err != nil || !ok {
 		t.Fatalf("CompareAndExpire(owner) = %v, %v; want true", ok, err)
 	}
-	if d, err := kv.TTL(ctx, "lock"); err != nil || d <= 59*time.Minute {
-		t.Fatalf("TTL after renewal = %v, %v; want about 1h", d, err)
+	wantTTL(t, h, kv, "lock", time.Hour)
+	if d, _ := kv.TTL(ctx, "lock"); d <= time.Minute {
+		t.Fatalf("TTL after renewal to 1h = %v, not above the minute it had", d)
 	}
 	if ok, err := kv.CompareAndExpire(ctx, "absent", []byte("x"), time.Hour); err != nil || ok {
 		t.Fatalf("CompareAndExpire(absent) = %v, %v; want false", ok, err)
 	}
+}
+
+func testCompareAndSwap(t *testing.T, h Harness) {
+	kv := h.New(t)
+	mustSet(t, kv, "rec", "v1", time.Minute)
+	if ok, err := kv.CompareAndSwap(ctx, "rec", []byte("v0"), []byte("v2"), time.Hour); err != nil || ok {
+		t.Fatalf("CompareAndSwap(stale old) = %v, %v; want false", ok, err)
+	}
+	wantValue(t, kv, "rec", "v1")
+	wantTTL(t, h, kv, "rec", time.Minute) // a stale writer changed nothing
+	if ok, err := kv.CompareAndSwap(ctx, "rec", []byte("v1"), []byte("v2"), time.Hour); err != nil || !ok {
+		t.Fatalf("CompareAndSwap(current old) = %v, %v; want true", ok, err)
+	}
+	wantValue(t, kv, "rec", "v2")
+	wantTTL(t, h, kv, "rec", time.Hour)
+	if ok, err := kv.CompareAndSwap(ctx, "rec", []byte("v2"), []byte("v3"), 0); err != nil || !ok {
+		t.Fatalf("CompareAndSwap without ttl = %v, %v; want true", ok, err)
+	}
+	if d, err := kv.TTL(ctx, "rec"); err != nil || d != 0 {
+		t.Fatalf("TTL after CompareAndSwap without ttl = %v, %v; want 0", d, err)
+	}
+	if ok, err := kv.CompareAndSwap(ctx, "absent", []byte(""), []byte("x"), time.Hour); err != nil || ok {
+		t.Fatalf("CompareAndSwap(absent) = %v, %v; want false", ok, err)
+	}
+	wantAbsent(t, kv, "absent")
+	if _, err := kv.CompareAndSwap(ctx, "rec", []byte("v3"), []byte("v4"), -time.Second); err == nil {
+		t.Fatal("CompareAndSwap with a negative ttl succeeded")
+	}
+	wantValue(t, kv, "rec", "v3")
 }
 
 func testNegativeTTL(t *testing.T, h Harness) {
@@ -301,5 +379,16 @@ func testConcurrentSetNX(t *testing.T, h Harness) {
 	})
 	if wins != 1 {
 		t.Fatalf("%d goroutines won SetNX, want exactly 1", wins)
+	}
+}
+
+func testConcurrentCompareAndSwap(t *testing.T, h Harness) {
+	kv := h.New(t)
+	mustSet(t, kv, "rec", "v0", time.Minute)
+	wins := race(t, 1000, func(i int) (bool, error) {
+		return kv.CompareAndSwap(ctx, "rec", []byte("v0"), []byte(fmt.Sprint(i)), time.Minute)
+	})
+	if wins != 1 {
+		t.Fatalf("%d goroutines swapped the record read as v0, want exactly 1", wins)
 	}
 }
