@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"net"
 	"os"
 	"testing"
@@ -52,13 +53,34 @@ func ping() error {
 	return probe.Ping(ctx).Err()
 }
 
-// Mini starts a miniredis server for the test and returns it with a client.
+// Mini starts a miniredis server for the test and returns it with a client that
+// talks to it in memory (miniredis.Dial), never through its port. The client
+// neither retries a command nor dials again once the test has closed the
+// server: every command after mr.Close() fails at once, as against a store that
+// is down, and none can reach another test's miniredis that took the same port.
+// A closed server stays closed for this client (mr.Restart is not supported).
 func Mini(t testing.TB) (*miniredis.Miniredis, redis.UniversalClient) {
 	t.Helper()
 	mr := miniredis.RunT(t)
-	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr(), Dialer: dialWhileOpen(mr), MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { _ = c.Close() })
 	return mr, c
+}
+
+// dialWhileOpen dials mr in memory until it is closed (mr.Ctx ends on Close).
+func dialWhileOpen(mr *miniredis.Miniredis) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(_ context.Context, _, addr string) (net.Conn, error) {
+		closed := &net.OpError{Op: "dial", Net: "pipe", Err: errors.New("miniredis at " + addr + " was closed by the test")}
+		if mr.Ctx.Err() != nil {
+			return nil, closed
+		}
+		conn, err := mr.Dial()
+		if err == nil && mr.Ctx.Err() != nil { // closed while we dialed
+			_ = conn.Close()
+			return nil, closed
+		}
+		return conn, err
+	}
 }
 
 // Any returns the real Redis when it answers, miniredis otherwise (never under
