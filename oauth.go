@@ -36,6 +36,28 @@
 // "oauth:session:{state}", runs under "oauth:run:{runId}", so several instances
 // that share one Redis behave as one: a flow started on one completes on any
 // other, and an expired token is refreshed once between them.
+//
+// No user ID can reach another user's key or another kind of record. A user ID
+// is written into keys as it is, as in the seed, unless its first
+// ":"-separated segment is a word that names a record kind (session, run, doc,
+// lock, sys, due, idx, mcp, conn, meta) or it starts with "~": such an ID is
+// written as "~" followed by its base64url encoding, so user "lock:alice" keeps
+// its tokens under "oauth:~bG9jazphbGljZQ:github", never in alice's refresh
+// lock. Upgrading changes the key of such IDs only (their users sign in once
+// more); IDs like "alice", "user:42" or "auth0|5f1c" keep their keys. Provider
+// IDs, run IDs and document names never contain ":", and the public endpoints
+// refuse a state that is not of the form build_oauth_url issues before they
+// touch the store.
+//
+// # Refreshes under races and faults
+//
+// A refresh writes only if the record is still the one it read (a
+// compare-and-set on that one key), and only while it still holds the refresh
+// lock: a sign-in (StoreTokens) or a disconnect (DeleteTokens) during a refresh
+// always wins, and the refresh's callers get the record as it is now. When the
+// write after a rotating refresh fails, the callers get the new token at once,
+// the write is retried until the refresh timeout, and what is still unwritten
+// is kept in the process and written by the next read (EventRefreshUnsaved).
 package oauthflow
 
 import (
