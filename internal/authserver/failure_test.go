@@ -118,24 +118,44 @@ func TestScriptedDelay(t *testing.T) {
 	}
 }
 
+// Close answers a request held by a scripted delay with a 503 and returns. Each
+// wait is bounded, so a delay that outlives Close fails the test instead of hanging it.
 func TestDelayEndsOnClose(t *testing.T) {
 	t.Parallel()
 	srv := authserver.Start(authserver.Options{})
 	srv.FailNext(authserver.Failure{Delay: time.Hour})
-	done := make(chan error, 1)
+	answered := make(chan int, 1)
 	go func() {
 		resp, err := http.PostForm(srv.TokenURL(), url.Values{"grant_type": {"refresh_token"}})
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
+		if err != nil {
+			t.Errorf("the delayed request failed instead of being answered: %v", err)
+			answered <- 0
+			return
 		}
-		done <- err
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		answered <- resp.StatusCode
 	}()
-	for srv.Stats().TokenRequests == 0 {
-		time.Sleep(time.Millisecond)
+	for deadline := time.Now().Add(10 * time.Second); srv.Stats().TokenRequests == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the token request never reached the server")
+		}
 	}
-	srv.Close() // returns only once the delayed request has been answered
-	<-done
+	closed := make(chan struct{})
+	go func() { srv.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return within 10 s: the delayed request still held it")
+	}
+	select {
+	case status := <-answered:
+		if status != 0 && status != http.StatusServiceUnavailable {
+			t.Fatalf("the delayed request was answered %d, want 503", status)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the delayed request was never answered after Close")
+	}
 }
 
 func TestOnTokenHook(t *testing.T) {
