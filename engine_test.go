@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/oauthflow/oauthflow"
 	"github.com/stretchr/testify/assert"
@@ -98,6 +99,106 @@ func TestEngineFireSerialisedAcrossInstances(t *testing.T) {
 	assert.EqualValues(t, 49, refused.Load())
 }
 
+// The run lock lets one Fire of a run in at a time. N Fires of one waiting
+// transition, released at once from two engines over one store, run it exactly
+// once; the rest find the run moved on. The transition holds until either all N
+// Fires are inside it (no lock: the test fails every time, not by chance) or
+// each of the other N-1 has been refused the lock at least once (the lock holds).
+func TestEngineFireHoldsTheRunLock(t *testing.T) {
+	t.Parallel()
+	const n = 8
+	kv := &lockWatchKV{KV: oauthflow.NewMemoryKV(), want: n - 1, allRefused: make(chan struct{})}
+	var entered atomic.Int64
+	allIn := make(chan struct{})
+	noop := func(context.Context, *oauthflow.TransitionContext) error { return nil }
+	gate := &oauthflow.Workflow{Name: "gate", States: []string{oauthflow.StateStart, "open", oauthflow.StateEnd},
+		Transitions: []oauthflow.Transition{
+			{Name: "open", From: oauthflow.StateStart, To: "open", Do: noop},
+			{Name: "pass", From: "open", To: oauthflow.StateEnd, Wait: true, Do: func(context.Context, *oauthflow.TransitionContext) error {
+				if entered.Add(1) == n {
+					close(allIn)
+				}
+				select {
+				case <-allIn:
+				case <-kv.allRefused:
+				case <-time.After(10 * time.Second):
+					t.Errorf("after 10 s, %d Fires were inside the transition and %d refused the lock", entered.Load(), kv.refusedFires())
+				}
+				return nil
+			}},
+		}}
+	engines := []*oauthflow.Engine{oauthflow.NewEngine(kv), oauthflow.NewEngine(kv)}
+	for _, e := range engines {
+		require.NoError(t, e.Register(gate))
+	}
+	r, err := engines[0].Launch(ctx, "alice", "gate", nil, oauthflow.RunOptions{})
+	require.NoError(t, err)
+
+	var ok, notAllowed atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			_, err := engines[i%2].Fire(context.WithValue(ctx, fireKey{}, i), r.ID, "pass", nil, "alice")
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case errors.Is(err, oauthflow.ErrTransitionNotAllowed):
+				notAllowed.Add(1)
+			default:
+				t.Errorf("Fire %d: %v", i, err)
+			}
+		})
+	}
+	close(start)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	within(t, done, "all Fires returning")
+	assert.EqualValues(t, 1, entered.Load(), "the transition ran this many times")
+	assert.EqualValues(t, 1, ok.Load(), "Fires that succeeded")
+	assert.EqualValues(t, n-1, notAllowed.Load(), "Fires that found the run moved on")
+}
+
+type fireKey struct{}
+
+// lockWatchKV closes allRefused once want distinct Fires (told apart by the
+// fireKey in their context) have been refused a SetNX: the run lock, held by another.
+type lockWatchKV struct {
+	oauthflow.KV
+	want       int
+	allRefused chan struct{}
+
+	mu      sync.Mutex
+	refused map[any]bool
+}
+
+func (k *lockWatchKV) SetNX(ctx context.Context, key string, v []byte, ttl time.Duration) (bool, error) {
+	ok, err := k.KV.SetNX(ctx, key, v, ttl)
+	fire := ctx.Value(fireKey{})
+	if ok || err != nil || fire == nil {
+		return ok, err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.refused == nil {
+		k.refused = make(map[any]bool)
+	}
+	if !k.refused[fire] {
+		k.refused[fire] = true
+		if len(k.refused) == k.want {
+			close(k.allRefused)
+		}
+	}
+	return ok, err
+}
+
+func (k *lockWatchKV) refusedFires() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.refused)
+}
+
 func TestEngineRejectsBadWorkflows(t *testing.T) {
 	t.Parallel()
 	noop := func(context.Context, *oauthflow.TransitionContext) error { return nil }
@@ -175,7 +276,7 @@ func TestEngineChildCallsParentBack(t *testing.T) {
 
 	_, err = e.Fire(ctx, child.ID, "close", nil, "alice")
 	require.NoError(t, err)
-	got := <-heard
+	got := within(t, heard, "the parent hearing its child's end")
 	assert.Equal(t, child.ID, got.RunID)
 	assert.Equal(t, oauthflow.RunCompleted, got.Status)
 	assert.JSONEq(t, `{"closed":true}`, string(got.Result))
@@ -196,7 +297,7 @@ func TestEngineChildEndingDuringParentTransition(t *testing.T) {
 	require.NoError(t, e.Register(parentWorkflow(heard)))
 	parent, err := e.Launch(ctx, "alice", "parent", nil, oauthflow.RunOptions{})
 	require.NoError(t, err)
-	got := <-heard
+	got := within(t, heard, "the parent hearing the child that ended during its transition")
 	assert.Equal(t, oauthflow.RunCompleted, got.Status)
 	p, err := e.Get(ctx, parent.ID)
 	require.NoError(t, err)
