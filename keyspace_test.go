@@ -181,3 +181,23 @@ func TestEndpointsRefuseForeignStateBeforeTheStore(t *testing.T) {
 	require.NoError(t, err, "user session's GitHub tokens are untouched")
 	assert.Equal(t, "r", got.RefreshToken)
 }
+
+// The engine refuses run IDs and document names not of its own form before any
+// store access: a run ID with ":" could reach another run's documents.
+func TestEngineRefusesForeignRunIDs(t *testing.T) {
+	t.Parallel()
+	rec := &recordingKV{KV: oauthflow.NewMemoryKV()}
+	e := oauthflow.NewEngine(rec)
+	const run = "0123456789abcdef0123456789abcdef"
+	for _, id := range []string{"x", run + ":oauthPrompt", "RUN", strings.Repeat("a", 33), ""} {
+		_, err := e.Get(ctx, id)
+		assert.ErrorIs(t, err, oauthflow.ErrRunNotFound, id)
+		_, err = e.Fire(ctx, id, "t", nil, "u")
+		assert.ErrorIs(t, err, oauthflow.ErrRunNotFound, id)
+		_, err = e.GetDocument(ctx, id, "oauthPrompt")
+		assert.ErrorIs(t, err, oauthflow.ErrNotFound, id)
+	}
+	_, err := e.GetDocument(ctx, run, "a:b")
+	assert.ErrorIs(t, err, oauthflow.ErrNotFound)
+	assert.Empty(t, rec.take(), "no store access for a foreign run ID or document name")
+}

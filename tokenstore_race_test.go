@@ -453,3 +453,88 @@ func TestRefreshKeepsRecordUnlessGrantIsDead(t *testing.T) {
 		}
 	}
 }
+
+// A holder that lost its lock does not delete the record on invalid_grant
+// either: the new holder decides. Here nobody else acts, so the caller gets a
+// transient error at the refresh deadline and the record is kept.
+func TestRefreshLostLeaseKeepsRecordOnDeadGrant(t *testing.T) {
+	t.Parallel()
+	for _, be := range backends() {
+		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
+			f := newStoreFixture(t, be.new(t), oauthflow.WithRefreshTimeout(300*time.Millisecond))
+			staleRecord(t, f, "u", "rt-1")
+			started, release := gate(f, 1, func(context.Context, string, int64) (*oauthflow.TokenSet, error) {
+				return nil, errInvalidGrant
+			})
+			res := goRead(ctx, f.store, "u")
+			within(t, started, "the refresh")
+			require.NoError(t, f.kv.Set(ctx, "oauth:lock:u:acme", []byte("another-owner"), time.Minute))
+			close(release)
+			r := within(t, res, "the read's answer")
+			require.Error(t, r.err)
+			assert.NotErrorIs(t, r.err, oauthflow.ErrNoToken)
+			_, err := f.kv.Get(ctx, "oauth:u:acme")
+			assert.NoError(t, err, "a holder that lost its lock must not delete")
+		})
+	}
+}
+
+// The callers get the refreshed token at once, not after the write's retries.
+func TestRefreshAnswersBeforeItsWriteRetries(t *testing.T) {
+	t.Parallel()
+	for _, be := range backends() {
+		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
+			kv := &faultKV{KV: be.new(t)}
+			f := newStoreFixture(t, kv, oauthflow.WithRefreshTimeout(time.Minute))
+			staleRecord(t, f, "u", "rt-1")
+			f.prov.setRefresh(newRotating("rt-1").answer)
+			kv.down.Store(true)
+			caller, cancel := context.WithTimeout(ctx, 3*time.Second) // far less than the retries may take
+			defer cancel()
+			tok, err := f.store.GetValidAccessToken(caller, "u", "acme")
+			require.NoError(t, err, "the caller must not wait for the store to come back")
+			assert.Equal(t, "access-1", tok)
+			kv.down.Store(false)
+			waitEvent(t, f, oauthflow.EventTokensRefreshed)
+			raw, err := kv.KV.Get(ctx, "oauth:u:acme")
+			require.NoError(t, err)
+			assert.Contains(t, string(raw), `"rt-2"`)
+		})
+	}
+}
+
+// A provider whose tokens live less than the skew is still refreshed once: a
+// replica waiting on another's refresh takes the record it wrote.
+func TestRefreshShortLivedAnswerRefreshedOnce(t *testing.T) {
+	t.Parallel()
+	for _, be := range backends() {
+		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
+			f := newStoreFixture(t, be.new(t))
+			staleRecord(t, f, "u", "rt-1")
+			started, release := gate(f, 1, func(context.Context, string, int64) (*oauthflow.TokenSet, error) {
+				return &oauthflow.TokenSet{AccessToken: "short", ExpiresIn: 30}, nil
+			})
+			reg := oauthflow.NewRegistry()
+			require.NoError(t, reg.Register(f.prov))
+			otherKV := &countingKV{KV: f.kv}
+			other := oauthflow.NewTokenStore(otherKV, reg, oauthflow.WithClock(f.clock.Now),
+				oauthflow.WithLogger(slog.New(slog.DiscardHandler)))
+			first := goRead(ctx, f.store, "u")
+			within(t, started, "the refresh")
+			second := goRead(ctx, other, "u")
+			for deadline := time.Now().Add(10 * time.Second); otherKV.lockTries.Load() == 0; {
+				require.True(t, time.Now().Before(deadline), "the second replica never tried the lock")
+				time.Sleep(time.Millisecond) // until it waits on the lock the first one holds
+			}
+			close(release)
+			for _, r := range []readResult{within(t, first, "the first answer"), within(t, second, "the second answer")} {
+				require.NoError(t, r.err)
+				assert.Equal(t, "short", r.tok)
+			}
+			assert.EqualValues(t, 1, f.prov.refreshes.Load())
+		})
+	}
+}
