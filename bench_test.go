@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,18 +24,28 @@ import (
 
 const benchRecord = `{"accessToken":"gho_16C7e42F292c6912E7710c838347Ae178B4a","refreshToken":"ghr_1B4a2e77838347a7E420ce178F2E7c6912E169246c34E1ccbF66C46812d16D5B1A9Dc86A1498","expiresAt":4102444800000,"scope":"repo read:user"}`
 
+const benchKey = "oauth:bench-user:github" // the token store's key for bench-user's github tokens
+
 func benchStore(b *testing.B, kv oauthflow.KV) *oauthflow.TokenStore {
 	b.Helper()
 	store := oauthflow.NewTokenStore(kv, oauthflow.NewRegistry(), oauthflow.WithLogger(slog.New(slog.DiscardHandler)))
-	if err := kv.Set(context.Background(), "oauth:bench-user:github", []byte(benchRecord), time.Hour); err != nil {
+	if err := kv.Set(context.Background(), benchKey, []byte(benchRecord), time.Hour); err != nil {
 		b.Fatal(err)
 	}
 	return store
 }
 
-func benchRedis(b *testing.B) redis.UniversalClient {
+// benchRedis gives a benchmark the shared real Redis: a client, a KV on it under
+// a key prefix of the benchmark's own, and that prefix, so the raw baselines can
+// name the same keys. Every key under the prefix is deleted when the benchmark
+// ends, and prefixGuard fails it if it names any key outside.
+func benchRedis(b *testing.B) (oauthflow.KV, redis.UniversalClient, string) {
 	c := redistest.Real(b)
-	return c
+	g := &prefixGuard{tb: b}
+	b.Cleanup(g.checkLeftovers(c)) // runs after Prefix's cleanup
+	g.prefix = redistest.Prefix(b, c)
+	c.AddHook(g)
+	return oauthflow.WithKeyPrefix(oauthflow.NewRedisKV(c), g.prefix), c, g.prefix
 }
 
 func BenchmarkGetValidAccessToken(b *testing.B) {
@@ -47,7 +60,8 @@ func BenchmarkGetValidAccessToken(b *testing.B) {
 		}
 	})
 	b.Run("redis", func(b *testing.B) {
-		store := benchStore(b, oauthflow.NewRedisKV(benchRedis(b)))
+		kv, _, _ := benchRedis(b)
+		store := benchStore(b, kv)
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := store.GetValidAccessToken(ctx, "bench-user", "github"); err != nil {
@@ -56,7 +70,8 @@ func BenchmarkGetValidAccessToken(b *testing.B) {
 		}
 	})
 	b.Run("redis-parallel", func(b *testing.B) {
-		store := benchStore(b, oauthflow.NewRedisKV(benchRedis(b)))
+		kv, _, _ := benchRedis(b)
+		store := benchStore(b, kv)
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
@@ -68,22 +83,22 @@ func BenchmarkGetValidAccessToken(b *testing.B) {
 		})
 	})
 	b.Run("raw-redis-GET", func(b *testing.B) {
-		c := benchRedis(b)
-		benchStore(b, oauthflow.NewRedisKV(c))
+		kv, c, prefix := benchRedis(b)
+		benchStore(b, kv)
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := c.Get(ctx, "oauth:bench-user:github").Bytes(); err != nil {
+			if _, err := c.Get(ctx, prefix+benchKey).Bytes(); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("raw-redis-GET-parallel", func(b *testing.B) {
-		c := benchRedis(b)
-		benchStore(b, oauthflow.NewRedisKV(c))
+		kv, c, prefix := benchRedis(b)
+		benchStore(b, kv)
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if _, err := c.Get(ctx, "oauth:bench-user:github").Bytes(); err != nil {
+				if _, err := c.Get(ctx, prefix+benchKey).Bytes(); err != nil {
 					b.Error(err)
 					return
 				}
@@ -117,7 +132,8 @@ func BenchmarkConsume(b *testing.B) {
 		}
 	})
 	b.Run("redis", func(b *testing.B) {
-		ss, states := prepare(b, oauthflow.NewRedisKV(benchRedis(b)))
+		kv, _, _ := benchRedis(b)
+		ss, states := prepare(b, kv)
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := range b.N {
@@ -127,12 +143,12 @@ func BenchmarkConsume(b *testing.B) {
 		}
 	})
 	b.Run("raw-redis-GETDEL", func(b *testing.B) {
-		c := benchRedis(b)
-		_, states := prepare(b, oauthflow.NewRedisKV(c))
+		kv, c, prefix := benchRedis(b)
+		_, states := prepare(b, kv)
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := range b.N {
-			if _, err := c.GetDel(ctx, "oauth:session:"+states[i]).Bytes(); err != nil {
+			if _, err := c.GetDel(ctx, prefix+"oauth:session:"+states[i]).Bytes(); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -156,7 +172,7 @@ func TestValidTokenReadIsOneRoundTrip(t *testing.T) {
 	hook := &countHook{}
 	c.AddHook(hook)
 	store := oauthflow.NewTokenStore(oauthflow.NewRedisKV(c), oauthflow.NewRegistry(), oauthflow.WithLogger(slog.New(slog.DiscardHandler)))
-	require.NoError(t, c.Set(context.Background(), "oauth:bench-user:github", benchRecord, time.Hour).Err())
+	require.NoError(t, c.Set(context.Background(), benchKey, benchRecord, time.Hour).Err())
 	before := hook.n.Load()
 	for range 10 {
 		_, err := store.GetValidAccessToken(context.Background(), "bench-user", "github")
@@ -169,9 +185,89 @@ func TestValidTokenReadAllocations(t *testing.T) {
 	store := oauthflow.NewTokenStore(oauthflow.NewMemoryKV(), oauthflow.NewRegistry(), oauthflow.WithLogger(slog.New(slog.DiscardHandler)))
 	require.NoError(t, store.StoreTokens(context.Background(), "bench-user", "github",
 		oauthflow.StoredTokens{AccessToken: "gho_x", RefreshToken: "ghr_y", ExpiresAt: 0, Scope: "repo"}))
+	var calls, wrong int
+	var last error
 	allocs := testing.AllocsPerRun(100, func() {
-		_, _ = store.GetValidAccessToken(context.Background(), "bench-user", "github")
+		tok, err := store.GetValidAccessToken(context.Background(), "bench-user", "github")
+		calls++
+		if err != nil || tok != "gho_x" {
+			wrong, last = wrong+1, err
+		}
 	})
+	// Measuring a read that fails would measure the error path, not the read.
+	require.Zero(t, wrong, "%d of %d measured reads did not return the stored token (last error: %v)", wrong, calls, last)
 	// The key and the access token string; decoding the whole record would take three strings.
 	assert.LessOrEqual(t, allocs, 2.0)
+}
+
+// The Redis benchmarks keep to their own prefix on the shared Redis and leave
+// nothing behind: run once each in a child process, with prefixGuard watching.
+func TestBenchmarksKeepToTheirPrefix(t *testing.T) {
+	t.Parallel()
+	redistest.Real(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$", "-test.benchtime=1x",
+		"-test.bench=^(BenchmarkGetValidAccessToken|BenchmarkConsume)$")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the benchmarks, run once each, failed: %v\n%s", err, out)
+	}
+}
+
+// prefixGuard fails a benchmark whose client names a key outside prefix, or that
+// leaves a key under it behind.
+type prefixGuard struct {
+	tb     testing.TB
+	prefix string
+}
+
+func (g *prefixGuard) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (g *prefixGuard) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { g.check(cmd); return next(ctx, cmd) }
+}
+func (g *prefixGuard) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			g.check(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (g *prefixGuard) check(cmd redis.Cmder) {
+	for _, key := range cmdKeys(cmd) {
+		if !strings.HasPrefix(key, g.prefix) {
+			g.tb.Errorf("%s names key %q, outside the benchmark's prefix %q", cmd.Name(), key, g.prefix)
+		}
+	}
+}
+
+func (g *prefixGuard) checkLeftovers(c redis.UniversalClient) func() {
+	return func() {
+		keys, _, err := c.Scan(context.Background(), 0, g.prefix+"*", 1000).Result()
+		if err != nil || len(keys) > 0 {
+			g.tb.Errorf("keys left under %q: %v %v", g.prefix, keys, err)
+		}
+	}
+}
+
+// cmdKeys returns the keys cmd names: a script's KEYS, else its first argument.
+func cmdKeys(cmd redis.Cmder) []string {
+	args := cmd.Args()
+	switch cmd.Name() {
+	case "hello", "client", "ping", "scan", "select", "auth", "info", "script":
+		return nil
+	case "eval", "evalsha", "eval_ro", "evalsha_ro":
+		n, _ := args[2].(int)
+		return stringArgs(args[3 : 3+n])
+	}
+	return stringArgs(args[1:min(2, len(args))])
+}
+
+func stringArgs(args []any) []string {
+	s := make([]string, len(args))
+	for i, a := range args {
+		s[i] = fmt.Sprint(a)
+	}
+	return s
 }
