@@ -2,6 +2,8 @@ package oauthflow_test
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/oauthflow/oauthflow/internal/authserver"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/oauth2"
 )
 
 func TestCallbackSuccess(t *testing.T) {
@@ -188,8 +191,18 @@ func TestCompleteEndpoint(t *testing.T) {
 			}},
 		{name: "empty code", contentType: "application/json", want: answer{400, "invalid_request"},
 			body: func(_ *flowEnv, _, state string) string { return `{"code":"","state":"` + state + `"}` }},
+		{name: "empty state", contentType: "application/json", want: answer{400, "invalid_request"},
+			body: func(_ *flowEnv, code, _ string) string { return `{"code":"` + code + `","state":""}` }},
+		{name: "no state field", contentType: "application/json", want: answer{400, "invalid_request"},
+			body: func(_ *flowEnv, code, _ string) string { return `{"code":"` + code + `"}` }},
+		{name: "code too long", contentType: "application/json", want: answer{400, "invalid_request"},
+			body: func(_ *flowEnv, _, state string) string {
+				return `{"code":"` + strings.Repeat("c", 5000) + `","state":"` + state + `"}`
+			}},
 		{name: "unknown state", contentType: "application/json", want: answer{400, "invalid_state"},
-			body: func(_ *flowEnv, code, _ string) string { return `{"code":"` + code + `","state":"` + unknownState + `"}` }},
+			body: func(_ *flowEnv, code, _ string) string {
+				return `{"code":"` + code + `","state":"` + unknownState + `"}`
+			}},
 		{name: "state not of the issued form", contentType: "application/json", want: answer{400, "invalid_request"},
 			body: func(_ *flowEnv, code, _ string) string { return `{"code":"` + code + `","state":"nope"}` }},
 		{name: "provider rejects the code", contentType: "application/json", want: answer{400, "exchange_failed"},
@@ -236,6 +249,75 @@ func TestCompleteEndpoint(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An internal failure (here a provider's ExchangeCode panics, which is
+// recovered into an error that is neither a provider's answer nor a store
+// failure) answers 500 on both endpoints, and none of its text reaches the client.
+func TestInternalFailureAnswers500(t *testing.T) {
+	t.Parallel()
+	const secret = "secret internal detail"
+	tests := []struct {
+		name    string
+		deliver func(t *testing.T, env *flowEnv, state string) (int, string)
+		check   func(t *testing.T, body string)
+	}{
+		{name: "GET callback", deliver: func(t *testing.T, env *flowEnv, state string) (int, string) {
+			status, body, h := get(t, env.replicas[0].api.URL+oauthflow.CallbackPath+"?"+
+				url.Values{"code": {"c0de"}, "state": {state}}.Encode())
+			assertPageHeaders(t, h)
+			return status, body
+		}, check: func(t *testing.T, body string) {
+			assert.Contains(t, body, "Something went wrong")
+			assert.Contains(t, body, `data-status="error"`)
+		}},
+		{name: "POST complete", deliver: func(t *testing.T, env *flowEnv, state string) (int, string) {
+			resp, err := http.Post(env.replicas[0].api.URL+oauthflow.CompletePath, "application/json",
+				strings.NewReader(`{"code":"c0de","state":"`+state+`"}`))
+			require.NoError(t, err)
+			defer func() { _ = resp.Body.Close() }()
+			b, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			return resp.StatusCode, string(b)
+		}, check: func(t *testing.T, body string) {
+			var out map[string]any
+			require.NoError(t, json.Unmarshal([]byte(body), &out), body)
+			assert.Equal(t, false, out["ok"])
+			assert.Equal(t, "internal_error", out["error"])
+			assert.NotEmpty(t, out["message"])
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			env := newFlowEnv(t, envOptions{setup: func(m *oauthflow.Module) {
+				require.NoError(t, m.Registry.Register(exchangePanics{newFakeProvider("boom"), secret}))
+			}})
+			// A sign-in started by build_oauth_url itself, outside a workflow.
+			res, err := env.mod(0).BuildOAuthURL.Call(context.Background(), oauthflow.ToolContext{UserID: "alice"},
+				json.RawMessage(`{"provider":"boom","scopes":[]}`))
+			require.NoError(t, err)
+			var built oauthflow.BuildOAuthURLResult
+			require.NoError(t, json.Unmarshal(res, &built))
+
+			status, body := tt.deliver(t, env, built.State)
+			assert.Equal(t, http.StatusInternalServerError, status, body)
+			tt.check(t, body)
+			for _, leak := range []string{secret, "panicked", "ExchangeCode", "oauthflow: "} {
+				assert.NotContains(t, body, leak, "internal error text reached the client")
+			}
+		})
+	}
+}
+
+// exchangePanics is a provider whose ExchangeCode panics with text no client may see.
+type exchangePanics struct {
+	*fakeProvider
+	secret string
+}
+
+func (p exchangePanics) ExchangeCode(context.Context, string, ...oauth2.AuthCodeOption) (*oauthflow.TokenSet, error) {
+	panic(p.secret)
 }
 
 func TestHandlersLeaveMethodsToTheMux(t *testing.T) {
