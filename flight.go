@@ -10,8 +10,9 @@ import (
 // caller that arrives while it runs. Unlike x/sync/singleflight, each caller waits
 // only as long as its own context allows, the call itself runs on its own
 // goroutine so that no caller's cancellation kills it, and the call may publish
-// its result early and go on working (a write it retries) while later callers
-// get that result at once. The zero value is ready.
+// its result early and go on working (a write it retries): publishing ends the
+// sharing, so a caller that comes later starts a call of its own, which sees
+// the world as it is then. The zero value is ready.
 type flightGroup struct {
 	mu    sync.Mutex
 	calls map[string]*flight
@@ -56,16 +57,23 @@ func (g *flightGroup) do(ctx context.Context, key string, fn func(publish func(S
 }
 
 func (g *flightGroup) run(key string, f *flight, fn func(publish func(StoredTokens, error)) (StoredTokens, error)) {
+	// The call leaves the map before its callers hear the result, so that a
+	// caller who heard it and asks again starts afresh.
+	finish := func(v StoredTokens, err error) {
+		g.mu.Lock()
+		if g.calls[key] == f {
+			delete(g.calls, key)
+		}
+		g.mu.Unlock()
+		f.publish(v, err)
+	}
 	var val StoredTokens
 	var err error
 	defer func() {
 		if r := recover(); r != nil {
 			val, err = StoredTokens{}, fmt.Errorf("oauthflow: refresh panicked: %v", r)
 		}
-		f.publish(val, err) // before leaving the map: a late caller joins the finished call
-		g.mu.Lock()
-		delete(g.calls, key)
-		g.mu.Unlock()
+		finish(val, err)
 	}()
-	val, err = fn(f.publish)
+	val, err = fn(finish)
 }

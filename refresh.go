@@ -30,7 +30,11 @@ func (s *TokenStore) refresh(ctx context.Context, userID, providerID string, see
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.refreshTimeout)
 		defer cancel()
 		r := &refreshRun{s: s, userID: userID, providerID: providerID, key: tokenKey(userID, providerID), publish: publish}
-		return r.shared(rctx, seen)
+		t, err := r.shared(rctx, seen)
+		if r.unsaved != nil { // told once the lock is free, so the next read can write them
+			s.events.emit(rctx, Event{Kind: EventRefreshUnsaved, UserID: userID, ProviderID: providerID, Err: r.unsaved})
+		}
+		return t, err
 	})
 }
 
@@ -39,6 +43,7 @@ type refreshRun struct {
 	s                       *TokenStore
 	userID, providerID, key string
 	publish                 func(StoredTokens, error) // answers the callers before the run ends
+	unsaved                 error                     // why refreshed tokens are kept unwritten, if they are
 }
 
 // shared takes the cross-process lock and refreshes, or, while another process
@@ -72,6 +77,9 @@ func (r *refreshRun) doneElsewhere(ctx context.Context, seen []byte) (StoredToke
 	raw, v, err := r.s.read(ctx, r.key)
 	if err != nil {
 		return StoredTokens{}, true, err
+	}
+	if pw, ok := r.s.pending.get(r.key, raw); ok && r.s.fresh(pw.t.ExpiresAt) {
+		return pw.t, true, nil // this process refreshed it; the write is still being retried
 	}
 	if !r.s.current(raw, v, seen) {
 		return StoredTokens{}, false, nil
@@ -143,7 +151,7 @@ func (r *refreshRun) save(ctx context.Context, l *lease, raw []byte, t StoredTok
 		return StoredTokens{}, true, nil
 	case errors.Is(err, errLeaseLost):
 		r.s.pending.keep(r.key, w)
-		r.unsaved(ctx, err)
+		r.unsaved = err
 		return t, false, nil
 	}
 	r.s.pending.keep(r.key, w)
@@ -181,7 +189,7 @@ func (r *refreshRun) write(ctx context.Context, l *lease, w pendingWrite) error 
 func (r *refreshRun) retry(ctx context.Context, l *lease, w pendingWrite) {
 	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		if err := sleepCtx(ctx, backoff); err != nil {
-			r.unsaved(ctx, err)
+			r.unsaved = err
 			return
 		}
 		err := r.write(ctx, l, w)
@@ -189,14 +197,10 @@ func (r *refreshRun) retry(ctx context.Context, l *lease, w pendingWrite) {
 		case err == nil, errors.Is(err, errSuperseded):
 			return
 		case errors.Is(err, errLeaseLost):
-			r.unsaved(ctx, err)
+			r.unsaved = err
 			return
 		}
 	}
-}
-
-func (r *refreshRun) unsaved(ctx context.Context, err error) {
-	r.s.events.emit(ctx, Event{Kind: EventRefreshUnsaved, UserID: r.userID, ProviderID: r.providerID, Err: err})
 }
 
 // failed applies the rule: a dead grant deletes the record (the user must sign

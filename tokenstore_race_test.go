@@ -86,6 +86,36 @@ func (r *rotating) answer(_ context.Context, rt string, n int64) (*oauthflow.Tok
 	return &oauthflow.TokenSet{AccessToken: fmt.Sprintf("access-%d", n), RefreshToken: next, ExpiresIn: 3600}, nil
 }
 
+// onEveryBackend runs body as a parallel subtest on every backend, with a
+// fixture over it (wrapped when wrap is given) that holds a stale record for
+// user "u" with refresh token rt-1.
+func onEveryBackend(t *testing.T, wrap func(oauthflow.KV) oauthflow.KV, body func(t *testing.T, f *storeFixture), opts ...oauthflow.TokenStoreOption) {
+	for _, be := range backends() {
+		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
+			kv := be.new(t)
+			if wrap != nil {
+				kv = wrap(kv)
+			}
+			f := newStoreFixture(t, kv, opts...)
+			staleRecord(t, f, "u", "rt-1")
+			body(t, f)
+		})
+	}
+}
+
+func withFaults(kv oauthflow.KV) oauthflow.KV { return &faultKV{KV: kv} }
+
+// inFlight starts a read of user u whose refresh waits for release before it
+// answers with answer, and returns once that refresh has begun.
+func inFlight(t *testing.T, f *storeFixture, answer func(context.Context, string, int64) (*oauthflow.TokenSet, error)) (res <-chan readResult, release func()) {
+	t.Helper()
+	started, gateOpen := gate(f, 1, answer)
+	res = goRead(ctx, f.store, "u")
+	within(t, started, "the refresh")
+	return res, func() { close(gateOpen) }
+}
+
 // staleRecord stores an expired-in-skew token with refresh token rt for user u.
 func staleRecord(t *testing.T, f *storeFixture, u, rt string) {
 	t.Helper()
@@ -110,11 +140,9 @@ func TestRefreshLosesToSignIn(t *testing.T) {
 				t.Parallel()
 				f := newStoreFixture(t, be.new(t))
 				staleRecord(t, f, "u", "rt-old")
-				started, release := gate(f, 1, answer)
-				res := goRead(ctx, f.store, "u")
-				within(t, started, "the refresh")
+				res, release := inFlight(t, f, answer)
 				require.NoError(t, f.store.StoreFromTokenSet(ctx, "u", "acme", &signIn))
-				close(release)
+				release()
 				r := within(t, res, "the read's answer")
 				require.NoError(t, r.err, "the caller gets the current valid token")
 				assert.Equal(t, "new", r.tok)
@@ -132,24 +160,17 @@ func TestRefreshLosesToSignIn(t *testing.T) {
 
 func TestRefreshLosesToDisconnect(t *testing.T) {
 	t.Parallel()
-	for _, be := range backends() {
-		t.Run(be.name, func(t *testing.T) {
-			t.Parallel()
-			f := newStoreFixture(t, be.new(t))
-			staleRecord(t, f, "u", "rt-1")
-			started, release := gate(f, 1, newRotating("rt-1").answer)
-			res := goRead(ctx, f.store, "u")
-			within(t, started, "the refresh")
-			require.NoError(t, f.store.DeleteTokens(ctx, "u", "acme"))
-			close(release)
-			r := within(t, res, "the read's answer")
-			assert.ErrorIs(t, r.err, oauthflow.ErrNoToken)
-			_, err := f.store.GetTokens(ctx, "u", "acme")
-			assert.ErrorIs(t, err, oauthflow.ErrNoToken, "the refresh must not write the record back")
-			_, err = f.kv.Get(ctx, "oauth:u:acme")
-			assert.ErrorIs(t, err, oauthflow.ErrNotFound)
-		})
-	}
+	onEveryBackend(t, nil, func(t *testing.T, f *storeFixture) {
+		res, release := inFlight(t, f, newRotating("rt-1").answer)
+		require.NoError(t, f.store.DeleteTokens(ctx, "u", "acme"))
+		release()
+		r := within(t, res, "the read's answer")
+		assert.ErrorIs(t, r.err, oauthflow.ErrNoToken)
+		_, err := f.store.GetTokens(ctx, "u", "acme")
+		assert.ErrorIs(t, err, oauthflow.ErrNoToken, "the refresh must not write the record back")
+		_, err = f.kv.Get(ctx, "oauth:u:acme")
+		assert.ErrorIs(t, err, oauthflow.ErrNotFound)
+	})
 }
 
 // A lease holder whose lock was taken by another owner (its renewal failed and
@@ -158,35 +179,28 @@ func TestRefreshLosesToDisconnect(t *testing.T) {
 // refreshed and the lock is its own again.
 func TestRefreshLostLeaseStopsBeforeWrite(t *testing.T) {
 	t.Parallel()
-	for _, be := range backends() {
-		t.Run(be.name, func(t *testing.T) {
-			t.Parallel()
-			f := newStoreFixture(t, be.new(t))
-			staleRecord(t, f, "u", "rt-1")
-			started, release := gate(f, 1, newRotating("rt-1").answer)
-			res := goRead(ctx, f.store, "u")
-			within(t, started, "the refresh")
-			require.NoError(t, f.kv.Set(ctx, "oauth:lock:u:acme", []byte("another-owner"), time.Minute))
-			close(release)
-			r := within(t, res, "the read's answer")
-			require.NoError(t, r.err)
-			assert.Equal(t, "access-1", r.tok)
-			raw, err := f.kv.Get(ctx, "oauth:u:acme")
-			require.NoError(t, err)
-			assert.Contains(t, string(raw), `"stale"`, "a holder that lost its lock must not write")
-			_, unsaved := f.events.last(oauthflow.EventRefreshUnsaved)
-			assert.True(t, unsaved, "an event says the refreshed tokens are not saved")
+	onEveryBackend(t, nil, func(t *testing.T, f *storeFixture) {
+		res, release := inFlight(t, f, newRotating("rt-1").answer)
+		require.NoError(t, f.kv.Set(ctx, "oauth:lock:u:acme", []byte("another-owner"), time.Minute))
+		release()
+		r := within(t, res, "the read's answer")
+		require.NoError(t, r.err)
+		assert.Equal(t, "access-1", r.tok)
+		raw, err := f.kv.Get(ctx, "oauth:u:acme")
+		require.NoError(t, err)
+		assert.Contains(t, string(raw), `"stale"`, "a holder that lost its lock must not write")
+		_, unsaved := f.events.last(oauthflow.EventRefreshUnsaved)
+		assert.True(t, unsaved, "an event says the refreshed tokens are not saved")
 
-			require.NoError(t, f.kv.Del(ctx, "oauth:lock:u:acme")) // the other owner is done
-			tok, err := f.store.GetValidAccessToken(ctx, "u", "acme")
-			require.NoError(t, err)
-			assert.Equal(t, "access-1", tok)
-			got, err := f.store.GetTokens(ctx, "u", "acme")
-			require.NoError(t, err)
-			assert.Equal(t, "rt-2", got.RefreshToken, "the rotated refresh token is written, never dropped")
-			assert.EqualValues(t, 1, f.prov.refreshes.Load())
-		})
-	}
+		require.NoError(t, f.kv.Del(ctx, "oauth:lock:u:acme")) // the other owner is done
+		tok, err := f.store.GetValidAccessToken(ctx, "u", "acme")
+		require.NoError(t, err)
+		assert.Equal(t, "access-1", tok)
+		got, err := f.store.GetTokens(ctx, "u", "acme")
+		require.NoError(t, err)
+		assert.Equal(t, "rt-2", got.RefreshToken, "the rotated refresh token is written, never dropped")
+		assert.EqualValues(t, 1, f.prov.refreshes.Load())
+	})
 }
 
 // Two processes refresh at once because the first one's lease ran out; with a
@@ -194,32 +208,27 @@ func TestRefreshLostLeaseStopsBeforeWrite(t *testing.T) {
 // must not delete the record the other one wrote.
 func TestRefreshLateHolderDoesNotDeleteWinner(t *testing.T) {
 	t.Parallel()
-	for _, be := range backends() {
-		t.Run(be.name, func(t *testing.T) {
-			t.Parallel()
-			f := newStoreFixture(t, be.new(t))
-			staleRecord(t, f, "u", "rt-1")
-			started, release := gate(f, 1, newRotating("rt-1").answer)
-			reg := oauthflow.NewRegistry()
-			require.NoError(t, reg.Register(f.prov))
-			other := oauthflow.NewTokenStore(f.kv, reg, oauthflow.WithClock(f.clock.Now),
-				oauthflow.WithLogger(slog.New(slog.DiscardHandler)))
+	onEveryBackend(t, nil, func(t *testing.T, f *storeFixture) {
+		started, release := gate(f, 1, newRotating("rt-1").answer)
+		reg := oauthflow.NewRegistry()
+		require.NoError(t, reg.Register(f.prov))
+		other := oauthflow.NewTokenStore(f.kv, reg, oauthflow.WithClock(f.clock.Now),
+			oauthflow.WithLogger(slog.New(slog.DiscardHandler)))
 
-			late := goRead(ctx, f.store, "u")
-			within(t, started, "the first refresh")
-			require.NoError(t, f.kv.Del(ctx, "oauth:lock:u:acme")) // its lease ran out
-			tok, err := other.GetValidAccessToken(ctx, "u", "acme")
-			require.NoError(t, err)
-			assert.Equal(t, "access-2", tok)
-			close(release) // the late one now presents the spent rt-1
-			r := within(t, late, "the late read's answer")
-			require.NoError(t, r.err, "the late caller gets the winner's token")
-			assert.Equal(t, "access-2", r.tok)
-			got, err := f.store.GetTokens(ctx, "u", "acme")
-			require.NoError(t, err, "the winner's record must survive the loser's invalid_grant")
-			assert.Equal(t, "rt-3", got.RefreshToken)
-		})
-	}
+		late := goRead(ctx, f.store, "u")
+		within(t, started, "the first refresh")
+		require.NoError(t, f.kv.Del(ctx, "oauth:lock:u:acme")) // its lease ran out
+		tok, err := other.GetValidAccessToken(ctx, "u", "acme")
+		require.NoError(t, err)
+		assert.Equal(t, "access-2", tok)
+		close(release) // the late one now presents the spent rt-1
+		r := within(t, late, "the late read's answer")
+		require.NoError(t, r.err, "the late caller gets the winner's token")
+		assert.Equal(t, "access-2", r.tok)
+		got, err := f.store.GetTokens(ctx, "u", "acme")
+		require.NoError(t, err, "the winner's record must survive the loser's invalid_grant")
+		assert.Equal(t, "rt-3", got.RefreshToken)
+	})
 }
 
 // faultKV fails writes of token records while told to: the one-packet outage.
@@ -275,68 +284,58 @@ func waitEvent(t *testing.T, f *storeFixture, kind oauthflow.EventKind) oauthflo
 
 func TestRotatedTokenSurvivesStoreBlip(t *testing.T) {
 	t.Parallel()
-	for _, be := range backends() {
-		t.Run(be.name, func(t *testing.T) {
-			t.Parallel()
-			kv := &faultKV{KV: be.new(t)}
-			f := newStoreFixture(t, kv)
-			staleRecord(t, f, "u", "rt-1")
-			f.prov.setRefresh(newRotating("rt-1").answer)
-			kv.failNext.Store(1)
-			tok, err := f.store.GetValidAccessToken(ctx, "u", "acme")
-			require.NoError(t, err, "the caller gets the new token although the write failed")
-			assert.Equal(t, "access-1", tok)
-			waitEvent(t, f, oauthflow.EventTokensRefreshed) // the retry landed
-			raw, err := kv.KV.Get(ctx, "oauth:u:acme")
-			require.NoError(t, err)
-			assert.Contains(t, string(raw), `"rt-2"`, "the retried write holds the rotated refresh token")
+	onEveryBackend(t, withFaults, func(t *testing.T, f *storeFixture) {
+		kv := f.kv.(*faultKV)
+		f.prov.setRefresh(newRotating("rt-1").answer)
+		kv.failNext.Store(1)
+		tok, err := f.store.GetValidAccessToken(ctx, "u", "acme")
+		require.NoError(t, err, "the caller gets the new token although the write failed")
+		assert.Equal(t, "access-1", tok)
+		waitEvent(t, f, oauthflow.EventTokensRefreshed) // the retry landed
+		raw, err := kv.KV.Get(ctx, "oauth:u:acme")
+		require.NoError(t, err)
+		assert.Contains(t, string(raw), `"rt-2"`, "the retried write holds the rotated refresh token")
 
-			f.clock.Advance(2 * time.Hour)
-			tok, err = f.store.GetValidAccessToken(ctx, "u", "acme")
-			require.NoError(t, err, "the next refresh uses the rotated token, not the spent one")
-			assert.Equal(t, "access-2", tok)
-		})
-	}
+		f.clock.Advance(2 * time.Hour)
+		tok, err = f.store.GetValidAccessToken(ctx, "u", "acme")
+		require.NoError(t, err, "the next refresh uses the rotated token, not the spent one")
+		assert.Equal(t, "access-2", tok)
+	})
 }
 
 func TestRotatedTokenKeptWhileStoreDown(t *testing.T) {
 	t.Parallel()
-	for _, be := range backends() {
-		t.Run(be.name, func(t *testing.T) {
-			t.Parallel()
-			kv := &faultKV{KV: be.new(t)}
-			f := newStoreFixture(t, kv, oauthflow.WithRefreshTimeout(300*time.Millisecond))
-			staleRecord(t, f, "u", "rt-1")
-			f.prov.setRefresh(newRotating("rt-1").answer)
-			kv.down.Store(true)
-			tok, err := f.store.GetValidAccessToken(ctx, "u", "acme")
-			require.NoError(t, err)
-			assert.Equal(t, "access-1", tok)
-			e := waitEvent(t, f, oauthflow.EventRefreshUnsaved)
-			assert.Error(t, e.Err)
-			assert.Greater(t, kv.writes.Load(), int64(1), "the write was retried")
-			raw, err := kv.KV.Get(ctx, "oauth:u:acme")
-			require.NoError(t, err)
-			assert.Contains(t, string(raw), `"rt-1"`, "nothing reached the store")
-			got, err := f.store.GetTokens(ctx, "u", "acme")
-			require.NoError(t, err)
-			assert.Equal(t, "rt-2", got.RefreshToken, "this process still knows the rotated token")
+	onEveryBackend(t, withFaults, func(t *testing.T, f *storeFixture) {
+		kv := f.kv.(*faultKV)
+		f.prov.setRefresh(newRotating("rt-1").answer)
+		kv.down.Store(true)
+		tok, err := f.store.GetValidAccessToken(ctx, "u", "acme")
+		require.NoError(t, err)
+		assert.Equal(t, "access-1", tok)
+		e := waitEvent(t, f, oauthflow.EventRefreshUnsaved)
+		assert.Error(t, e.Err)
+		assert.Greater(t, kv.writes.Load(), int64(1), "the write was retried")
+		raw, err := kv.KV.Get(ctx, "oauth:u:acme")
+		require.NoError(t, err)
+		assert.Contains(t, string(raw), `"rt-1"`, "nothing reached the store")
+		got, err := f.store.GetTokens(ctx, "u", "acme")
+		require.NoError(t, err)
+		assert.Equal(t, "rt-2", got.RefreshToken, "this process still knows the rotated token")
 
-			kv.down.Store(false)
-			tok, err = f.store.GetValidAccessToken(ctx, "u", "acme")
-			require.NoError(t, err)
-			assert.Equal(t, "access-1", tok, "the next read writes the kept tokens and hands them out")
-			raw, err = kv.KV.Get(ctx, "oauth:u:acme")
-			require.NoError(t, err)
-			assert.Contains(t, string(raw), `"rt-2"`)
-			assert.EqualValues(t, 1, f.prov.refreshes.Load(), "no second refresh for the kept tokens")
+		kv.down.Store(false)
+		tok, err = f.store.GetValidAccessToken(ctx, "u", "acme")
+		require.NoError(t, err)
+		assert.Equal(t, "access-1", tok, "the next read writes the kept tokens and hands them out")
+		raw, err = kv.KV.Get(ctx, "oauth:u:acme")
+		require.NoError(t, err)
+		assert.Contains(t, string(raw), `"rt-2"`)
+		assert.EqualValues(t, 1, f.prov.refreshes.Load(), "no second refresh for the kept tokens")
 
-			f.clock.Advance(2 * time.Hour)
-			tok, err = f.store.GetValidAccessToken(ctx, "u", "acme")
-			require.NoError(t, err, "the user never has to sign in again")
-			assert.Equal(t, "access-2", tok)
-		})
-	}
+		f.clock.Advance(2 * time.Hour)
+		tok, err = f.store.GetValidAccessToken(ctx, "u", "acme")
+		require.NoError(t, err, "the user never has to sign in again")
+		assert.Equal(t, "access-2", tok)
+	}, oauthflow.WithRefreshTimeout(300*time.Millisecond))
 }
 
 // countingKV counts the attempts to take a refresh lock.
@@ -403,25 +402,20 @@ func TestRefreshWaiterHonoursItsOwnDeadline(t *testing.T) {
 // going away does not end it for the others.
 func TestRefreshOutlivesTheCallerThatStartedIt(t *testing.T) {
 	t.Parallel()
-	for _, be := range backends() {
-		t.Run(be.name, func(t *testing.T) {
-			t.Parallel()
-			f := newStoreFixture(t, be.new(t))
-			staleRecord(t, f, "u", "rt-1")
-			started, release := gate(f, 1, newRotating("rt-1").answer)
-			first, cancel := context.WithCancel(ctx)
-			firstRes := goRead(first, f.store, "u")
-			within(t, started, "the refresh")
-			second := goRead(ctx, f.store, "u")
-			cancel()
-			assert.ErrorIs(t, within(t, firstRes, "the first caller's return").err, context.Canceled)
-			close(release)
-			r := within(t, second, "the second caller's answer")
-			require.NoError(t, r.err)
-			assert.Equal(t, "access-1", r.tok)
-			assert.EqualValues(t, 1, f.prov.refreshes.Load())
-		})
-	}
+	onEveryBackend(t, nil, func(t *testing.T, f *storeFixture) {
+		started, release := gate(f, 1, newRotating("rt-1").answer)
+		first, cancel := context.WithCancel(ctx)
+		firstRes := goRead(first, f.store, "u")
+		within(t, started, "the refresh")
+		second := goRead(ctx, f.store, "u")
+		cancel()
+		assert.ErrorIs(t, within(t, firstRes, "the first caller's return").err, context.Canceled)
+		close(release)
+		r := within(t, second, "the second caller's answer")
+		require.NoError(t, r.err)
+		assert.Equal(t, "access-1", r.tok)
+		assert.EqualValues(t, 1, f.prov.refreshes.Load())
+	})
 }
 
 // Only invalid_grant (and a provider's own listed codes) is a dead grant. A
@@ -459,82 +453,68 @@ func TestRefreshKeepsRecordUnlessGrantIsDead(t *testing.T) {
 // transient error at the refresh deadline and the record is kept.
 func TestRefreshLostLeaseKeepsRecordOnDeadGrant(t *testing.T) {
 	t.Parallel()
-	for _, be := range backends() {
-		t.Run(be.name, func(t *testing.T) {
-			t.Parallel()
-			f := newStoreFixture(t, be.new(t), oauthflow.WithRefreshTimeout(300*time.Millisecond))
-			staleRecord(t, f, "u", "rt-1")
-			started, release := gate(f, 1, func(context.Context, string, int64) (*oauthflow.TokenSet, error) {
-				return nil, errInvalidGrant
-			})
-			res := goRead(ctx, f.store, "u")
-			within(t, started, "the refresh")
-			require.NoError(t, f.kv.Set(ctx, "oauth:lock:u:acme", []byte("another-owner"), time.Minute))
-			close(release)
-			r := within(t, res, "the read's answer")
-			require.Error(t, r.err)
-			assert.NotErrorIs(t, r.err, oauthflow.ErrNoToken)
-			_, err := f.kv.Get(ctx, "oauth:u:acme")
-			assert.NoError(t, err, "a holder that lost its lock must not delete")
+	onEveryBackend(t, nil, func(t *testing.T, f *storeFixture) {
+		res, release := inFlight(t, f, func(context.Context, string, int64) (*oauthflow.TokenSet, error) {
+			return nil, errInvalidGrant
 		})
-	}
+		require.NoError(t, f.kv.Set(ctx, "oauth:lock:u:acme", []byte("another-owner"), time.Minute))
+		release()
+		r := within(t, res, "the read's answer")
+		require.Error(t, r.err)
+		assert.NotErrorIs(t, r.err, oauthflow.ErrNoToken)
+		_, err := f.kv.Get(ctx, "oauth:u:acme")
+		assert.NoError(t, err, "a holder that lost its lock must not delete")
+	}, oauthflow.WithRefreshTimeout(300*time.Millisecond))
 }
 
 // The callers get the refreshed token at once, not after the write's retries.
 func TestRefreshAnswersBeforeItsWriteRetries(t *testing.T) {
 	t.Parallel()
-	for _, be := range backends() {
-		t.Run(be.name, func(t *testing.T) {
-			t.Parallel()
-			kv := &faultKV{KV: be.new(t)}
-			f := newStoreFixture(t, kv, oauthflow.WithRefreshTimeout(time.Minute))
-			staleRecord(t, f, "u", "rt-1")
-			f.prov.setRefresh(newRotating("rt-1").answer)
-			kv.down.Store(true)
-			caller, cancel := context.WithTimeout(ctx, 3*time.Second) // far less than the retries may take
-			defer cancel()
-			tok, err := f.store.GetValidAccessToken(caller, "u", "acme")
-			require.NoError(t, err, "the caller must not wait for the store to come back")
-			assert.Equal(t, "access-1", tok)
-			kv.down.Store(false)
-			waitEvent(t, f, oauthflow.EventTokensRefreshed)
-			raw, err := kv.KV.Get(ctx, "oauth:u:acme")
-			require.NoError(t, err)
-			assert.Contains(t, string(raw), `"rt-2"`)
-		})
-	}
+	onEveryBackend(t, withFaults, func(t *testing.T, f *storeFixture) {
+		kv := f.kv.(*faultKV)
+		f.prov.setRefresh(newRotating("rt-1").answer)
+		kv.down.Store(true)
+		caller, cancel := context.WithTimeout(ctx, 3*time.Second) // far less than the retries may take
+		defer cancel()
+		tok, err := f.store.GetValidAccessToken(caller, "u", "acme")
+		require.NoError(t, err, "the caller must not wait for the store to come back")
+		assert.Equal(t, "access-1", tok)
+		tok, err = f.store.GetValidAccessToken(caller, "u", "acme")
+		require.NoError(t, err, "nor must a later caller while the write is retried")
+		assert.Equal(t, "access-1", tok)
+		kv.down.Store(false)
+		waitEvent(t, f, oauthflow.EventTokensRefreshed)
+		raw, err := kv.KV.Get(ctx, "oauth:u:acme")
+		require.NoError(t, err)
+		assert.Contains(t, string(raw), `"rt-2"`)
+	}, oauthflow.WithRefreshTimeout(time.Minute))
 }
 
 // A provider whose tokens live less than the skew is still refreshed once: a
 // replica waiting on another's refresh takes the record it wrote.
 func TestRefreshShortLivedAnswerRefreshedOnce(t *testing.T) {
 	t.Parallel()
-	for _, be := range backends() {
-		t.Run(be.name, func(t *testing.T) {
-			t.Parallel()
-			f := newStoreFixture(t, be.new(t))
-			staleRecord(t, f, "u", "rt-1")
-			started, release := gate(f, 1, func(context.Context, string, int64) (*oauthflow.TokenSet, error) {
-				return &oauthflow.TokenSet{AccessToken: "short", ExpiresIn: 30}, nil
-			})
-			reg := oauthflow.NewRegistry()
-			require.NoError(t, reg.Register(f.prov))
-			otherKV := &countingKV{KV: f.kv}
-			other := oauthflow.NewTokenStore(otherKV, reg, oauthflow.WithClock(f.clock.Now),
-				oauthflow.WithLogger(slog.New(slog.DiscardHandler)))
-			first := goRead(ctx, f.store, "u")
-			within(t, started, "the refresh")
-			second := goRead(ctx, other, "u")
-			for deadline := time.Now().Add(10 * time.Second); otherKV.lockTries.Load() == 0; {
-				require.True(t, time.Now().Before(deadline), "the second replica never tried the lock")
-				time.Sleep(time.Millisecond) // until it waits on the lock the first one holds
-			}
-			close(release)
-			for _, r := range []readResult{within(t, first, "the first answer"), within(t, second, "the second answer")} {
-				require.NoError(t, r.err)
-				assert.Equal(t, "short", r.tok)
-			}
-			assert.EqualValues(t, 1, f.prov.refreshes.Load())
+	onEveryBackend(t, nil, func(t *testing.T, f *storeFixture) {
+		started, release := gate(f, 1, func(context.Context, string, int64) (*oauthflow.TokenSet, error) {
+			return &oauthflow.TokenSet{AccessToken: "short", ExpiresIn: 30}, nil
 		})
-	}
+		reg := oauthflow.NewRegistry()
+		require.NoError(t, reg.Register(f.prov))
+		otherKV := &countingKV{KV: f.kv}
+		other := oauthflow.NewTokenStore(otherKV, reg, oauthflow.WithClock(f.clock.Now),
+			oauthflow.WithLogger(slog.New(slog.DiscardHandler)))
+		first := goRead(ctx, f.store, "u")
+		within(t, started, "the refresh")
+		second := goRead(ctx, other, "u")
+		for deadline := time.Now().Add(10 * time.Second); otherKV.lockTries.Load() == 0; {
+			require.True(t, time.Now().Before(deadline), "the second replica never tried the lock")
+			time.Sleep(time.Millisecond) // until it waits on the lock the first one holds
+		}
+		close(release)
+		for _, r := range []readResult{within(t, first, "the first answer"), within(t, second, "the second answer")} {
+			require.NoError(t, r.err)
+			assert.Equal(t, "short", r.tok)
+		}
+		assert.EqualValues(t, 1, f.prov.refreshes.Load())
+	})
 }

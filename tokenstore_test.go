@@ -27,16 +27,16 @@ type storeFixture struct {
 	prov   *fakeProvider
 	store  *oauthflow.TokenStore
 	events *eventLog
-	logs   *bytes.Buffer
+	logs   *lockedWriter
 }
 
 func newStoreFixture(t *testing.T, kv oauthflow.KV, opts ...oauthflow.TokenStoreOption) *storeFixture {
 	t.Helper()
 	f := &storeFixture{kv: kv, clock: fakeclock.New(epoch), prov: newFakeProvider("acme"),
-		events: &eventLog{}, logs: &bytes.Buffer{}}
+		events: &eventLog{}, logs: &lockedWriter{w: &bytes.Buffer{}}}
 	reg := oauthflow.NewRegistry()
 	require.NoError(t, reg.Register(f.prov))
-	log := slog.New(slog.NewTextHandler(&lockedWriter{w: f.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log := slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	opts = append([]oauthflow.TokenStoreOption{oauthflow.WithClock(f.clock.Now),
 		oauthflow.WithEventHook(f.events.hook), oauthflow.WithLogger(log)}, opts...)
 	f.store = oauthflow.NewTokenStore(kv, reg, opts...)
@@ -52,6 +52,13 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// String is what was written so far; a refresh that outlived its caller may still write.
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.String()
 }
 
 var ctx = context.Background()
