@@ -115,7 +115,7 @@ func (r *refreshRun) locked(ctx context.Context, l *lease, seen []byte) (StoredT
 			return t, err
 		}
 	}
-	return StoredTokens{}, fmt.Errorf("oauthflow: refresh %s token: the record kept changing: %w", r.providerID, ErrStoreUnavailable)
+	return StoredTokens{}, fmt.Errorf("oauthflow: refresh %s token: the record changed %d times during the refresh", r.providerID, maxRefreshRounds)
 }
 
 // round refreshes the record read as raw (base: its tokens, or the newer ones

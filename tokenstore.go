@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
@@ -229,6 +230,9 @@ func (s *TokenStore) validToken(ctx context.Context, userID, providerID string) 
 	}
 	if s.fresh(v.expiresAt) {
 		return string(v.access), v.expiresAt, nil
+	}
+	if len(v.refresh) == 0 {
+		return "", 0, fmt.Errorf("%w: the access token expired and there is no refresh token", ErrNoToken)
 	}
 	t, err := s.refresh(ctx, userID, providerID, raw)
 	return t.AccessToken, t.ExpiresAt, err
