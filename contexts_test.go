@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oauthflow/oauthflow"
 	"github.com/stretchr/testify/assert"
@@ -116,4 +117,26 @@ func jsonRequest(path, body string) *http.Request {
 	r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
 	return r
+}
+
+// The token read behind a Client request ends when that request's own context
+// does, even while the provider hangs.
+func TestClientReadsUnderTheRequestsContext(t *testing.T) {
+	t.Parallel()
+	onEveryBackend(t, nil, func(t *testing.T, f *storeFixture) {
+		_, release := gate(f, 1, newRotating("rt-1").answer)
+		t.Cleanup(func() { close(release) })
+		api, _ := bearerAPI(t)
+		client := f.store.Client(ctx, "u", "acme")
+		reqCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(reqCtx, http.MethodGet, api.URL, nil)
+		errs := make(chan error, 1)
+		go func() {
+			_, err := client.Do(req)
+			errs <- err
+		}()
+		err := within(t, errs, "the request's deadline to end the token read")
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+	})
 }

@@ -95,7 +95,8 @@ func TestIssuedForms(t *testing.T) {
 			t.Fatalf("run ID %q is not of the issued form", id)
 		}
 	}
-	for _, s := range []string{"", "github", strings.Repeat("A", 42), strings.Repeat("A", 44), strings.Repeat("A", 42) + ":", strings.Repeat("A", 42) + "="} {
+	for _, s := range []string{"", "github", strings.Repeat("A", 42), strings.Repeat("A", 44), strings.Repeat("A", 42) + ":",
+		strings.Repeat("A", 42) + "=", ":" + strings.Repeat("A", 42), "~" + strings.Repeat("A", 42)} {
 		if issuedState(s) {
 			t.Errorf("issuedState(%q) = true", s)
 		}

@@ -146,26 +146,112 @@ func table() []mutant {
 			Why:  "POST /complete answers an unexpected failure with 500, not the provider's 502",
 		},
 
-		// TODO: the entries below wait for the work that adds these guards (fenced
-		// writes, the lease check before a write, the keyspace rule, the
-		// state-format check, the retried write of a rotated refresh token).
-		// Whoever owns one writes Old/New against the code that landed, runs
-		// `go run ./internal/mutants -run NAME`, and uncomments the entry. The
-		// comment after File says where the guard sits in the tree today.
-		//
-		// {Name: "refresh/write-not-fenced", File: "refresh.go", // refreshRun.write: CompareAndSwap
-		// 	Why: "a refresh writes only through a compare-and-set on the record it read: a sign-in or DeleteTokens in between wins"},
-		// {Name: "refresh/dead-grant-delete-not-fenced", File: "refresh.go", // refreshRun.failed: CompareAndDelete
-		// 	Why: "a dead grant deletes the record only while it is still the one refreshed, never a newer sign-in"},
-		// {Name: "lease/write-without-holding", File: "refresh.go", // refreshRun.write and .failed: l.confirm
-		// 	Why: "a lease holder that failed to renew never writes"},
-		// {Name: "lease/renewal-result-ignored", File: "lease.go", // lease.renewEvery
-		// 	Why: "a renewal that finds the lock in other hands is noticed, not ignored"},
-		// {Name: "keys/hostile-user-id-not-escaped", File: "keys.go", // userSegment
-		// 	Why: "keys of different kinds and users are disjoint for every user ID (\"session:x\" reaches no session key)"},
-		// {Name: "handlers/state-format-unchecked", File: "handlers.go", // complete: issuedState
-		// 	Why: "the public endpoints refuse a state not of the issued form before touching the store"},
-		// {Name: "refresh/rotated-write-not-retried", File: "refresh.go", // refreshRun.save: pending.keep, retry
-		// 	Why: "a write that fails after a rotating refresh is retried or kept pending: the only live refresh token is not lost"},
+		// Fenced refresh writes: a sign-in, a disconnect or a lost lease wins.
+		{
+			Name: "refresh/write-not-fenced",
+			File: "refresh.go",
+			Old:  "ok, err := r.s.kv.CompareAndSwap(ctx, r.key, w.old, w.new, r.s.ttl(w.t))",
+			New:  "ok, err := true, r.s.kv.Set(ctx, r.key, w.new, r.s.ttl(w.t))",
+			Why:  "a refresh writes only through a compare-and-set on the record it read: a sign-in or DeleteTokens in between wins",
+		},
+		{
+			Name: "refresh/dead-grant-delete-not-fenced",
+			File: "refresh.go",
+			Old:  "deleted, derr := r.s.kv.CompareAndDelete(ctx, r.key, raw)",
+			New:  "deleted, derr := true, r.s.kv.Del(ctx, r.key)",
+			Why:  "a dead grant deletes the record only while it is still the one refreshed, never a newer sign-in",
+		},
+		{
+			Name: "lease/write-without-holding",
+			File: "refresh.go",
+			Old:  "\theld, err := l.confirm(ctx)\n\tif err != nil {\n\t\treturn err\n\t}\n\tif !held {\n\t\treturn errLeaseLost\n\t}\n",
+			New:  "",
+			Why:  "a lease holder whose lock is in other hands never writes",
+		},
+		{
+			Name: "lease/delete-without-holding",
+			File: "refresh.go",
+			Old:  "\theld, cerr := l.confirm(ctx)\n",
+			New:  "\theld, cerr := true, error(nil)\n",
+			Why:  "a lease holder whose lock is in other hands never deletes a dead grant: the new holder decides",
+		},
+		{
+			Name: "refresh/other-record-not-current",
+			File: "refresh.go",
+			Old:  "return !bytes.Equal(raw, seen) && s.now().UnixMilli() < v.expiresAt",
+			New:  "return false",
+			Why:  "a waiter takes a record another refresh wrote, even one that lives less than the skew, instead of refreshing again",
+		},
+		{
+			Name: "refresh/rotated-write-not-kept",
+			File: "refresh.go",
+			Old:  "\tr.s.pending.keep(r.key, w)\n\tr.publish(t, nil)\n",
+			New:  "\tr.publish(t, nil)\n",
+			Why:  "a write that fails after a rotating refresh is kept in the process: the only live refresh token is not lost",
+		},
+		{
+			Name: "refresh/rotated-write-not-retried",
+			File: "refresh.go",
+			Old:  "\tr.retry(ctx, l, w)\n",
+			New:  "",
+			Why:  "a write that fails after a rotating refresh is retried within the refresh deadline",
+		},
+		{
+			Name: "refresh/no-early-answer",
+			File: "refresh.go",
+			Old:  "\tr.publish(t, nil)\n",
+			New:  "",
+			Why:  "the callers get the refreshed token at once, not after the write's retries",
+		},
+		{
+			Name: "refresh/kept-tokens-not-shared",
+			File: "refresh.go",
+			Old:  "if pw, ok := r.s.pending.get(r.key, raw); ok && r.s.fresh(pw.t.ExpiresAt) {",
+			New:  "if pw, ok := r.s.pending.get(r.key, raw); false && ok && r.s.fresh(pw.t.ExpiresAt) {",
+			Why:  "a caller that comes while a write is retried gets the kept tokens",
+		},
+
+		// The keyspace, the public endpoints' state check, the engine's run IDs.
+		{
+			Name: "keys/hostile-user-id-not-escaped",
+			File: "keys.go",
+			Old:  "if !reservedSegment(first) && !strings.HasPrefix(userID, escapeMark) {",
+			New:  "if first != \"\" || true {",
+			Why:  "keys of different kinds and users are disjoint for every user ID (\"lock:alice\" reaches no lock of alice's)",
+		},
+		{
+			Name: "handlers/state-format-unchecked",
+			File: "handlers.go",
+			Old:  "if p.State != \"\" && !issuedState(p.State) {",
+			New:  "if false {",
+			Why:  "the public endpoints refuse a state not of the issued form before touching the store",
+		},
+		{
+			Name: "engine/run-id-unchecked",
+			File: "engine.go",
+			Old:  "\tif !issuedRunID(runID) {\n\t\treturn nil, fmt.Errorf(\"%w: %q\", ErrRunNotFound, runID)\n\t}\n\tb, err",
+			New:  "\tb, err",
+			Why:  "the engine refuses a run ID not of its own form before touching the store",
+		},
+
+		// Contexts: a caller's own cancellation is not a store outage.
+		{
+			Name: "ctx/cancel-is-store-unavailable",
+			File: "oauth.go",
+			Old:  "if ctx != nil && ctx.Err() != nil {",
+			New:  "if false {",
+			Why:  "a caller's own context.Canceled is reported as such, never as ErrStoreUnavailable",
+		},
+		{
+			Name: "ctx/client-keeps-makers-ctx",
+			File: "tokenstore.go",
+			Old:  "tok, err := t.src.token(withValuesOf(req.Context(), t.src.values))",
+			New:  "tok, err := t.src.token(t.src.values)",
+			Why:  "a Client reads each token under the request's own context",
+		},
+
+		// Not a guard: renewEvery stops renewing a lease that is in other hands,
+		// which saves commands but changes no outcome (the holder confirms the
+		// lease before every write), so "renewal result ignored" would survive.
 	}
 }
