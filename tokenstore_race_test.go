@@ -134,12 +134,10 @@ func TestRefreshLosesToSignIn(t *testing.T) {
 			return &oauthflow.TokenSet{AccessToken: "from-old", RefreshToken: "rt-old-2", ExpiresIn: 3600, Scope: "read"}, nil
 		},
 	}
-	for _, be := range backends() {
-		for name, answer := range answers {
-			t.Run(be.name+"/"+name, func(t *testing.T) {
-				t.Parallel()
-				f := newStoreFixture(t, be.new(t))
-				staleRecord(t, f, "u", "rt-old")
+	for name, answer := range answers {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			onEveryBackend(t, nil, func(t *testing.T, f *storeFixture) {
 				res, release := inFlight(t, f, answer)
 				require.NoError(t, f.store.StoreFromTokenSet(ctx, "u", "acme", &signIn))
 				release()
@@ -154,7 +152,7 @@ func TestRefreshLosesToSignIn(t *testing.T) {
 				e, failed := f.events.last(oauthflow.EventRefreshFailed)
 				assert.False(t, failed && e.GrantDead, "no dead-grant event for a connection that is alive")
 			})
-		}
+		})
 	}
 }
 
@@ -430,12 +428,10 @@ func TestRefreshKeepsRecordUnlessGrantIsDead(t *testing.T) {
 		"429":                 &oauthflow.ProviderError{ProviderID: "acme", StatusCode: 429},
 		"invalid_scope":       &oauthflow.ProviderError{ProviderID: "acme", StatusCode: 400, Code: "invalid_scope"},
 	}
-	for _, be := range backends() {
-		for name, answer := range answers {
-			t.Run(be.name+"/"+name, func(t *testing.T) {
-				t.Parallel()
-				f := newStoreFixture(t, be.new(t))
-				staleRecord(t, f, "u", "rt-1")
+	for name, answer := range answers {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			onEveryBackend(t, nil, func(t *testing.T, f *storeFixture) {
 				f.prov.setRefresh(func(context.Context, string, int64) (*oauthflow.TokenSet, error) { return nil, answer })
 				_, err := f.store.GetValidAccessToken(ctx, "u", "acme")
 				require.Error(t, err)
@@ -444,7 +440,7 @@ func TestRefreshKeepsRecordUnlessGrantIsDead(t *testing.T) {
 				require.NoError(t, err, "the record must be kept")
 				assert.Equal(t, "rt-1", got.RefreshToken)
 			})
-		}
+		})
 	}
 }
 
