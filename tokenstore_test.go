@@ -507,3 +507,45 @@ func TestTokenStoreEventHookPanicIsContained(t *testing.T) {
 		oauthflow.WithLogger(slog.New(slog.DiscardHandler)))
 	assert.NoError(t, store.StoreFromTokenSet(ctx, "u", "acme", &oauthflow.TokenSet{AccessToken: "a"}))
 }
+
+func TestErrorClassification(t *testing.T) {
+	t.Parallel()
+	retrieve := func(status int, code string) error {
+		return &oauth2.RetrieveError{Response: &http.Response{StatusCode: status}, ErrorCode: code}
+	}
+	tests := []struct {
+		err             error
+		transient, dead bool
+	}{
+		{retrieve(503, ""), true, false},
+		{retrieve(429, ""), true, false},
+		{retrieve(400, "invalid_grant"), false, true},
+		{retrieve(401, "invalid_client"), false, false},
+		{&oauthflow.ProviderError{ProviderID: "acme", StatusCode: 502}, true, false},
+		{&oauthflow.ProviderError{ProviderID: "acme", Err: errUnreachable}, true, false},
+		{&oauthflow.ProviderError{ProviderID: "acme", StatusCode: 400}, false, false},
+		{fmt.Errorf("wrapped: %w", context.DeadlineExceeded), true, false},
+		{context.Canceled, false, false},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.transient, oauthflow.IsTransient(tt.err), "IsTransient(%v)", tt.err)
+		assert.Equal(t, tt.dead, oauthflow.IsGrantDead(tt.err), "IsGrantDead(%v)", tt.err)
+	}
+	assert.Equal(t, "oauthflow: provider acme: invalid_grant: revoked: boom",
+		(&oauthflow.ProviderError{ProviderID: "acme", Code: "invalid_grant", Description: "revoked", Err: errors.New("boom")}).Error())
+	assert.Equal(t, "oauthflow: provider acme: HTTP 503", (&oauthflow.ProviderError{ProviderID: "acme", StatusCode: 503}).Error())
+	assert.Equal(t, "oauthflow: provider acme: request failed", (&oauthflow.ProviderError{ProviderID: "acme"}).Error())
+}
+
+// WithLockLease sets the lease the refresh lock is taken with.
+func TestTokenStoreLockLeaseOption(t *testing.T) {
+	t.Parallel()
+	f := newStoreFixture(t, oauthflow.NewMemoryKV(), oauthflow.WithLockLease(time.Hour))
+	staleRecord(t, f, "u", "rt-1")
+	res, release := inFlight(t, f, newRotating("rt-1").answer)
+	ttl, err := f.kv.TTL(ctx, "oauth:lock:u:acme")
+	require.NoError(t, err)
+	assert.Greater(t, ttl, 30*time.Minute, "the lock is held with the configured lease, not the 10 s default")
+	release()
+	require.NoError(t, within(t, res, "the read's answer").err)
+}
