@@ -1,0 +1,112 @@
+package oauthflow_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/oauthflow/oauthflow"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/oauth2"
+)
+
+// hookedProvider runs hook once the provider has answered the code exchange.
+type hookedProvider struct {
+	*fakeProvider
+	hook func()
+}
+
+func (p *hookedProvider) ExchangeCode(ctx context.Context, code string, opts ...oauth2.AuthCodeOption) (*oauthflow.TokenSet, error) {
+	ts, err := p.fakeProvider.ExchangeCode(ctx, code, opts...)
+	p.hook()
+	return ts, err
+}
+
+// signInFixture is a Module on the real Redis with a parent workflow "agent"
+// that launches the oauth workflow for provider "acme" and waits for it.
+type signInFixture struct {
+	m      *oauthflow.Module
+	parent *oauthflow.Run
+	child  string
+	prompt oauthflow.OAuthPromptDocument
+}
+
+func newSignInFixture(t *testing.T, prov oauthflow.Provider) *signInFixture {
+	t.Helper()
+	m, err := oauthflow.New(ctx, oauthflow.Config{KV: sharedRedis(t, true), Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	require.NoError(t, m.Registry.Register(prov))
+	require.NoError(t, m.Engine.Register(&oauthflow.Workflow{
+		Name:   "agent",
+		States: []string{oauthflow.StateStart, oauthflow.StateAwaitingAuth, oauthflow.StateEnd},
+		Transitions: []oauthflow.Transition{
+			{Name: "ask", From: oauthflow.StateStart, To: oauthflow.StateAwaitingAuth,
+				Do: func(ctx context.Context, tc *oauthflow.TransitionContext) error {
+					_, err := tc.Launch(ctx, oauthflow.OAuthWorkflowName, oauthflow.OAuthWorkflowArgs{Provider: "acme"},
+						oauthflow.RunOptions{Callback: &oauthflow.Callback{Transition: "authCompleted"}})
+					return err
+				}},
+			{Name: "authCompleted", From: oauthflow.StateAwaitingAuth, To: oauthflow.StateEnd, Wait: true,
+				Do: func(_ context.Context, tc *oauthflow.TransitionContext) error { return tc.SetResult(tc.Input) }},
+		},
+	}))
+	f := &signInFixture{m: m}
+	f.parent, err = m.Engine.Launch(ctx, "alice", "agent", nil, oauthflow.RunOptions{})
+	require.NoError(t, err)
+	require.Len(t, f.parent.Children, 1)
+	f.child = f.parent.Children[0]
+	require.NoError(t, m.Engine.Document(ctx, f.child, oauthflow.PromptDocumentName, &f.prompt))
+	return f
+}
+
+// assertConnected checks the whole promise of a finished sign-in: tokens
+// stored, the oauth run ended authenticated, the prompt says success, and the
+// parent resumed with the child's result.
+func (f *signInFixture) assertConnected(t *testing.T) {
+	t.Helper()
+	tok, err := f.m.Tokens.GetValidAccessToken(ctx, "alice", "acme")
+	require.NoError(t, err, "the tokens are stored")
+	assert.Equal(t, "from-code", tok)
+	child, err := f.m.Engine.Get(ctx, f.child)
+	require.NoError(t, err)
+	assert.Equal(t, oauthflow.RunCompleted, child.Status)
+	assert.JSONEq(t, `{"authenticated":true}`, string(child.Result))
+	var prompt oauthflow.OAuthPromptDocument
+	require.NoError(t, f.m.Engine.Document(ctx, f.child, oauthflow.PromptDocumentName, &prompt))
+	assert.Equal(t, oauthflow.PromptSuccess, prompt.Status)
+	parent, err := f.m.Engine.Get(ctx, f.parent.ID)
+	require.NoError(t, err)
+	assert.Equal(t, oauthflow.RunCompleted, parent.Status, "the parent resumed")
+	var res oauthflow.ChildResult
+	require.NoError(t, json.Unmarshal(parent.Result, &res))
+	assert.Equal(t, f.child, res.RunID)
+	assert.Equal(t, oauthflow.RunCompleted, res.Status)
+}
+
+// The browser goes away after the provider redeemed the code: the server
+// finishes the sign-in all the same.
+func TestCallbackCompletesAfterTheClientLeft(t *testing.T) {
+	t.Parallel()
+	for _, endpoint := range []string{"callback", "complete"} {
+		t.Run(endpoint, func(t *testing.T) {
+			t.Parallel()
+			reqCtx, leave := context.WithCancel(ctx)
+			defer leave()
+			f := newSignInFixture(t, &hookedProvider{fakeProvider: newFakeProvider("acme"), hook: leave})
+			var req *http.Request
+			var h http.Handler
+			if endpoint == "callback" {
+				req, h = httptest.NewRequest(http.MethodGet, oauthflow.CallbackPath+"?code=c&state="+f.prompt.State, nil), f.m.CallbackHandler()
+			} else {
+				req, h = jsonRequest(oauthflow.CompletePath, `{"code":"c","state":"`+f.prompt.State+`"}`), f.m.CompleteHandler()
+			}
+			h.ServeHTTP(httptest.NewRecorder(), req.WithContext(reqCtx))
+			require.Error(t, reqCtx.Err(), "the client left while the provider answered")
+			f.assertConnected(t)
+		})
+	}
+}
