@@ -1,11 +1,14 @@
 package oauthflow_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/oauthflow/oauthflow"
@@ -35,9 +38,13 @@ type signInFixture struct {
 	prompt oauthflow.OAuthPromptDocument
 }
 
-func newSignInFixture(t *testing.T, prov oauthflow.Provider) *signInFixture {
+func newSignInFixture(t *testing.T, prov oauthflow.Provider, logs ...*lockedWriter) *signInFixture {
 	t.Helper()
-	m, err := oauthflow.New(ctx, oauthflow.Config{KV: sharedRedis(t, true), Logger: slog.New(slog.DiscardHandler)})
+	log := slog.New(slog.DiscardHandler)
+	if len(logs) > 0 {
+		log = slog.New(slog.NewTextHandler(logs[0], nil))
+	}
+	m, err := oauthflow.New(ctx, oauthflow.Config{KV: sharedRedis(t, true), Logger: log})
 	require.NoError(t, err)
 	require.NoError(t, m.Registry.Register(prov))
 	require.NoError(t, m.Engine.Register(&oauthflow.Workflow{
@@ -109,4 +116,31 @@ func TestCallbackCompletesAfterTheClientLeft(t *testing.T) {
 			f.assertConnected(t)
 		})
 	}
+}
+
+// A provider's denial is said once (the page, widget and terminal give the
+// heading), an overlong description is cut, and the log names it a redirect.
+func TestDenialIsSaidOnce(t *testing.T) {
+	t.Parallel()
+	logs := &lockedWriter{w: &bytes.Buffer{}}
+	f := newSignInFixture(t, newFakeProvider("acme"), logs)
+	for _, tt := range []struct{ description, want string }{
+		{"", "Access was denied."},
+		{"The user said no", "The user said no"},
+		{strings.Repeat("x", 4000), strings.Repeat("x", 300) + "…"},
+	} {
+		q := url.Values{"error": {"access_denied"}, "error_description": {tt.description}, "state": {f.prompt.State}}
+		rec := httptest.NewRecorder()
+		f.m.CallbackHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, oauthflow.CallbackPath+"?"+q.Encode(), nil))
+		assert.Equal(t, http.StatusBadRequest, rec.Code)
+		body := rec.Body.String()
+		assert.NotContains(t, body, "Sign-in not completed:", "the heading is said once")
+		assert.NotContains(t, body, strings.Repeat("x", 301), "an overlong description is cut")
+		var prompt oauthflow.OAuthPromptDocument
+		require.NoError(t, f.m.Engine.Document(ctx, f.child, oauthflow.PromptDocumentName, &prompt))
+		assert.Equal(t, oauthflow.PromptError, prompt.Status)
+		assert.Equal(t, tt.want, prompt.Message)
+	}
+	assert.Contains(t, logs.String(), "redirected with error access_denied")
+	assert.NotContains(t, logs.String(), "HTTP 0")
 }

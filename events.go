@@ -90,7 +90,10 @@ func eventAttrs(e Event) []slog.Attr {
 // status and RFC 6749 error code: a raw response body is never logged.
 func logSafeError(err error) string {
 	var pe *ProviderError
-	if errors.As(err, &pe) {
+	switch {
+	case errors.As(err, &pe) && pe.StatusCode == 0 && pe.Code != "":
+		return fmt.Sprintf("provider %s redirected with error %s", pe.ProviderID, pe.Code)
+	case errors.As(err, &pe):
 		return fmt.Sprintf("provider %s answered HTTP %d %s", pe.ProviderID, pe.StatusCode, pe.Code)
 	}
 	var re *oauth2.RetrieveError

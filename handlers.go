@@ -248,8 +248,8 @@ func decodeComplete(w http.ResponseWriter, r *http.Request) (p callbackParams, s
 	if dec.More() {
 		return p, http.StatusBadRequest, "invalid_request", "The body must hold one JSON object."
 	}
-	if p.Error == "" && (p.Code == "" || p.State == "") {
-		return p, http.StatusBadRequest, "invalid_request", "The body needs a code and a state."
+	if p.State == "" || p.Error == "" && p.Code == "" {
+		return p, http.StatusBadRequest, "invalid_request", "The body needs a state, and a code or an error."
 	}
 	return p, 0, "", ""
 }

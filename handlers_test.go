@@ -195,6 +195,8 @@ func TestCompleteEndpoint(t *testing.T) {
 			body: func(_ *flowEnv, code, _ string) string { return `{"code":"` + code + `","state":""}` }},
 		{name: "no state field", contentType: "application/json", want: answer{400, "invalid_request"},
 			body: func(_ *flowEnv, code, _ string) string { return `{"code":"` + code + `"}` }},
+		{name: "an error without a state", contentType: "application/json", want: answer{400, "invalid_request"},
+			body: func(*flowEnv, string, string) string { return `{"error":"access_denied"}` }},
 		{name: "code too long", contentType: "application/json", want: answer{400, "invalid_request"},
 			body: func(_ *flowEnv, _, state string) string {
 				return `{"code":"` + strings.Repeat("c", 5000) + `","state":"` + state + `"}`

@@ -206,9 +206,21 @@ func flowFailureMessage(err error) string {
 	return "Sign-in could not be completed."
 }
 
+// maxMessageRunes bounds a provider's error description shown to the user.
+const maxMessageRunes = 300
+
+// signInErrorMessage says why a provider's redirect reported an error. Pages,
+// the widget and the terminal put their own heading ("Sign-in not completed")
+// before it, so it does not repeat one.
 func signInErrorMessage(code, description string) string {
-	if description != "" {
-		return "Sign-in not completed: " + description
+	if d := []rune(description); len(d) > maxMessageRunes {
+		description = string(d[:maxMessageRunes]) + "…"
 	}
-	return "Sign-in not completed (" + code + ")."
+	switch {
+	case description != "":
+		return description
+	case code == "access_denied":
+		return "Access was denied."
+	}
+	return "The provider reported " + code + "."
 }
