@@ -24,10 +24,13 @@ const maxCompleteBody = 16 << 10
 const maxParamLen = 4096
 
 // Mount registers the two public endpoints on mux:
-// "GET /api/v1/oauth/callback" and "POST /api/v1/oauth/complete".
+// "GET /api/v1/oauth/callback" and "POST /api/v1/oauth/complete", and the
+// latter's CORS preflight, "OPTIONS /api/v1/oauth/complete", which allows
+// Config.FrontendOrigins only (403 for any other request).
 func (m *Module) Mount(mux *http.ServeMux) {
 	mux.Handle("GET "+CallbackPath, m.CallbackHandler())
 	mux.Handle("POST "+CompletePath, m.CompleteHandler())
+	mux.Handle("OPTIONS "+CompletePath, m.completePreflightHandler())
 }
 
 // FrontendHandler serves the browser side of the flow, as embedded assets with no
@@ -215,8 +218,11 @@ func (m *Module) CallbackHandler() http.Handler {
 
 // CompleteHandler serves POST /api/v1/oauth/complete, the JSON variant the
 // frontend callback page uses: {code, state[, iss]} or {state, error, error_description}.
+// A request from one of Config.FrontendOrigins gets CORS headers on every answer,
+// errors included, so the frontend can read them.
 func (m *Module) CompleteHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.origins.allowOrigin(w.Header(), r)
 		p, status, code, msg := decodeComplete(w, r)
 		if status != 0 {
 			writeJSONError(w, status, code, msg)

@@ -19,6 +19,13 @@ type Config struct {
 	HTTPClient *http.Client // for calls to providers that honour oauth2.HTTPClient; nil: a client with a 30 s timeout
 	Now        func() time.Time
 	OnEvent    EventHook // hears tokens stored, refreshed, refresh failed, deleted, connected and flow failed
+
+	// FrontendOrigins are the origins ("https://app.example.com", "http://localhost:3000")
+	// of frontends served apart from the API. The API's callback page posts its result
+	// to them as well as to its own origin, and POST /api/v1/oauth/complete answers them
+	// with CORS. Each must be scheme://host[:port]; New refuses anything else, a
+	// wildcard included. nil: the API's own origin only.
+	FrontendOrigins []string
 }
 
 // Module is the whole library wired together: the services, the two OAuth tools,
@@ -36,6 +43,7 @@ type Module struct {
 	httpClient *http.Client
 	events     notifier
 	ownsKV     bool
+	origins    frontendOrigins
 }
 
 // New wires every service, tool and the OAuth workflow.
@@ -48,12 +56,16 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	if now == nil {
 		now = time.Now
 	}
+	origins, err := parseFrontendOrigins(cfg.FrontendOrigins)
+	if err != nil {
+		return nil, err
+	}
 	kv, owned, err := moduleKV(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
 	m := &Module{Registry: cfg.Registry, KV: kv, log: log, httpClient: cfg.HTTPClient, ownsKV: owned,
-		events: notifier{hook: cfg.OnEvent, log: log, now: now}}
+		events: notifier{hook: cfg.OnEvent, log: log, now: now}, origins: origins}
 	if m.Registry == nil {
 		m.Registry = NewRegistry()
 	}
