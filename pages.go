@@ -7,7 +7,12 @@ import (
 
 // The callback page: html/template escapes everything; the only script is the
 // nonce'd one that tells a popup's opener the outcome and closes the popup
-// after a success. It posts to its own origin only.
+// after a success. It posts to its own origin and to each of
+// Config.FrontendOrigins, never to "*": the browser delivers a message only
+// when its target origin is the opener's, and drops the others, so the result
+// (and the state) reaches a listed frontend or the API's own origin, and
+// nothing else. The origins reach the script as a JSON array that
+// html/template escapes for its JavaScript context.
 var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
 <html lang="en">
 <head>
@@ -33,11 +38,17 @@ p{margin:.25rem 0;color:#4a5263}
 <script nonce="{{.Nonce}}">
 (function () {
   var d = document.getElementById("oauthflow-result").dataset;
+  var own = window.location.origin;
+  var targets = [own].concat({{.FrontendOrigins}} || []);
   if (!window.opener || window.opener.closed) return;
-  try {
-    window.opener.postMessage({type: "oauthflow:result", state: d.state, status: d.status,
-      provider: d.provider, message: d.message}, window.location.origin);
-  } catch (e) {}
+  var result = {type: "oauthflow:result", state: d.state, status: d.status,
+    provider: d.provider, message: d.message};
+  for (var i = 0; i < targets.length; i++) {
+    if (i > 0 && targets[i] === own) continue;
+    try {
+      window.opener.postMessage(result, targets[i]);
+    } catch (e) {}
+  }
   if (d.status === "success") window.close();
 })();
 </script>
@@ -50,10 +61,12 @@ type pageData struct {
 	Status               string // success | error
 	State, ProviderID    string
 	Nonce                string
+	FrontendOrigins      []string // besides the page's own, where the result is posted
 }
 
 func (m *Module) renderPage(w http.ResponseWriter, out outcome, state string) {
-	d := pageData{Status: "error", Message: out.message, Hint: "You can close this window and try again.", Nonce: newState()}
+	d := pageData{Status: "error", Message: out.message, Hint: "You can close this window and try again.", Nonce: newState(),
+		FrontendOrigins: m.origins.list}
 	if issuedState(state) {
 		d.State = state // only a state of ours is echoed to the opener
 	}

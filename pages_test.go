@@ -4,51 +4,134 @@ import (
 	"context"
 	"encoding/json"
 	"html"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/authserver"
+	"github.com/oauthflow/oauthflow/providers"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // The callback page's script tells a popup's opener the outcome with the page's
-// own origin as the target, never "*" (which would hand the state to whatever
-// page opened the popup). The page is rendered by CallbackHandler and its inline
-// script run under node against a stub window whose opener records postMessage.
-func TestCallbackPageScriptPostsToItsOwnOrigin(t *testing.T) {
+// own origin as the target and, when Config.FrontendOrigins lists some, each of
+// them, never "*" (which would hand the state to whatever page opened the popup).
+// The page is rendered by CallbackHandler and its inline script run under node
+// against a stub window whose opener records postMessage.
+func TestCallbackPageScriptPostsToItsOwnOriginAndTheFrontends(t *testing.T) {
 	t.Parallel()
 	node := nodeOrSkip(t)
 	env := newFlowEnv(t, envOptions{})
-	_, doc := env.startSignIn(0, "alice")
-	origin := env.replicas[0].api.URL
-	tests := []struct {
-		name, url               string
-		status, state, provider string // what the opener is told
-		closes                  bool
+	frontends := []string{"http://localhost:3000", "https://app.example.com"}
+	// The API's own origin listed as a frontend too is still posted to once.
+	fapi := startFrontendsAPI(t, env, func(own string) []string { return slices.Concat(frontends, []string{own}) })
+	apis := []struct {
+		name, origin string
+		start        func() string // a sign-in's authorization URL
+		frontends    []string      // the targets after the page's own origin
 	}{
-		{"success", env.consent(doc.AuthURL, 0), "success", doc.State, "demo", true},
-		{"expired link", origin + oauthflow.CallbackPath + "?code=c0de&state=" + unknownState, "error", unknownState, "", false},
+		{"no frontend origins", env.replicas[0].api.URL, func() string {
+			_, doc := env.startSignIn(0, "alice")
+			return doc.AuthURL
+		}, nil},
+		{"frontend origins", fapi.url, func() string {
+			_, doc, err := fapi.mod.StartSignIn(context.Background(), "alice", "demo")
+			require.NoError(t, err)
+			return doc.AuthURL
+		}, frontends},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, page, _ := get(t, tt.url)
-			got := runPageScript(t, node, page, origin)
-			require.Len(t, got.Posted, 1, "the page posts its outcome to the opener once")
-			p := got.Posted[0]
-			assert.NotEqual(t, "*", p.TargetOrigin, "the outcome is posted to any origin")
-			assert.Equal(t, origin, p.TargetOrigin, "the outcome is posted to the page's own origin only")
-			assert.Equal(t, "oauthflow:result", p.Data["type"])
-			assert.Equal(t, tt.status, p.Data["status"])
-			assert.Equal(t, tt.state, p.Data["state"])
-			assert.Equal(t, tt.provider, p.Data["provider"])
-			assert.Equal(t, tt.closes, got.Closed, "the popup closes itself after a success only")
+	for _, api := range apis {
+		t.Run(api.name, func(t *testing.T) {
+			authURL := api.start()
+			state := mustQuery(t, authURL, "state")
+			tests := []struct {
+				name, url               string
+				status, state, provider string // what the opener is told
+				closes                  bool
+			}{
+				{"success", authorizeRedirect(t, authURL, api.origin), "success", state, "demo", true},
+				{"expired link", api.origin + oauthflow.CallbackPath + "?code=c0de&state=" + unknownState, "error", unknownState, "", false},
+			}
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					_, page, _ := get(t, tt.url)
+					got := runPageScript(t, node, page, api.origin)
+					want := append([]string{api.origin}, api.frontends...)
+					require.Len(t, got.Posted, len(want), "the page posts its outcome to its own origin and each frontend, once")
+					for i, p := range got.Posted {
+						assert.NotEqual(t, "*", p.TargetOrigin, "the outcome is posted to any origin")
+						assert.Equal(t, want[i], p.TargetOrigin, "the outcome is posted to the listed origins only")
+						assert.Equal(t, "oauthflow:result", p.Data["type"])
+						assert.Equal(t, tt.status, p.Data["status"])
+						assert.Equal(t, tt.state, p.Data["state"])
+						assert.Equal(t, tt.provider, p.Data["provider"])
+					}
+					assert.Equal(t, tt.closes, got.Closed, "the popup closes itself after a success only")
+				})
+			}
 		})
 	}
+}
+
+// frontendsAPI is a host app whose module has FrontendOrigins set.
+type frontendsAPI struct {
+	mod *oauthflow.Module
+	url string
+}
+
+// startFrontendsAPI serves a module with env's authorization server as its
+// "demo" provider and FrontendOrigins from origins(its own URL).
+func startFrontendsAPI(t *testing.T, env *flowEnv, origins func(own string) []string) frontendsAPI {
+	t.Helper()
+	mux := http.NewServeMux()
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	demo, err := providers.NewOAuth2(providers.Config{ID: "demo", DisplayName: "Demo", AuthURL: env.as.AuthURL(),
+		TokenURL: env.as.TokenURL(), Scopes: []string{"read"}, AuthStyle: providers.AuthStyleHeader},
+		providers.Credentials{ClientID: authserver.DefaultClientID, ClientSecret: "demo-secret", RedirectURL: srv.URL + oauthflow.CallbackPath})
+	require.NoError(t, err)
+	reg := oauthflow.NewRegistry()
+	require.NoError(t, reg.Register(demo))
+	mod, err := oauthflow.New(context.Background(), oauthflow.Config{KV: oauthflow.NewMemoryKV(), Registry: reg,
+		Logger: slog.New(slog.DiscardHandler), FrontendOrigins: origins(srv.URL)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = mod.Close() })
+	mod.Mount(mux)
+	return frontendsAPI{mod: mod, url: srv.URL}
+}
+
+// authorizeRedirect plays the user at the (auto-consenting) authorization
+// server and returns where it redirects the browser, on origin.
+func authorizeRedirect(t *testing.T, authURL, origin string) string {
+	t.Helper()
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Get(authURL)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusFound, resp.StatusCode, "authorize answered %d", resp.StatusCode)
+	loc, err := url.Parse(resp.Header.Get("Location"))
+	require.NoError(t, err)
+	to, err := url.Parse(origin)
+	require.NoError(t, err)
+	loc.Scheme, loc.Host = to.Scheme, to.Host
+	return loc.String()
+}
+
+func mustQuery(t *testing.T, rawURL, name string) string {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	require.NoError(t, err)
+	return u.Query().Get(name)
 }
 
 type pageScriptRun struct {
