@@ -23,6 +23,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"encoding/json"
 	"net/http"
 	"path"
 	"time"
@@ -38,6 +39,8 @@ type Options struct {
 	// page's own origin, an absolute path ("/backend") on that origin, or an
 	// absolute http or https URL ("https://api.example.com") on another origin,
 	// whose origin the page's Content-Security-Policy then allows in connect-src.
+	// The widget is served with it as its default api-base, so that it completes
+	// through that API and accepts the API callback page's result from its origin.
 	// Anything else is a setup error and makes Handler panic.
 	APIBase string
 }
@@ -77,7 +80,7 @@ func Handler(opts Options) http.Handler {
 		routes: map[string]asset{
 			"/oauth/callback":         {body: page, contentType: "text/html; charset=utf-8", cacheControl: "no-store"},
 			"/oauth/callback.js":      staticAsset("callback.js"),
-			"/oauth/oauth-prompt.js":  staticAsset("oauth-prompt.js"),
+			"/oauth/oauth-prompt.js":  widgetAsset(base.URL),
 			"/oauth/oauth-prompt.css": staticAsset("oauth-prompt.css"),
 		},
 		csp: contentSecurityPolicy(base.Origin),
@@ -91,6 +94,35 @@ func staticAsset(name string) asset {
 	if err != nil {
 		panic("web: missing embedded asset " + name) // the embed directive guarantees it
 	}
+	return newAsset(name, body)
+}
+
+// widgetAPIBaseLine is the line of oauth-prompt.js that holds the API base the
+// widget uses when its host gives none.
+const widgetAPIBaseLine = `var DEFAULT_API_BASE = "";`
+
+// widgetAsset is oauth-prompt.js with apiBase (checked by parseAPIBase) as the
+// widget's default, so that a widget served by a frontend on another origin
+// completes through the API and accepts the result the API's callback page
+// posts from there. apiBase is written as a JSON string, whose escapes (<, >, &,
+// U+2028, U+2029) keep it a string literal in any script.
+func widgetAsset(apiBase string) asset {
+	a := staticAsset("oauth-prompt.js")
+	if apiBase == "" {
+		return a
+	}
+	if bytes.Count(a.body, []byte(widgetAPIBaseLine)) != 1 {
+		panic("web: oauth-prompt.js must hold " + widgetAPIBaseLine + " once")
+	}
+	quoted, err := json.Marshal(apiBase)
+	if err != nil {
+		panic("web: " + err.Error()) // a string always marshals
+	}
+	line := "var DEFAULT_API_BASE = " + string(quoted) + ";"
+	return newAsset("oauth-prompt.js", bytes.Replace(a.body, []byte(widgetAPIBaseLine), []byte(line), 1))
+}
+
+func newAsset(name string, body []byte) asset {
 	sum := sha256.Sum256(body)
 	return asset{
 		body:         body,

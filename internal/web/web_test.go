@@ -125,6 +125,31 @@ func TestAPIBase(t *testing.T) {
 	}
 }
 
+// The widget is served with the API base as its default, as a JSON string
+// that markup in the base cannot break out of; without one it is the file as is.
+func TestWidgetServedWithTheAPIBase(t *testing.T) {
+	t.Parallel()
+	plain := get(t, Handler(Options{}), http.MethodGet, "/oauth/oauth-prompt.js")
+	plainBody := body(t, plain)
+	assert.Equal(t, 1, strings.Count(plainBody, widgetAPIBaseLine))
+	tests := []struct{ apiBase, line string }{
+		{"http://127.0.0.1:9090/", `var DEFAULT_API_BASE = "http://127.0.0.1:9090";`},
+		{"/backend", `var DEFAULT_API_BASE = "/backend";`},
+		{`https://api.example.com/x"</script><script>alert(1)//` + " ", `var DEFAULT_API_BASE = "https://api.example.com/x\"\u003c/script\u003e\u003cscript\u003ealert(1)//\u2028";`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.apiBase, func(t *testing.T) {
+			t.Parallel()
+			res := get(t, Handler(Options{APIBase: tt.apiBase}), http.MethodGet, "/oauth/oauth-prompt.js")
+			js := body(t, res)
+			assert.Equal(t, 1, strings.Count(js, tt.line), "the default API base line")
+			assert.NotContains(t, js, widgetAPIBaseLine)
+			assert.Equal(t, strings.Replace(plainBody, widgetAPIBaseLine, tt.line, 1), js, "nothing else changes")
+			assert.NotEqual(t, plain.Header.Get("ETag"), res.Header.Get("ETag"), "the ETag follows the content")
+		})
+	}
+}
+
 func TestAPIBaseRejectsValuesThatCouldBreakOut(t *testing.T) {
 	t.Parallel()
 	for _, bad := range []string{

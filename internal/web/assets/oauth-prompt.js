@@ -5,6 +5,10 @@
  *   <oauth-prompt document='{"provider":...}' api-base="" provider-name="GitHub"></oauth-prompt>
  * or from code:
  *   var prompt = OAuthFlow.renderPrompt(element, doc, {apiBase: "", providerName: "GitHub", timeoutMs: 600000});
+ * apiBase is where the API lives: "" (or no api-base attribute) means the one this script was
+ * served with by Module.FrontendHandler(apiBase), or this page's origin when it was given none.
+ * The widget completes callbacks through {apiBase}/api/v1/oauth/complete and accepts the API
+ * callback page's result from this page's origin and from apiBase's origin, nothing else.
  *
  * DOM hooks: the root carries data-status="pending|working|success|error" (and data-reason
  * for why), buttons data-action="connect|retry", the text data-role="message".
@@ -34,6 +38,9 @@
   var CALLBACK = "oauthflow:callback";
   var RESULT = "oauthflow:result";
   var CHANNEL = "oauthflow"; // BroadcastChannel for results that cannot use postMessage
+  // The API base this script was served with: web.Handler writes its Options.APIBase
+  // (Module.FrontendHandler's apiBase) here, as a JSON string, when it is not "".
+  var DEFAULT_API_BASE = "";
 
   // ---- completing a callback through the API -------------------------------------------
 
@@ -345,6 +352,11 @@
       return ms > 0 ? ms : DEFAULT_TIMEOUT_MS;
     }
 
+    // apiBase is the host's apiBase option, or the one this script was served with.
+    apiBase() {
+      return this.options.apiBase ? String(this.options.apiBase) : DEFAULT_API_BASE;
+    }
+
     name() {
       return String(this.options.providerName || (this.doc && this.doc.provider) || "your account");
     }
@@ -364,7 +376,7 @@
         return own;
       }
       // The API's own callback page answers from the API's origin when that differs.
-      var api = originOf(this.options.apiBase);
+      var api = originOf(this.apiBase());
       return data.type === RESULT && (own || (api !== "" && ev.origin === api));
     }
 
@@ -406,7 +418,7 @@
       var attempt = ++this.attempt;
       var self = this;
       this.render("working", "", "Completing sign-in…");
-      complete(this.options.apiBase, fields).then(function (outcome) {
+      complete(this.apiBase(), fields).then(function (outcome) {
         if (attempt === self.attempt) {
           self.settle(outcome, !!fields.error);
         }

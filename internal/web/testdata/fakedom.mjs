@@ -356,8 +356,16 @@ export function makeBrowser(opts = {}) {
     log,
     fetchCalls,
     openCalls,
-    load(name) {
-      vm.runInContext(asset(name), context, { filename: name });
+    // load runs an asset in the window. served.apiBase serves oauth-prompt.js as
+    // web.Handler does for Options.APIBase: written into its DEFAULT_API_BASE line.
+    load(name, served = {}) {
+      let src = asset(name);
+      if (served.apiBase) {
+        const line = 'var DEFAULT_API_BASE = "";';
+        if (src.split(line).length !== 2) throw new Error(name + " must hold " + line + " once");
+        src = src.replace(line, "var DEFAULT_API_BASE = " + JSON.stringify(served.apiBase) + ";");
+      }
+      vm.runInContext(src, context, { filename: name });
     },
     // message delivers a postMessage event to the window, as a browser would.
     message(data, origin, source) {

@@ -12,10 +12,11 @@ const doc = {
   status: "pending",
 };
 
-// setup loads the widget and renders doc into a fresh element.
+// setup loads the widget (as served for opts.served, see fakedom's load) and
+// renders doc into a fresh element.
 function setup(opts = {}, options = { providerName: "GitHub" }, d = doc) {
   const b = makeBrowser({ origin: ORIGIN, ...opts });
-  b.load("oauth-prompt.js");
+  b.load("oauth-prompt.js", opts.served);
   const root = b.document.createElement("section");
   b.document.body.appendChild(root);
   const events = [];
@@ -208,6 +209,57 @@ test("a result message from the API callback page is shown without a POST", asyn
   assert.equal(bad.root.getAttribute("data-status"), "error");
   assert.equal(bad.q("data-role", "message").textContent, "Access was denied.");
   assert.ok(bad.q("data-action", "retry"));
+});
+
+const API = "http://127.0.0.1:8081"; // the API on another origin than the page
+const result = (extra = {}) => ({ type: "oauthflow:result", state: "S1", status: "success", provider: "github", ...extra });
+
+test("served with an API base, the widget accepts the API callback page's result from the API's origin only", async () => {
+  const t = setupOpen({ served: { apiBase: API } }, {});
+  t.message(result(), "http://localhost:8081", t.popup); // the API's port on another host
+  t.message(result(), "http://127.0.0.1:8082", t.popup); // another port
+  t.message(result(), "https://127.0.0.1:8081", t.popup); // another scheme
+  t.message(result(), "https://evil.example", t.popup);
+  t.message(callback(), API, t.popup); // the API's origin may not send codes
+  await settle();
+  assert.equal(t.root.getAttribute("data-status"), "working");
+  assert.equal(t.fetchCalls.length, 0);
+  assert.equal(t.events.length, 0);
+
+  t.message(result({ status: "error", message: "Access was denied." }), API, t.popup);
+  await settle();
+  assert.equal(t.root.getAttribute("data-status"), "error");
+  assert.equal(t.q("data-role", "message").textContent, "Access was denied.");
+  assert.equal(t.fetchCalls.length, 0, "a result needs no POST");
+});
+
+test("served with an API base, a callback from the page's own origin completes through that API", async () => {
+  const t = setupOpen({ served: { apiBase: API + "/svc" } }, {});
+  t.message(callback(), ORIGIN, t.popup);
+  await settle();
+  assert.equal(t.fetchCalls[0].url, API + "/svc/api/v1/oauth/complete");
+  assert.equal(t.fetchCalls[0].init.credentials, "omit");
+  assert.equal(t.root.getAttribute("data-status"), "success");
+});
+
+test("without an API base the widget refuses a result from any other origin", async () => {
+  const t = setupOpen({}, {});
+  t.message(result(), API, t.popup);
+  await settle();
+  assert.equal(t.root.getAttribute("data-status"), "working");
+  t.message(result(), ORIGIN, t.popup);
+  await settle();
+  assert.equal(t.root.getAttribute("data-status"), "success");
+});
+
+test("the host's apiBase wins over the one the script was served with", async () => {
+  const t = setupOpen({ served: { apiBase: API } }, { apiBase: "https://api.example" });
+  t.message(result(), API, t.popup);
+  await settle();
+  assert.equal(t.root.getAttribute("data-status"), "working");
+  t.message(result(), "https://api.example", t.popup);
+  await settle();
+  assert.equal(t.root.getAttribute("data-status"), "success");
 });
 
 test("a popup closed early is an error after one grace tick", () => {
