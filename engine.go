@@ -102,47 +102,18 @@ func (e *Engine) workflow(name string) (*Workflow, error) {
 // workflow that loops fails instead of spinning.
 const maxAutoSteps = 100
 
-// callChain tracks the runs locked by one synchronous call tree (a transition
-// that launches or fires another run). A child that ends while its parent is
-// locked further up the tree notifies the parent once that lock is released.
-type callChain struct {
-	held     map[string]bool
-	deferred []func(context.Context)
-}
-
-type callChainKey struct{}
-
-func (e *Engine) chain(ctx context.Context) (context.Context, *callChain, bool) {
-	if ch, ok := ctx.Value(callChainKey{}).(*callChain); ok {
-		return ctx, ch, false
-	}
-	ch := &callChain{held: make(map[string]bool)}
-	return context.WithValue(ctx, callChainKey{}, ch), ch, true
-}
-
-// drain runs what was deferred until the chain's locks were released.
-func (ch *callChain) drain(ctx context.Context) {
-	for len(ch.deferred) > 0 {
-		fn := ch.deferred[0]
-		ch.deferred = ch.deferred[1:]
-		fn(ctx)
-	}
-}
-
 // locked runs fn while holding run id's lock, then reports the run's end to its
 // parent and the OnRunDone hooks once the lock is released.
 func (e *Engine) locked(ctx context.Context, id string, fn func(ctx context.Context) (*Run, error)) (*Run, error) {
-	ctx, ch, root := e.chain(ctx)
-	if ch.held[id] {
+	ctx, ch, root := chain(ctx)
+	if holds(ctx, id) {
 		return nil, fmt.Errorf("%w: run %s is already executing in this call", ErrTransitionNotAllowed, id)
 	}
 	l, err := waitLease(ctx, e.kv, runLockKey(id), e.lease)
 	if err != nil {
 		return nil, err
 	}
-	ch.held[id] = true
-	r, err := fn(ctx)
-	delete(ch.held, id)
+	r, err := fn(holding(ctx, id))
 	l.release(ctx)
 	if r != nil && r.State == StateEnd && !errors.Is(err, ErrTransitionNotAllowed) {
 		e.finished(ctx, ch, r)
@@ -285,8 +256,8 @@ func (e *Engine) finished(ctx context.Context, ch *callChain, r *Run) {
 				slog.String("run", r.ID), slog.String("parent", r.ParentID), slog.String("error", err.Error()))
 		}
 	}
-	if ch.held[r.ParentID] {
-		ch.deferred = append(ch.deferred, notify)
+	if holds(ctx, r.ParentID) {
+		ch.later(notify)
 		return
 	}
 	notify(ctx)
@@ -400,6 +371,7 @@ type TransitionContext struct {
 	Input  json.RawMessage // what Fire was given; nil for automatic transitions
 	engine *Engine
 	next   string
+	mu     sync.Mutex // guards Run.Children for Launch from several goroutines
 }
 
 // GoTo makes the transition lead to state instead of its To: how a step
@@ -435,12 +407,16 @@ func (tc *TransitionContext) SaveDocument(ctx context.Context, name, widget stri
 }
 
 // Launch starts a child run of this run for the same user. When the child
-// ends, opts.Callback's transition is fired on this run.
+// ends, opts.Callback's transition is fired on this run; a child that ends
+// during this transition is heard once the transition is over. Several
+// goroutines may call Launch; the transition waits for them before it returns.
 func (tc *TransitionContext) Launch(ctx context.Context, workflow string, args any, opts RunOptions) (*Run, error) {
 	opts.ParentID = tc.Run.ID
 	child, err := tc.engine.Launch(ctx, tc.Run.UserID, workflow, args, opts)
 	if child != nil {
+		tc.mu.Lock()
 		tc.Run.Children = append(tc.Run.Children, child.ID)
+		tc.mu.Unlock()
 	}
 	return child, err
 }

@@ -320,3 +320,169 @@ func TestEngineDocuments(t *testing.T) {
 	assert.Equal(t, "hi", v["text"])
 	assert.ErrorIs(t, e.Document(ctx, r.ID, "missing", &v), oauthflow.ErrNotFound)
 }
+
+// fanOutWorkflow launches four "instant" children from goroutines inside one
+// transition, as an agent calling tools in parallel does, and records in its
+// data each child result its callback transition hears.
+func fanOutWorkflow() *oauthflow.Workflow {
+	return &oauthflow.Workflow{
+		Name:   "fanout",
+		States: []string{oauthflow.StateStart, "awaiting", oauthflow.StateEnd},
+		Transitions: []oauthflow.Transition{
+			{Name: "spawn", From: oauthflow.StateStart, To: "awaiting", Do: func(ctx context.Context, tc *oauthflow.TransitionContext) error {
+				errs := make([]error, 4)
+				var wg sync.WaitGroup
+				for i := range errs {
+					wg.Go(func() {
+						_, errs[i] = tc.Launch(ctx, "instant", nil, oauthflow.RunOptions{Callback: &oauthflow.Callback{Transition: "childDone"}})
+					})
+				}
+				wg.Wait()
+				return errors.Join(errs...)
+			}},
+			{Name: "childDone", From: "awaiting", To: "awaiting", Wait: true, Do: func(_ context.Context, tc *oauthflow.TransitionContext) error {
+				var in oauthflow.ChildResult
+				var d fanOutData
+				if err := errors.Join(tc.DecodeInput(&in), tc.DecodeData(&d)); err != nil {
+					return err
+				}
+				d.Heard = append(d.Heard, in)
+				return tc.SetData(d)
+			}},
+		},
+	}
+}
+
+type fanOutData struct {
+	Heard []oauthflow.ChildResult `json:"heard"`
+}
+
+// instantWorkflow ends as soon as it starts, counting its runs.
+func instantWorkflow(ran *atomic.Int64) *oauthflow.Workflow {
+	return &oauthflow.Workflow{Name: "instant", States: []string{oauthflow.StateStart, oauthflow.StateEnd},
+		Transitions: []oauthflow.Transition{{Name: "done", From: oauthflow.StateStart, To: oauthflow.StateEnd,
+			Do: func(context.Context, *oauthflow.TransitionContext) error { ran.Add(1); return nil }}}}
+}
+
+// Ten parents launched at once, each launching four children from goroutines
+// inside its transition: every child runs once and every parent hears exactly
+// its own children, once each, after its transition is over (run with -race).
+func TestEngineFanOutChildrenDeliverOnce(t *testing.T) {
+	t.Parallel()
+	const parents, children = 10, 4
+	var ran atomic.Int64
+	e := oauthflow.NewEngine(oauthflow.NewMemoryKV())
+	require.NoError(t, e.Register(instantWorkflow(&ran)))
+	require.NoError(t, e.Register(fanOutWorkflow()))
+
+	ids := make([]string, parents)
+	var wg sync.WaitGroup
+	for i := range ids {
+		wg.Go(func() {
+			r, err := e.Launch(ctx, "alice", "fanout", nil, oauthflow.RunOptions{})
+			if assert.NoError(t, err, "parent %d", i) {
+				ids[i] = r.ID
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	within(t, done, "ten fanned-out parents returning (a deadlock otherwise)")
+
+	assert.EqualValues(t, parents*children, ran.Load(), "children that ran")
+	for _, id := range ids {
+		p, err := e.Get(ctx, id)
+		require.NoError(t, err)
+		var d fanOutData
+		require.NoError(t, json.Unmarshal(p.Data, &d), "parent %s heard no child", id)
+		got := make([]string, len(d.Heard))
+		for i, h := range d.Heard {
+			got[i] = h.RunID
+			assert.Equal(t, oauthflow.RunCompleted, h.Status)
+		}
+		assert.Len(t, p.Children, children, "children recorded on parent %s", id)
+		assert.ElementsMatch(t, p.Children, got, "parent %s heard exactly its children, once each", id)
+		assert.Equal(t, "awaiting", p.State)
+	}
+}
+
+// Two goroutines of one transition firing one other run take turns on its lock:
+// a run held by a sibling is not re-entered, so the second Fire, made while the
+// first is inside the transition, waits for the lock instead of being refused.
+func TestEngineSiblingFiresOfOneRunTakeTurns(t *testing.T) {
+	t.Parallel()
+	kv := &lockWatchKV{KV: oauthflow.NewMemoryKV(), want: 1, allRefused: make(chan struct{})}
+	e := oauthflow.NewEngine(kv)
+	var bumps atomic.Int64
+	firstIn, secondBack := make(chan struct{}), make(chan struct{})
+	noop := func(context.Context, *oauthflow.TransitionContext) error { return nil }
+	require.NoError(t, e.Register(&oauthflow.Workflow{Name: "tally", States: []string{oauthflow.StateStart, "open", oauthflow.StateEnd},
+		Transitions: []oauthflow.Transition{
+			{Name: "open", From: oauthflow.StateStart, To: "open", Do: noop},
+			{Name: "bump", From: "open", To: "open", Wait: true, Do: func(context.Context, *oauthflow.TransitionContext) error {
+				if bumps.Add(1) > 1 {
+					return nil
+				}
+				close(firstIn)
+				select {
+				case <-kv.allRefused:
+				case <-secondBack:
+					t.Errorf("the sibling Fire returned without waiting for the lock")
+				case <-time.After(10 * time.Second):
+					t.Errorf("after 10 s, the sibling Fire had not waited for the lock")
+				}
+				return nil
+			}},
+		}}))
+	require.NoError(t, e.Register(&oauthflow.Workflow{Name: "siblings", States: []string{oauthflow.StateStart, oauthflow.StateEnd},
+		Transitions: []oauthflow.Transition{{Name: "fire", From: oauthflow.StateStart, To: oauthflow.StateEnd,
+			Do: func(ctx context.Context, tc *oauthflow.TransitionContext) error {
+				var args struct{ Tally string }
+				if err := tc.DecodeArgs(&args); err != nil {
+					return err
+				}
+				var first, second error
+				var wg sync.WaitGroup
+				wg.Go(func() { _, first = e.Fire(context.WithValue(ctx, fireKey{}, 1), args.Tally, "bump", nil, "alice") })
+				wg.Go(func() {
+					defer close(secondBack)
+					<-firstIn
+					_, second = e.Fire(context.WithValue(ctx, fireKey{}, 2), args.Tally, "bump", nil, "alice")
+				})
+				wg.Wait()
+				return errors.Join(first, second)
+			}}}}))
+	tally, err := e.Launch(ctx, "alice", "tally", nil, oauthflow.RunOptions{})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Launch(ctx, "alice", "siblings", map[string]string{"Tally": tally.ID}, oauthflow.RunOptions{})
+		done <- err
+	}()
+	assert.NoError(t, within(t, done, "the siblings' run returning"))
+	assert.EqualValues(t, 2, bumps.Load(), "bumps of the run both siblings fired")
+}
+
+// A transition that fires its own run, even from a goroutine it waits for, is
+// refused at once instead of waiting forever for the lock it holds.
+func TestEngineRunFiringItselfIsRefused(t *testing.T) {
+	t.Parallel()
+	e := oauthflow.NewEngine(oauthflow.NewMemoryKV())
+	refused := make(chan error, 1)
+	require.NoError(t, e.Register(&oauthflow.Workflow{Name: "selfish", States: []string{oauthflow.StateStart, "open", oauthflow.StateEnd},
+		Transitions: []oauthflow.Transition{
+			{Name: "open", From: oauthflow.StateStart, To: "open", Do: func(context.Context, *oauthflow.TransitionContext) error { return nil }},
+			{Name: "poke", From: "open", To: oauthflow.StateEnd, Wait: true, Do: func(ctx context.Context, tc *oauthflow.TransitionContext) error {
+				var wg sync.WaitGroup
+				wg.Go(func() { _, err := e.Fire(ctx, tc.Run.ID, "poke", nil, "alice"); refused <- err })
+				wg.Wait()
+				return nil
+			}},
+		}}))
+	r, err := e.Launch(ctx, "alice", "selfish", nil, oauthflow.RunOptions{})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { _, err := e.Fire(ctx, r.ID, "poke", nil, "alice"); done <- err }()
+	assert.ErrorIs(t, within(t, refused, "the run's own Fire of itself returning"), oauthflow.ErrTransitionNotAllowed)
+	assert.NoError(t, within(t, done, "the outer Fire returning"))
+}

@@ -1,0 +1,86 @@
+package oauthflow
+
+import (
+	"context"
+	"sync"
+)
+
+// A call tree is one Launch or Fire and every Launch or Fire its transitions
+// make, synchronously, from any number of goroutines (an agent calling tools in
+// parallel, each launching a child run). Each path down the tree carries the
+// runs it holds locked (heldRun); the whole tree shares one callChain, where a
+// child that ends while its parent is locked further up its path leaves the
+// parent's notification for the root to deliver once every lock is released.
+// A transition waits for the goroutines it starts before it returns.
+
+// callChain holds the parent notifications a call tree deferred. It is safe
+// for concurrent use.
+type callChain struct {
+	mu       sync.Mutex
+	deferred []func(context.Context)
+}
+
+type callChainKey struct{}
+
+// chain returns ctx's call chain; at the root of a tree, a new one in a derived
+// context, and root true.
+func chain(ctx context.Context) (_ context.Context, _ *callChain, root bool) {
+	if ch, ok := ctx.Value(callChainKey{}).(*callChain); ok {
+		return ctx, ch, false
+	}
+	ch := &callChain{}
+	return context.WithValue(ctx, callChainKey{}, ch), ch, true
+}
+
+// later defers fn until the root drains the chain.
+func (ch *callChain) later(fn func(context.Context)) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	ch.deferred = append(ch.deferred, fn)
+}
+
+// next takes the first deferred function, or returns nil.
+func (ch *callChain) next() func(context.Context) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if len(ch.deferred) == 0 {
+		return nil
+	}
+	fn := ch.deferred[0]
+	ch.deferred = ch.deferred[1:]
+	return fn
+}
+
+// drain runs what was deferred, outside the lock: what it runs may defer more.
+func (ch *callChain) drain(ctx context.Context) {
+	for fn := ch.next(); fn != nil; fn = ch.next() {
+		fn(ctx)
+	}
+}
+
+// heldRun is a run whose lock one call path holds, linked to the runs locked
+// above it on that path. A path is never changed, only extended in a derived
+// context, so goroutines started by one transition each see their own path: a
+// sibling holding a run is no re-entry, and waits for the lock like anyone else.
+type heldRun struct {
+	id string
+	up *heldRun
+}
+
+type heldRunKey struct{}
+
+// holding returns ctx with run id added to its path's held runs.
+func holding(ctx context.Context, id string) context.Context {
+	up, _ := ctx.Value(heldRunKey{}).(*heldRun)
+	return context.WithValue(ctx, heldRunKey{}, &heldRun{id: id, up: up})
+}
+
+// holds reports whether ctx's call path holds run id's lock.
+func holds(ctx context.Context, id string) bool {
+	for h, _ := ctx.Value(heldRunKey{}).(*heldRun); h != nil; h = h.up {
+		if h.id == id {
+			return true
+		}
+	}
+	return false
+}
