@@ -1,0 +1,187 @@
+package oauthflow_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/browsertest"
+	"github.com/oauthflow/oauthflow/internal/demo"
+)
+
+// These tests drive a real headless Chromium through a host app whose frontend
+// and API live on different origins: the API (the module and the demo provider)
+// on http://127.0.0.1:PORT2 with Config.FrontendOrigins listing the frontend,
+// the frontend (a page with the widget, and FrontendHandler(api)) on
+// http://localhost:PORT1.
+
+// crossOrigin is the two servers and the module behind the API.
+type crossOrigin struct {
+	mod           *oauthflow.Module
+	api, frontend string // base URLs
+}
+
+// crossOriginPage is the frontend's page: the widget's script, served by
+// FrontendHandler, and a slot the test renders an <oauth-prompt> into.
+const crossOriginPage = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Frontend</title>
+<script src="/oauth/oauth-prompt.js"></script></head>
+<body><main id="slot"></main></body></html>`
+
+func startCrossOrigin(t *testing.T) *crossOrigin {
+	t.Helper()
+	apiSrv, frontSrv := httptest.NewUnstartedServer(nil), httptest.NewUnstartedServer(nil)
+	_, frontPort, err := net.SplitHostPort(frontSrv.Listener.Addr().String())
+	require.NoError(t, err)
+	c := &crossOrigin{api: "http://" + apiSrv.Listener.Addr().String(), frontend: "http://localhost:" + frontPort}
+	c.mod, err = oauthflow.New(context.Background(), oauthflow.Config{KV: oauthflow.NewMemoryKV(),
+		Logger: slog.New(slog.DiscardHandler), FrontendOrigins: []string{c.frontend}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.mod.Close() })
+
+	apiMux := http.NewServeMux()
+	_, p, err := demo.Mount(apiMux, c.api, demo.Options{AccessTokenTTL: time.Hour})
+	require.NoError(t, err)
+	require.NoError(t, c.mod.Registry.Register(p))
+	c.mod.Mount(apiMux)
+
+	frontMux := http.NewServeMux()
+	frontMux.Handle("GET /oauth/", c.mod.FrontendHandler(c.api))
+	frontMux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = io.WriteString(w, crossOriginPage)
+	})
+	for srv, h := range map[*httptest.Server]http.Handler{apiSrv: apiMux, frontSrv: frontMux} {
+		srv.Config.Handler = h
+		srv.Start()
+		t.Cleanup(srv.Close)
+	}
+	return c
+}
+
+// startSignIn starts a sign-in to the demo provider for user on the API.
+func (c *crossOrigin) startSignIn(t *testing.T, user string) *oauthflow.OAuthPromptDocument {
+	t.Helper()
+	_, doc, err := c.mod.StartSignIn(context.Background(), user, demo.ProviderID)
+	require.NoError(t, err)
+	return doc
+}
+
+// connected reports whether the API holds a token for user.
+func (c *crossOrigin) connected(t *testing.T, user string) bool {
+	t.Helper()
+	_, err := c.mod.Tokens.GetTokens(context.Background(), user, demo.ProviderID)
+	return err == nil
+}
+
+// showPrompt opens the frontend's page, renders doc with an <oauth-prompt>
+// that has no api-base attribute (the widget takes the API base it was served
+// with) and records every "oauthflow:done" in window.doneSeen.
+func showPrompt(t *testing.T, ctx context.Context, frontend string, doc *oauthflow.OAuthPromptDocument) {
+	t.Helper()
+	docJSON, err := json.Marshal(doc)
+	require.NoError(t, err)
+	docJSON, err = json.Marshal(string(docJSON)) // a JavaScript string literal
+	require.NoError(t, err)
+	show := fmt.Sprintf(`(function () {
+window.doneSeen = [];
+document.addEventListener("oauthflow:done", function (e) {
+  window.doneSeen.push({status: e.detail.status, message: e.detail.message, reason: e.target.getAttribute("data-reason") || ""});
+});
+var el = document.createElement("oauth-prompt");
+el.setAttribute("provider-name", "Demo Cloud");
+el.setAttribute("document", %s);
+document.getElementById("slot").appendChild(el);
+})()`, docJSON)
+	browsertest.Run(t, ctx, "show the prompt on the frontend",
+		chromedp.Navigate(frontend+"/"),
+		chromedp.WaitReady(chromedp.CSS("#slot")),
+		chromedp.Evaluate[chromedp.Void](show),
+		chromedp.WaitVisible(chromedp.CSS(`oauth-prompt [data-action="connect"]`)))
+}
+
+type crossOriginDone struct{ Status, Message, Reason string }
+
+// widgetDone waits for the widget to settle and returns what it reported.
+func widgetDone(t *testing.T, ctx context.Context) []crossOriginDone {
+	t.Helper()
+	var seen []crossOriginDone
+	browsertest.Run(t, ctx, "the widget settles",
+		chromedp.Poll[chromedp.Void](`window.doneSeen.length > 0`, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(0)),
+		browsertest.Into(chromedp.Evaluate[[]crossOriginDone](`window.doneSeen`), &seen))
+	return seen
+}
+
+// The API's callback page, in the widget's popup, posts the success to the
+// frontend's origin; the widget on the frontend accepts it from the API's
+// origin. Without either the widget reports "the sign-in window was closed".
+func TestBrowserCrossOriginPopupSuccess(t *testing.T) {
+	t.Parallel()
+	c := startCrossOrigin(t)
+	ctx := browsertest.New(t)
+	showPrompt(t, ctx, c.frontend, c.startSignIn(t, "alice"))
+
+	popup := browsertest.Popup(t, ctx, "click Connect", chromedp.Click(chromedp.CSS(`oauth-prompt [data-action="connect"]`)))
+	browsertest.Consent(t, popup, browsertest.Allow)
+	browsertest.WaitClosed(t, ctx, popup)
+	seen := widgetDone(t, ctx)
+	require.Len(t, seen, 1, "the widget reported %+v", seen)
+	assert.Equal(t, crossOriginDone{Status: "success", Message: "Connected to Demo Cloud."}, seen[0])
+	assert.True(t, c.connected(t, "alice"), "the token is stored")
+}
+
+// A denial reaches the widget the same way, as the provider's error, not as a
+// closed window (the API's error page stays open, so the widget would wait).
+func TestBrowserCrossOriginPopupDenial(t *testing.T) {
+	t.Parallel()
+	c := startCrossOrigin(t)
+	ctx := browsertest.New(t)
+	showPrompt(t, ctx, c.frontend, c.startSignIn(t, "bob"))
+
+	popup := browsertest.Popup(t, ctx, "click Connect", chromedp.Click(chromedp.CSS(`oauth-prompt [data-action="connect"]`)))
+	browsertest.Consent(t, popup, browsertest.Deny)
+	seen := widgetDone(t, ctx)
+	require.Len(t, seen, 1, "the widget reported %+v", seen)
+	assert.Equal(t, "error", seen[0].Status)
+	assert.Equal(t, "error", seen[0].Reason, "the provider's answer, not a closed window or a timeout")
+	assert.Contains(t, strings.ToLower(seen[0].Message), "denied")
+	var retry bool
+	browsertest.Run(t, ctx, "the widget offers a retry",
+		browsertest.Into(chromedp.Evaluate[bool](`!!document.querySelector('oauth-prompt [data-action="retry"]')`), &retry))
+	assert.True(t, retry)
+	assert.False(t, c.connected(t, "bob"))
+}
+
+// The frontend callback page opened directly (no opener) completes through the
+// API's POST /api/v1/oauth/complete on the other origin, with CORS.
+func TestBrowserCrossOriginDirectCallback(t *testing.T) {
+	t.Parallel()
+	c := startCrossOrigin(t)
+	ctx := browsertest.New(t)
+	q := browsertest.ConsentOverHTTP(t, c.startSignIn(t, "carol").AuthURL, browsertest.Allow)
+	require.NotEmpty(t, q.Get("code"), "the consent redirected with %v", q)
+
+	var status, mode, title, message string
+	browsertest.Run(t, ctx, "open the frontend callback page directly",
+		chromedp.Navigate(c.frontend+"/oauth/callback?"+q.Encode()),
+		chromedp.WaitVisible(chromedp.CSS(`#oauth-callback:is([data-status="success"], [data-status="error"])`)),
+		browsertest.Into(chromedp.Evaluate[string](`document.getElementById("oauth-callback").dataset.status`), &status),
+		browsertest.Into(chromedp.Evaluate[string](`document.getElementById("oauth-callback").dataset.mode`), &mode),
+		browsertest.Into(chromedp.Text(chromedp.CSS(`#oauth-callback [data-role="title"]`)), &title),
+		browsertest.Into(chromedp.Text(chromedp.CSS(`#oauth-callback [data-role="message"]`)), &message))
+	assert.Equal(t, []string{"success", "direct", "Connected"}, []string{status, mode, title}, "the page says: %q", message)
+	assert.True(t, c.connected(t, "carol"), "the token is stored")
+}
