@@ -88,9 +88,23 @@ func table() []mutant {
 			Name: "engine/run-lock-removed",
 			File: "engine.go",
 			Old: "\tl, err := waitLease(ctx, e.kv, runLockKey(id), e.lease)\n\tif err != nil {\n\t\treturn nil, err\n\t}\n" +
-				"\tch.held[id] = true\n\tr, err := fn(ctx)\n\tdelete(ch.held, id)\n\tl.release(ctx)\n",
-			New: "\tch.held[id] = true\n\tr, err := fn(ctx)\n\tdelete(ch.held, id)\n",
+				"\tr, err := fn(holding(ctx, id))\n\tl.release(ctx)\n",
+			New: "\tr, err := fn(holding(ctx, id))\n",
 			Why: "fires of one run are serialised (across instances): a transition never runs twice",
+		},
+		{
+			Name: "engine/self-fire-not-refused",
+			File: "engine.go",
+			Old:  "\tif holds(ctx, id) {\n",
+			New:  "\tif false && holds(ctx, id) {\n",
+			Why:  "a run that fires itself within its own transition is refused at once, not deadlocked on its own lock",
+		},
+		{
+			Name: "engine/fan-out-unguarded",
+			File: "callchain.go",
+			Old:  "func (ch *callChain) later(fn func(context.Context)) {\n\tch.mu.Lock()\n\tdefer ch.mu.Unlock()\n",
+			New:  "func (ch *callChain) later(fn func(context.Context)) {\n",
+			Why:  "children launched from several goroutines of one transition defer their parent's notification safely",
 		},
 
 		// Sessions and the KV primitives they and the locks stand on.
@@ -120,9 +134,16 @@ func table() []mutant {
 		{
 			Name: "pages/post-message-to-any-origin",
 			File: "pages.go",
-			Old:  "}, window.location.origin);",
-			New:  "}, \"*\");",
-			Why:  "the callback page posts its result (and the state) to its own origin only",
+			Old:  "window.opener.postMessage(result, targets[i]);",
+			New:  "window.opener.postMessage(result, \"*\");",
+			Why:  "the callback page posts its result (and the state) to its own origin and Config.FrontendOrigins only",
+		},
+		{
+			Name: "cors/any-origin-allowed",
+			File: "cors.go",
+			Old:  "_, ok := o.set[origin]\n\treturn ok",
+			New:  "return origin != \"\"",
+			Why:  "POST /complete answers CORS for Config.FrontendOrigins only, never for any origin",
 		},
 		{
 			Name: "handlers/complete-invalid-body-422",
@@ -232,6 +253,15 @@ func table() []mutant {
 			Old:  "\tif !issuedRunID(runID) {\n\t\treturn nil, fmt.Errorf(\"%w: %q\", ErrRunNotFound, runID)\n\t}\n\tb, err",
 			New:  "\tb, err",
 			Why:  "the engine refuses a run ID not of its own form before touching the store",
+		},
+
+		// Completion is the server's once the state is consumed.
+		{
+			Name: "handlers/completion-under-request-ctx",
+			File: "handlers.go",
+			Old:  "\towned, cancel := serverOwned(ctx)\n",
+			New:  "\towned, cancel := context.WithCancel(ctx)\n",
+			Why:  "a browser that leaves after the provider answered does not lose the sign-in",
 		},
 
 		// Contexts: a caller's own cancellation is not a store outage.
