@@ -20,6 +20,13 @@ var ErrNotFound = errors.New("oauthflow: key not found")
 // Every method takes ctx first. A ttl of 0 means the key never expires.
 // A value returned by Get or GetDel belongs to the caller but must not be modified
 // when it came from a shared cache; treat it as read-only.
+//
+// Schedule, Unschedule and Claim keep due-time indexes: sorted sets of members
+// keyed by due time, stored to the millisecond, that a background worker shared
+// by many instances claims work from. An index lives under its own key (one
+// Redis sorted set, so Claim is atomic on Cluster too) and never expires by
+// itself: a member stays until it is unscheduled. Index names and value keys
+// must not collide; Redis refuses a GET on an index with WRONGTYPE.
 type KV interface {
 	Get(ctx context.Context, key string) ([]byte, error)
 	Set(ctx context.Context, key string, value []byte, ttl time.Duration) error
@@ -37,6 +44,17 @@ type KV interface {
 	// CompareAndSwap sets key to value with ttl only while it holds old, and
 	// reports whether it did (a fenced write: nobody wrote since old was read).
 	CompareAndSwap(ctx context.Context, key string, old, value []byte, ttl time.Duration) (bool, error)
+
+	// Schedule sets member's due time in the index named index (a sorted set
+	// keyed by due time), adding member if absent.
+	Schedule(ctx context.Context, index, member string, due time.Time) error
+	// Unschedule removes member from index; an absent member is not an error.
+	Unschedule(ctx context.Context, index, member string) error
+	// Claim takes up to n members of index that are due at or before now, in
+	// due order, and in the same atomic step moves each one's due time to
+	// now+lease, so that no other caller claims it again until the lease
+	// lapses. It returns the members it took (empty when none is due).
+	Claim(ctx context.Context, index string, now time.Time, lease time.Duration, n int) ([]string, error)
 }
 
 // Env variables KVFromEnv reads, with SPEC's defaults.
@@ -134,6 +152,15 @@ func (p *prefixKV) CompareAndExpire(ctx context.Context, key string, v []byte, t
 func (p *prefixKV) CompareAndSwap(ctx context.Context, key string, old, v []byte, ttl time.Duration) (bool, error) {
 	return p.kv.CompareAndSwap(ctx, p.prefix+key, old, v, ttl)
 }
+func (p *prefixKV) Schedule(ctx context.Context, index, member string, due time.Time) error {
+	return p.kv.Schedule(ctx, p.prefix+index, member, due)
+}
+func (p *prefixKV) Unschedule(ctx context.Context, index, member string) error {
+	return p.kv.Unschedule(ctx, p.prefix+index, member)
+}
+func (p *prefixKV) Claim(ctx context.Context, index string, now time.Time, lease time.Duration, n int) ([]string, error) {
+	return p.kv.Claim(ctx, p.prefix+index, now, lease, n)
+}
 func (p *prefixKV) Close() error { return closeKV(p.kv) }
 
 // closeKV closes kv when it has a Close method.
@@ -149,4 +176,33 @@ func checkTTL(ttl time.Duration) error {
 		return fmt.Errorf("%w: negative ttl %v", ErrInvalidArgument, ttl)
 	}
 	return nil
+}
+
+// pxMillis is d in whole milliseconds, at least 1 for a positive d: 0 would
+// mean "no expiry" to the Redis scripts and "claimable at once" to Claim.
+func pxMillis(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return max(d.Milliseconds(), 1)
+}
+
+// checkClaim rejects a Claim that could take nothing, or that would leave what
+// it took due before now, free for the next caller to take again.
+func checkClaim(lease time.Duration, n int) error {
+	if n <= 0 {
+		return fmt.Errorf("%w: claim count %d, want at least 1", ErrInvalidArgument, n)
+	}
+	if lease < 0 {
+		return fmt.Errorf("%w: negative lease %v", ErrInvalidArgument, lease)
+	}
+	return nil
+}
+
+// claimWindow returns the scores a Claim reads and writes, in Unix
+// milliseconds: members due at or before nowMs are taken and moved to untilMs,
+// which a positive lease puts at least 1 ms past nowMs.
+func claimWindow(now time.Time, lease time.Duration) (nowMs, untilMs int64) {
+	nowMs = now.UnixMilli()
+	return nowMs, nowMs + pxMillis(lease)
 }

@@ -2,7 +2,10 @@ package oauthflow
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -11,12 +14,17 @@ import (
 // goes (no background goroutine), so it suits tests and single-instance apps.
 // Values are copied in; Get hands back the stored slice, which must be treated
 // as read-only. The zero value is an empty store on the real clock, ready to use.
+//
+// Due-time indexes (Schedule, Unschedule, Claim) are kept apart from the
+// key/value entries, so an index and a key may share a name here; on Redis they
+// may not, and the library never gives them the same name.
 type MemoryKV struct {
 	now func() time.Time
 
 	mu        sync.RWMutex
 	m         map[string]memEntry
-	writes    int // since the last sweep
+	idx       map[string]map[string]int64 // index → member → due, Unix ms
+	writes    int                         // since the last sweep
 	lastSweep time.Time
 }
 
@@ -57,15 +65,17 @@ func (m *MemoryKV) clock() time.Time {
 	return m.now()
 }
 
-// Close drops every entry; the store stays usable. The store holds no goroutine, so nothing outlives it.
+// Close drops every entry and index; the store stays usable. The store holds no goroutine, so nothing outlives it.
 func (m *MemoryKV) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.m = make(map[string]memEntry)
+	m.idx = nil
 	return nil
 }
 
-// Len reports the number of entries held, expired or not yet swept.
+// Len reports the number of key/value entries held, expired or not yet swept;
+// index members are not counted.
 func (m *MemoryKV) Len() int {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -233,4 +243,70 @@ func (m *MemoryKV) sweep() {
 	}
 	m.writes = 0
 	m.lastSweep = now
+}
+
+// Schedule sets member's due time in index, adding it if absent. An index
+// never expires: its members stay until they are unscheduled.
+func (m *MemoryKV) Schedule(_ context.Context, index, member string, due time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.idx == nil {
+		m.idx = make(map[string]map[string]int64)
+	}
+	if m.idx[index] == nil {
+		m.idx[index] = make(map[string]int64)
+	}
+	m.idx[index][member] = due.UnixMilli()
+	return nil
+}
+
+// Unschedule removes member from index, and the index once it is empty.
+func (m *MemoryKV) Unschedule(_ context.Context, index, member string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.idx[index], member)
+	if len(m.idx[index]) == 0 {
+		delete(m.idx, index)
+	}
+	return nil
+}
+
+// Claim takes up to n members of index due at or before now, in due order, and
+// moves each to now+lease under the one lock.
+func (m *MemoryKV) Claim(_ context.Context, index string, now time.Time, lease time.Duration, n int) ([]string, error) {
+	if err := checkClaim(lease, n); err != nil {
+		return nil, err
+	}
+	nowMs, untilMs := claimWindow(now, lease)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	due := dueMembers(m.idx[index], nowMs, n)
+	for _, member := range due {
+		m.idx[index][member] = untilMs
+	}
+	return due, nil
+}
+
+// dueMembers returns up to n members of set due at or before nowMs, ordered by
+// due time and then by member, as a Redis sorted set orders them. It scans the
+// whole set, which suits the sizes a memory store holds.
+func dueMembers(set map[string]int64, nowMs int64, n int) []string {
+	type item struct {
+		member string
+		due    int64
+	}
+	var due []item
+	for member, d := range set {
+		if d <= nowMs {
+			due = append(due, item{member, d})
+		}
+	}
+	slices.SortFunc(due, func(a, b item) int {
+		return cmp.Or(cmp.Compare(a.due, b.due), strings.Compare(a.member, b.member))
+	})
+	out := make([]string, min(n, len(due)))
+	for i := range out {
+		out[i] = due[i].member
+	}
+	return out
 }

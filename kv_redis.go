@@ -143,11 +143,29 @@ func (r *RedisKV) CompareAndSwap(ctx context.Context, key string, old, value []b
 	return n == 1, err
 }
 
-// pxMillis is ttl in whole milliseconds for a script's PEXPIRE or SET PX, at
-// least 1 for a positive ttl (0 would mean "no expiry" to the scripts).
-func pxMillis(ttl time.Duration) int64 {
-	if ttl <= 0 {
-		return 0
+var claimDue = redis.NewScript(`
+local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", ARGV[1], "LIMIT", 0, ARGV[2])
+for _, member in ipairs(due) do redis.call("ZADD", KEYS[1], ARGV[3], member) end
+return due`)
+
+// Schedule sets member's due time in index (ZADD; the score is Unix ms). The
+// index key is given no expiry: its members live until they are unscheduled.
+func (r *RedisKV) Schedule(ctx context.Context, index, member string, due time.Time) error {
+	z := redis.Z{Score: float64(due.UnixMilli()), Member: member}
+	return r.c.ZAdd(ctxOrBackground(ctx), index, z).Err()
+}
+
+// Unschedule removes member from index (ZREM).
+func (r *RedisKV) Unschedule(ctx context.Context, index, member string) error {
+	return r.c.ZRem(ctxOrBackground(ctx), index, member).Err()
+}
+
+// Claim takes up to n due members of index and moves them to now+lease, in one
+// script on one key (Cluster-safe). Redis orders ties by member, as MemoryKV does.
+func (r *RedisKV) Claim(ctx context.Context, index string, now time.Time, lease time.Duration, n int) ([]string, error) {
+	if err := checkClaim(lease, n); err != nil {
+		return nil, err
 	}
-	return max(ttl.Milliseconds(), 1)
+	nowMs, untilMs := claimWindow(now, lease)
+	return claimDue.Run(ctxOrBackground(ctx), r.c, []string{index}, nowMs, n, untilMs).StringSlice()
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -53,6 +54,7 @@ func Run(t *testing.T, h Harness) {
 		{"ConcurrentGetDelOneWinner", testConcurrentGetDel},
 		{"ConcurrentSetNXOneWinner", testConcurrentSetNX},
 		{"ConcurrentCompareAndSwapOneWinner", testConcurrentCompareAndSwap},
+		{"DueIndex", testDueIndex},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, h) })
@@ -390,5 +392,173 @@ func testConcurrentCompareAndSwap(t *testing.T, h Harness) {
 	})
 	if wins != 1 {
 		t.Fatalf("%d goroutines swapped the record read as v0, want exactly 1", wins)
+	}
+}
+
+// testDueIndex covers Schedule, Unschedule and Claim. Claim takes now as an
+// argument, so the suite moves time by passing a later now: no clock, no sleep.
+func testDueIndex(t *testing.T, h Harness) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, kv oauthflow.KV)
+	}{
+		{"ClaimsInDueOrder", testClaimOrder},
+		{"NotYetDueIsNotClaimed", testClaimNotYetDue},
+		{"LeaseHoldsOffTheNextClaim", testClaimLease},
+		{"Unschedule", testUnschedule},
+		{"RescheduleMovesDueTime", testReschedule},
+		{"ClaimCountLimit", testClaimLimit},
+		{"ClaimEmptyIndex", testClaimEmpty},
+		{"ClaimInvalidArguments", testClaimInvalid},
+		{"ConcurrentClaimEachOnce", testConcurrentClaim},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { tt.fn(t, h.New(t)) })
+	}
+}
+
+// t0 is the suite's "now" for due-time indexes, far from any real clock.
+var t0 = time.Unix(1_700_000_000, 0)
+
+func mustSchedule(t *testing.T, kv oauthflow.KV, index, member string, due time.Time) {
+	t.Helper()
+	if err := kv.Schedule(ctx, index, member, due); err != nil {
+		t.Fatalf("Schedule(%q, %q): %v", index, member, err)
+	}
+}
+
+// wantClaim claims at now and checks it took exactly want, in that order.
+func wantClaim(t *testing.T, kv oauthflow.KV, index string, now time.Time, lease time.Duration, n int, want ...string) {
+	t.Helper()
+	got, err := kv.Claim(ctx, index, now, lease, n)
+	if err != nil {
+		t.Fatalf("Claim(%q, t0%+dms, n=%d): %v", index, now.Sub(t0).Milliseconds(), n, err)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Claim(%q, t0%+dms, n=%d) = %q, want %q", index, now.Sub(t0).Milliseconds(), n, got, want)
+	}
+}
+
+func testClaimOrder(t *testing.T, kv oauthflow.KV) {
+	// Neither the order of scheduling nor of names is the due order; a tie in
+	// due time goes by member, and a member due exactly at now is due.
+	mustSchedule(t, kv, "jobs", "mid", t0.Add(-time.Second))
+	mustSchedule(t, kv, "jobs", "zeta", t0.Add(-3*time.Second))
+	mustSchedule(t, kv, "jobs", "atnow", t0)
+	mustSchedule(t, kv, "jobs", "alpha", t0.Add(-2*time.Second))
+	mustSchedule(t, kv, "jobs", "beta", t0.Add(-time.Second))
+	wantClaim(t, kv, "jobs", t0, time.Minute, 10, "zeta", "alpha", "beta", "mid", "atnow")
+}
+
+func testClaimNotYetDue(t *testing.T, kv oauthflow.KV) {
+	mustSchedule(t, kv, "jobs", "now", t0)
+	mustSchedule(t, kv, "jobs", "later", t0.Add(time.Second))
+	wantClaim(t, kv, "jobs", t0, time.Hour, 10, "now")
+	wantClaim(t, kv, "jobs", t0.Add(time.Second-time.Millisecond), time.Hour, 10)
+	wantClaim(t, kv, "jobs", t0.Add(time.Second), time.Hour, 10, "later")
+}
+
+func testClaimLease(t *testing.T, kv oauthflow.KV) {
+	const lease = 10 * time.Second
+	mustSchedule(t, kv, "jobs", "job", t0)
+	mustSchedule(t, kv, "jobs", "overdue", t0.Add(-time.Hour)) // the lease runs from now, not from due
+	wantClaim(t, kv, "jobs", t0, lease, 10, "overdue", "job")
+	wantClaim(t, kv, "jobs", t0, lease, 10)
+	wantClaim(t, kv, "jobs", t0.Add(lease-time.Millisecond), lease, 10)
+	wantClaim(t, kv, "jobs", t0.Add(lease), lease, 10, "job", "overdue")  // lapsed: both due at t0+lease
+	wantClaim(t, kv, "jobs", t0.Add(2*lease-time.Millisecond), lease, 10) // the second claim's lease
+	wantClaim(t, kv, "jobs", t0.Add(2*lease), lease, 10, "job", "overdue")
+}
+
+func testUnschedule(t *testing.T, kv oauthflow.KV) {
+	mustSchedule(t, kv, "jobs", "a", t0)
+	mustSchedule(t, kv, "jobs", "b", t0)
+	mustSchedule(t, kv, "jobs", "c", t0)
+	if err := kv.Unschedule(ctx, "jobs", "a"); err != nil {
+		t.Fatal(err)
+	}
+	wantClaim(t, kv, "jobs", t0, time.Minute, 10, "b", "c")
+	if err := kv.Unschedule(ctx, "jobs", "b"); err != nil { // a claimed member
+		t.Fatal(err)
+	}
+	wantClaim(t, kv, "jobs", t0.Add(time.Hour), time.Minute, 10, "c")
+	for _, absent := range [][2]string{{"jobs", "a"}, {"nowhere", "x"}} {
+		if err := kv.Unschedule(ctx, absent[0], absent[1]); err != nil {
+			t.Fatalf("Unschedule(%q, %q) of an absent member = %v, want nil", absent[0], absent[1], err)
+		}
+	}
+}
+
+func testReschedule(t *testing.T, kv oauthflow.KV) {
+	mustSchedule(t, kv, "jobs", "later", t0)
+	mustSchedule(t, kv, "jobs", "later", t0.Add(time.Hour))
+	mustSchedule(t, kv, "jobs", "sooner", t0.Add(time.Hour))
+	mustSchedule(t, kv, "jobs", "sooner", t0.Add(-time.Second))
+	wantClaim(t, kv, "jobs", t0, time.Minute, 10, "sooner")
+	wantClaim(t, kv, "jobs", t0.Add(time.Hour), time.Hour, 10, "sooner", "later") // t0+1m, then t0+1h
+	mustSchedule(t, kv, "jobs", "later", t0)                                      // a claimed member moved back: due again
+	wantClaim(t, kv, "jobs", t0.Add(time.Hour), time.Hour, 10, "later")
+}
+
+func testClaimLimit(t *testing.T, kv oauthflow.KV) {
+	for i := range 5 {
+		mustSchedule(t, kv, "jobs", fmt.Sprint("m", i), t0.Add(time.Duration(i-5)*time.Second))
+	}
+	wantClaim(t, kv, "jobs", t0, time.Minute, 2, "m0", "m1")
+	wantClaim(t, kv, "jobs", t0, time.Minute, 2, "m2", "m3")
+	wantClaim(t, kv, "jobs", t0, time.Minute, 2, "m4")
+	wantClaim(t, kv, "jobs", t0, time.Minute, 2)
+	wantClaim(t, kv, "jobs", t0.Add(time.Minute), time.Minute, 1, "m0")
+}
+
+func testClaimEmpty(t *testing.T, kv oauthflow.KV) {
+	wantClaim(t, kv, "never-scheduled", t0, time.Minute, 10)
+	mustSchedule(t, kv, "emptied", "x", t0)
+	if err := kv.Unschedule(ctx, "emptied", "x"); err != nil {
+		t.Fatal(err)
+	}
+	wantClaim(t, kv, "emptied", t0, time.Minute, 10)
+	mustSchedule(t, kv, "emptied", "y", t0) // an emptied index takes members again
+	wantClaim(t, kv, "emptied", t0, time.Minute, 10, "y")
+}
+
+func testClaimInvalid(t *testing.T, kv oauthflow.KV) {
+	mustSchedule(t, kv, "jobs", "job", t0)
+	for _, c := range []struct {
+		lease time.Duration
+		n     int
+	}{{time.Minute, 0}, {time.Minute, -1}, {-time.Second, 1}} {
+		if got, err := kv.Claim(ctx, "jobs", t0, c.lease, c.n); !errors.Is(err, oauthflow.ErrInvalidArgument) {
+			t.Fatalf("Claim(lease %v, n %d) = %q, %v; want ErrInvalidArgument", c.lease, c.n, got, err)
+		}
+	}
+	wantClaim(t, kv, "jobs", t0, time.Minute, 1, "job") // the refused calls took nothing
+}
+
+// testConcurrentClaim has 50 callers claim 5 each from 20 due members at once:
+// every member must be taken exactly once between them.
+func testConcurrentClaim(t *testing.T, kv oauthflow.KV) {
+	const members = 20
+	for i := range members {
+		mustSchedule(t, kv, "jobs", fmt.Sprint("m", i), t0.Add(-time.Duration(i)*time.Millisecond))
+	}
+	var mu sync.Mutex
+	taken := make(map[string]int)
+	race(t, 50, func(int) (bool, error) {
+		got, err := kv.Claim(ctx, "jobs", t0, time.Minute, 5)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range got {
+			taken[m]++
+		}
+		return len(got) > 0, err
+	})
+	for i := range members {
+		if m := fmt.Sprint("m", i); taken[m] != 1 {
+			t.Errorf("%s was claimed %d times, want exactly once", m, taken[m])
+		}
+	}
+	if len(taken) != members {
+		t.Errorf("callers claimed %d distinct members, want %d: %v", len(taken), members, taken)
 	}
 }
