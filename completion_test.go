@@ -9,9 +9,12 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/fakeclock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/oauth2"
@@ -40,12 +43,22 @@ type signInFixture struct {
 
 func newSignInFixture(t *testing.T, prov oauthflow.Provider, logs ...*lockedWriter) *signInFixture {
 	t.Helper()
-	log := slog.New(slog.DiscardHandler)
+	cfg := oauthflow.Config{Logger: slog.New(slog.DiscardHandler)}
 	if len(logs) > 0 {
-		log = slog.New(slog.NewTextHandler(logs[0], nil))
+		cfg.Logger = slog.New(slog.NewTextHandler(logs[0], nil))
 	}
-	m, err := oauthflow.New(ctx, oauthflow.Config{KV: sharedRedis(t, true), Logger: log})
+	return newSignInFixtureWith(t, prov, cfg)
+}
+
+// newSignInFixtureWith is newSignInFixture with cfg (the real Redis unless cfg.KV is set).
+func newSignInFixtureWith(t *testing.T, prov oauthflow.Provider, cfg oauthflow.Config) *signInFixture {
+	t.Helper()
+	if cfg.KV == nil {
+		cfg.KV = sharedRedis(t, true)
+	}
+	m, err := oauthflow.New(ctx, cfg)
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
 	require.NoError(t, m.Registry.Register(prov))
 	require.NoError(t, m.Engine.Register(&oauthflow.Workflow{
 		Name:   "agent",
@@ -143,4 +156,80 @@ func TestDenialIsSaidOnce(t *testing.T) {
 	}
 	assert.Contains(t, logs.String(), "redirected with error access_denied")
 	assert.NotContains(t, logs.String(), "HTTP 0")
+}
+
+// exchangeCounter counts the provider's code exchanges.
+func exchangeCounter() (*hookedProvider, *atomic.Int64) {
+	var n atomic.Int64
+	return &hookedProvider{fakeProvider: newFakeProvider("acme"), hook: func() { n.Add(1) }}, &n
+}
+
+// A sign-in nobody finishes lapses on its own: the run ends not authenticated,
+// the prompt says the link expired, the parent resumes with status failed, and
+// a late callback is refused without an exchange.
+func TestSignInLapses(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(epoch)
+	prov, exchanges := exchangeCounter()
+	f := newSignInFixtureWith(t, prov, oauthflow.Config{Now: clock.Now, SignInTTL: 5 * time.Minute,
+		WorkerInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	assert.Zero(t, oauthflow.WorkOnce(ctx, f.m), "nothing is due before the sign-in lapses")
+	clock.Advance(5*time.Minute + time.Second)
+	assert.Equal(t, 1, oauthflow.WorkOnce(ctx, f.m))
+	f.assertLapsed(t)
+	assert.Zero(t, oauthflow.WorkOnce(ctx, f.m), "the lapse is done once")
+
+	rec := httptest.NewRecorder()
+	f.m.CallbackHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, oauthflow.CallbackPath+"?code=c&state="+f.prompt.State, nil))
+	assert.Equal(t, http.StatusBadRequest, rec.Code, "a late callback is refused")
+	assert.Zero(t, exchanges.Load(), "a lapsed sign-in's code is never exchanged")
+	f.assertLapsed(t)
+}
+
+// The worker does it with no call from anyone.
+func TestSignInLapsesOnItsOwn(t *testing.T) {
+	t.Parallel()
+	f := newSignInFixtureWith(t, newFakeProvider("acme"), oauthflow.Config{SignInTTL: 50 * time.Millisecond,
+		WorkerInterval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		parent, err := f.m.Engine.Get(ctx, f.parent.ID)
+		require.NoError(t, err)
+		if parent.Status == oauthflow.RunCompleted {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the parent was not resumed within 10 s")
+	}
+	f.assertLapsed(t)
+}
+
+// A finished sign-in's lapse does nothing.
+func TestSignInConnectedDoesNotLapse(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(epoch)
+	f := newSignInFixtureWith(t, newFakeProvider("acme"), oauthflow.Config{Now: clock.Now, WorkerInterval: time.Hour,
+		Logger: slog.New(slog.DiscardHandler)})
+	rec := httptest.NewRecorder()
+	f.m.CallbackHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, oauthflow.CallbackPath+"?code=c&state="+f.prompt.State, nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	clock.Advance(11 * time.Minute) // past the sign-in's 10 minutes, within the token's hour
+	assert.Zero(t, oauthflow.WorkOnce(ctx, f.m), "a connected sign-in leaves no lapse behind")
+	f.assertConnected(t)
+}
+
+func (f *signInFixture) assertLapsed(t *testing.T) {
+	t.Helper()
+	child, err := f.m.Engine.Get(ctx, f.child)
+	require.NoError(t, err)
+	assert.Equal(t, oauthflow.RunFailed, child.Status)
+	assert.JSONEq(t, `{"authenticated":false}`, string(child.Result))
+	var prompt oauthflow.OAuthPromptDocument
+	require.NoError(t, f.m.Engine.Document(ctx, f.child, oauthflow.PromptDocumentName, &prompt))
+	assert.Equal(t, oauthflow.PromptError, prompt.Status)
+	assert.Contains(t, prompt.Message, "expired")
+	parent, err := f.m.Engine.Get(ctx, f.parent.ID)
+	require.NoError(t, err)
+	assert.Equal(t, oauthflow.RunCompleted, parent.Status, "the parent resumed")
+	var res oauthflow.ChildResult
+	require.NoError(t, json.Unmarshal(parent.Result, &res))
+	assert.Equal(t, oauthflow.RunFailed, res.Status)
 }

@@ -26,6 +26,13 @@ type Config struct {
 	// with CORS. Each must be scheme://host[:port]; New refuses anything else, a
 	// wildcard included. nil: the API's own origin only.
 	FrontendOrigins []string
+
+	// SignInTTL bounds a sign-in: its state expires then, and the background
+	// worker ends its run as not authenticated and resumes the parent. 0: 10 minutes.
+	SignInTTL time.Duration
+	// WorkerInterval is how often the background worker looks for due work
+	// (one store command when there is none). 0: one second.
+	WorkerInterval time.Duration
 }
 
 // Module is the whole library wired together: the services, the two OAuth tools,
@@ -44,6 +51,9 @@ type Module struct {
 	events     notifier
 	ownsKV     bool
 	origins    frontendOrigins
+	now        func() time.Time
+	signInTTL  time.Duration
+	work       *worker
 }
 
 // New wires every service, tool and the OAuth workflow.
@@ -65,7 +75,10 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 		return nil, err
 	}
 	m := &Module{Registry: cfg.Registry, KV: kv, log: log, httpClient: cfg.HTTPClient, ownsKV: owned,
-		events: notifier{hook: cfg.OnEvent, log: log, now: now}, origins: origins}
+		events: notifier{hook: cfg.OnEvent, log: log, now: now}, origins: origins, now: now, signInTTL: cfg.SignInTTL}
+	if m.signInTTL <= 0 {
+		m.signInTTL = DefaultSessionTTL
+	}
 	if m.Registry == nil {
 		m.Registry = NewRegistry()
 	}
@@ -73,12 +86,15 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 		m.httpClient = &http.Client{Timeout: 30 * time.Second}
 	}
 	m.Tokens = NewTokenStore(kv, m.Registry, WithClock(now), WithLogger(log), WithEventHook(cfg.OnEvent))
-	m.Sessions = NewSessionService(kv, WithSessionClock(now))
+	m.Sessions = NewSessionService(kv, WithSessionClock(now), WithSessionTTL(m.signInTTL))
 	m.Engine = NewEngine(kv, WithEngineClock(now), WithEngineLogger(log))
 	m.BuildOAuthURL, m.ExchangeOAuthToken = m.newTools()
 	if err := m.Engine.Register(m.oauthWorkflow()); err != nil {
 		return nil, err
 	}
+	m.work = newWorker(kv, now, log, cfg.WorkerInterval)
+	m.work.handle(jobLapse, m.lapse)
+	m.work.start()
 	return m, nil
 }
 
@@ -96,8 +112,9 @@ func moduleKV(ctx context.Context, cfg Config, log *slog.Logger) (KV, bool, erro
 	return WithKeyPrefix(kv, cfg.KeyPrefix), owned, nil
 }
 
-// Close releases the store when New created it.
+// Close stops the background worker, and releases the store when New created it.
 func (m *Module) Close() error {
+	m.work.close()
 	if m.ownsKV {
 		return closeKV(m.KV)
 	}

@@ -58,6 +58,18 @@
 // write after a rotating refresh fails, the callers get the new token at once,
 // the write is retried until the refresh timeout, and what is still unwritten
 // is kept in the process and written by the next read (EventRefreshUnsaved).
+//
+// # Sign-ins that always finish
+//
+// Once a callback consumes a state, the server finishes the sign-in (the
+// exchange, the token write, the prompt, the run's end and the parent's resume)
+// under a context of its own, so a browser that goes away loses nothing. A
+// sign-in nobody finishes within Config.SignInTTL (10 minutes) lapses: the
+// Module's background worker ends its run as {authenticated: false}, the prompt
+// says the link expired, and the parent's callback fires with status "failed";
+// a late callback is refused without an exchange. The worker claims due work
+// from one index in the store with a single atomic command, so any number of
+// instances share it; Close stops it.
 package oauthflow
 
 import (

@@ -13,6 +13,7 @@ const (
 	TransitionInitiate    = "initiateOAuth"
 	TransitionExchange    = "exchangeToken"
 	TransitionReportError = "reportError"
+	TransitionExpire      = "expireSignIn" // fired by the worker when the sign-in lapses unused
 	PromptDocumentName    = "oauthPrompt"
 	PromptWidget          = "oauth-prompt"
 )
@@ -86,6 +87,7 @@ func (m *Module) oauthWorkflow() *Workflow {
 			{Name: TransitionInitiate, From: StateStart, To: StateAwaitingAuth, Do: m.initiateOAuth},
 			{Name: TransitionExchange, From: StateAwaitingAuth, To: StateEnd, Wait: true, Do: m.exchangeTransition},
 			{Name: TransitionReportError, From: StateAwaitingAuth, To: StateAwaitingAuth, Wait: true, Do: m.reportErrorTransition},
+			{Name: TransitionExpire, From: StateAwaitingAuth, To: StateEnd, Wait: true, Do: m.expireTransition},
 		},
 	}
 }
@@ -109,8 +111,44 @@ func (m *Module) initiateOAuth(ctx context.Context, tc *TransitionContext) error
 	if err := tc.SetData(oauthRunData{Provider: args.Provider, ExpectedState: res.State}); err != nil {
 		return err
 	}
+	if err := m.work.schedule(ctx, jobLapse, tc.Run.ID, m.now().Add(m.signInTTL)); err != nil {
+		return err
+	}
 	return tc.SaveDocument(ctx, PromptDocumentName, PromptWidget, OAuthPromptDocument{
 		Provider: args.Provider, AuthURL: res.AuthURL, State: res.State, Status: PromptPending})
+}
+
+// jobLapse is the worker's job that ends a sign-in nobody finished in time.
+const jobLapse = "lapse"
+
+// lapse fires expireSignIn on an oauth run whose sign-in lapsed; a run that has
+// moved on (signed in, failed) or is gone needs nothing.
+func (m *Module) lapse(ctx context.Context, runID string) error {
+	r, err := m.Engine.Get(ctx, runID)
+	if errors.Is(err, ErrRunNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = m.Engine.Fire(ctx, runID, TransitionExpire, nil, r.UserID)
+	var fe *FlowError
+	if errors.Is(err, ErrTransitionNotAllowed) || errors.As(err, &fe) {
+		return nil // already over, or ended now as failed on purpose
+	}
+	return err
+}
+
+// expireTransition ends a sign-in that lapsed unused: the run returns
+// {authenticated:false}, the prompt says the link expired, and the parent
+// hears status "failed".
+func (m *Module) expireTransition(ctx context.Context, tc *TransitionContext) error {
+	var data oauthRunData
+	if err := tc.DecodeData(&data); err != nil {
+		return err
+	}
+	return m.failFlow(ctx, tc, data.Provider, &FlowError{
+		Message: "This sign-in link expired. Start the sign-in again.", Err: ErrSessionNotFound})
 }
 
 // exchangeTransition re-checks the state, exchanges the code and stores the
@@ -134,6 +172,9 @@ func (m *Module) exchangeTransition(ctx context.Context, tc *TransitionContext) 
 	}
 	if err := m.updatePrompt(ctx, tc, PromptSuccess, ""); err != nil {
 		return err
+	}
+	if err := m.work.cancel(ctx, jobLapse, tc.Run.ID); err != nil { // tidy only: a lapse of an ended run does nothing
+		m.log.WarnContext(ctx, "oauthflow: a finished sign-in's lapse could not be removed", "run", tc.Run.ID, "error", err.Error())
 	}
 	m.events.emit(ctx, Event{Kind: EventConnected, UserID: tc.Run.UserID, ProviderID: data.Provider, RunID: tc.Run.ID})
 	return nil

@@ -264,6 +264,22 @@ func table() []mutant {
 			Why:  "a browser that leaves after the provider answered does not lose the sign-in",
 		},
 
+		// The background worker: a sign-in nobody finishes lapses on its own.
+		{
+			Name: "worker/lapse-not-scheduled",
+			File: "oauthworkflow.go",
+			Old:  "if err := m.work.schedule(ctx, jobLapse, tc.Run.ID, m.now().Add(m.signInTTL)); err != nil {",
+			New:  "if err := error(nil); err != nil {",
+			Why:  "a sign-in that lapses unused ends its run and resumes the parent with status failed",
+		},
+		{
+			Name: "worker/lapse-left-after-connect",
+			File: "oauthworkflow.go",
+			Old:  "if err := m.work.cancel(ctx, jobLapse, tc.Run.ID); err != nil {",
+			New:  "if err := error(nil); err != nil {",
+			Why:  "a connected sign-in leaves no due work behind",
+		},
+
 		// Contexts: a caller's own cancellation is not a store outage.
 		{
 			Name: "ctx/cancel-is-store-unavailable",

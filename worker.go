@@ -1,0 +1,142 @@
+package oauthflow
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The background worker does the Module's time-driven work: sign-ins that lapse
+// unused (and, as later work lands, deliveries and completions to re-drive).
+// Work waits in one due-time index in the KV, shared by every instance; each
+// pass claims what is due with one atomic, single-key command that also leases
+// it, so of many instances exactly one does a piece of work, and work whose
+// instance died is claimed again when its lease lapses. An idle pass costs one
+// command.
+
+// dueIndex is the KV index of due work. Members are "{job}:{id}".
+const dueIndex = "oauth:sys:due"
+
+// Worker timings.
+const (
+	DefaultWorkerInterval = time.Second
+	workLease             = time.Minute // a claimed piece of work is retried after this
+	workBatch             = 100         // pieces claimed per pass
+)
+
+// job does the work named by id; a nil error removes it from the index, any
+// other leaves it to be claimed again when its lease lapses.
+type job func(ctx context.Context, id string) error
+
+type worker struct {
+	kv    KV
+	now   func() time.Time
+	log   *slog.Logger
+	every time.Duration
+	jobs  map[string]job
+
+	failing atomic.Bool // the last pass could not reach the store (logged once)
+
+	stopOnce sync.Once
+	stop     context.CancelFunc
+	done     chan struct{}
+}
+
+func newWorker(kv KV, now func() time.Time, log *slog.Logger, every time.Duration) *worker {
+	if every <= 0 {
+		every = DefaultWorkerInterval
+	}
+	return &worker{kv: kv, now: now, log: log, every: every, jobs: make(map[string]job)}
+}
+
+// handle registers the job run for members "{name}:{id}". Setup only.
+func (w *worker) handle(name string, j job) { w.jobs[name] = j }
+
+// schedule makes id's work under job name due at due.
+func (w *worker) schedule(ctx context.Context, name, id string, due time.Time) error {
+	if err := w.kv.Schedule(ctx, dueIndex, name+":"+id, due); err != nil {
+		return storeErr(ctx, "schedule "+name, err)
+	}
+	return nil
+}
+
+// cancel removes id's work under job name, if any.
+func (w *worker) cancel(ctx context.Context, name, id string) error {
+	if err := w.kv.Unschedule(ctx, dueIndex, name+":"+id); err != nil {
+		return storeErr(ctx, "unschedule "+name, err)
+	}
+	return nil
+}
+
+// start runs passes every w.every until close.
+func (w *worker) start() {
+	ctx, stop := context.WithCancel(context.Background())
+	w.stop, w.done = stop, make(chan struct{})
+	go func() {
+		defer close(w.done)
+		tick := time.NewTicker(w.every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				w.pass(ctx)
+			}
+		}
+	}()
+}
+
+// close stops the passes and waits for the one running, if any.
+func (w *worker) close() {
+	w.stopOnce.Do(func() {
+		if w.stop != nil {
+			w.stop()
+			<-w.done
+		}
+	})
+}
+
+// pass claims what is due and does it; it returns how many pieces it did.
+func (w *worker) pass(ctx context.Context) int {
+	members, err := w.kv.Claim(ctx, dueIndex, w.now(), workLease, workBatch)
+	if err != nil {
+		if ctx.Err() == nil && !w.failing.Swap(true) {
+			w.log.WarnContext(ctx, "oauthflow: the worker cannot claim due work; it retries every pass", "error", err.Error())
+		}
+		return 0
+	}
+	w.failing.Store(false)
+	for _, member := range members {
+		w.do(ctx, member)
+	}
+	return len(members)
+}
+
+func (w *worker) do(ctx context.Context, member string) {
+	name, id, _ := strings.Cut(member, ":")
+	j, ok := w.jobs[name]
+	if !ok {
+		return // work of a newer version of the library: left to the instances that know it
+	}
+	if err := runJob(ctx, j, id); err != nil {
+		w.log.WarnContext(ctx, "oauthflow: due work failed; it is retried when its lease lapses",
+			"job", name, "id", id, "error", logSafeError(err))
+		return
+	}
+	if err := w.cancel(ctx, name, id); err != nil {
+		w.log.WarnContext(ctx, "oauthflow: done work could not be removed", "job", name, "error", err.Error())
+	}
+}
+
+// runJob does one piece of work, bounded so that a run whose lock a dead
+// instance still holds does not hold up the rest of the pass for long.
+func runJob(ctx context.Context, j job, id string) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, workLease/2)
+	defer cancel()
+	defer recoverInto(&err, "due work")
+	return j(ctx, id)
+}
