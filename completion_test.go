@@ -233,3 +233,71 @@ func (f *signInFixture) assertLapsed(t *testing.T) {
 	require.NoError(t, json.Unmarshal(parent.Result, &res))
 	assert.Equal(t, oauthflow.RunFailed, res.Status)
 }
+
+// blipKV fails the next writes of one key: a store blip at the worst moment.
+type blipKV struct {
+	oauthflow.KV
+	key   atomic.Value // string
+	fails atomic.Int64
+}
+
+func (b *blipKV) Set(ctx context.Context, key string, v []byte, ttl time.Duration) error {
+	if k, _ := b.key.Load().(string); k == key && b.fails.Add(-1) >= 0 {
+		return errBlip
+	}
+	return b.KV.Set(ctx, key, v, ttl)
+}
+
+// A parent whose first delivery fails is resumed by the worker, once.
+func TestParentDeliveryRetriedUntilItLands(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(epoch)
+	kv := &blipKV{KV: sharedRedis(t, true)}
+	f := newSignInFixtureWith(t, newFakeProvider("acme"), oauthflow.Config{KV: kv, Now: clock.Now,
+		WorkerInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	kv.key.Store("oauth:run:" + f.parent.ID)
+	kv.fails.Store(1)
+	rec := httptest.NewRecorder()
+	f.m.CallbackHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, oauthflow.CallbackPath+"?code=c&state="+f.prompt.State, nil))
+	require.Equal(t, http.StatusOK, rec.Code, "the sign-in itself succeeded")
+	parent, err := f.m.Engine.Get(ctx, f.parent.ID)
+	require.NoError(t, err)
+	require.Equal(t, oauthflow.RunWaiting, parent.Status, "the first delivery failed")
+
+	assert.Equal(t, 1, oauthflow.WorkOnce(ctx, f.m), "the worker retries the delivery")
+	f.assertConnected(t)
+	assert.Zero(t, oauthflow.WorkOnce(ctx, f.m), "nothing is left to deliver")
+}
+
+// A delivery tried again after it landed changes nothing: the parent hears
+// each child once, even when its callback leads back to the waiting state.
+func TestParentHearsEachChildOnce(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(epoch)
+	kv := sharedRedis(t, true)
+	m, err := oauthflow.New(ctx, oauthflow.Config{KV: kv, Now: clock.Now, WorkerInterval: time.Hour,
+		Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	var heard atomic.Int64
+	require.NoError(t, m.Engine.Register(&oauthflow.Workflow{Name: "child", States: []string{oauthflow.StateStart, oauthflow.StateEnd},
+		Transitions: []oauthflow.Transition{{Name: "go", From: oauthflow.StateStart, To: oauthflow.StateEnd,
+			Do: func(context.Context, *oauthflow.TransitionContext) error { return nil }}}}))
+	require.NoError(t, m.Engine.Register(&oauthflow.Workflow{Name: "parent", States: []string{oauthflow.StateStart, "waiting", oauthflow.StateEnd},
+		Transitions: []oauthflow.Transition{
+			{Name: "spawn", From: oauthflow.StateStart, To: "waiting", Do: func(ctx context.Context, tc *oauthflow.TransitionContext) error {
+				_, err := tc.Launch(ctx, "child", nil, oauthflow.RunOptions{Callback: &oauthflow.Callback{Transition: "heard"}})
+				return err
+			}},
+			{Name: "heard", From: "waiting", To: "waiting", Wait: true, Do: func(context.Context, *oauthflow.TransitionContext) error {
+				heard.Add(1)
+				return nil
+			}},
+		}}))
+	parent, err := m.Engine.Launch(ctx, "alice", "parent", nil, oauthflow.RunOptions{})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, heard.Load())
+	require.NoError(t, kv.Schedule(ctx, "oauth:sys:due", "deliver:"+parent.Children[0], clock.Now()))
+	assert.Equal(t, 1, oauthflow.WorkOnce(ctx, m))
+	assert.EqualValues(t, 1, heard.Load(), "a repeated delivery is ignored")
+}

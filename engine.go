@@ -170,6 +170,13 @@ func (e *Engine) Fire(ctx context.Context, runID, transition string, input any, 
 	if !issuedRunID(runID) {
 		return nil, fmt.Errorf("%w: %q", ErrRunNotFound, runID)
 	}
+	return e.fire(ctx, runID, transition, raw, asUser, "")
+}
+
+// fire runs Fire's work under the run's lock. A non-empty child names the child
+// run whose result this is: a result the run has already heard is ignored, so
+// a delivery retried after it landed changes nothing.
+func (e *Engine) fire(ctx context.Context, runID, transition string, input json.RawMessage, asUser, child string) (*Run, error) {
 	return e.locked(ctx, runID, func(ctx context.Context) (*Run, error) {
 		r, err := e.Get(ctx, runID)
 		if err != nil {
@@ -177,6 +184,9 @@ func (e *Engine) Fire(ctx context.Context, runID, transition string, input any, 
 		}
 		if asUser != r.UserID {
 			return nil, ErrForbidden
+		}
+		if child != "" && slices.Contains(r.Heard, child) {
+			return r, nil
 		}
 		w, err := e.workflow(r.Workflow)
 		if err != nil {
@@ -186,7 +196,10 @@ func (e *Engine) Fire(ctx context.Context, runID, transition string, input any, 
 		if t == nil || !t.Wait || t.From != r.State || r.Status == RunFailed {
 			return r, fmt.Errorf("%w: %q from %q", ErrTransitionNotAllowed, transition, r.State)
 		}
-		return e.advance(ctx, w, r, t, raw)
+		if child != "" {
+			r.Heard = append(r.Heard, child)
+		}
+		return e.advance(ctx, w, r, t, input)
 	})
 }
 
@@ -248,12 +261,11 @@ func (e *Engine) finished(ctx context.Context, ch *callChain, r *Run) {
 	if r.ParentID == "" || r.Options.Callback == nil || r.Options.Callback.Transition == "" {
 		return
 	}
+	e.owe(ctx, r)
 	notify := func(ctx context.Context) {
-		in := ChildResult{RunID: r.ID, Status: r.Status, Result: r.Result}
-		_, err := e.Fire(ctx, r.ParentID, r.Options.Callback.Transition, in, r.UserID)
-		if err != nil {
-			e.log.LogAttrs(ctx, slog.LevelWarn, "oauthflow: parent callback failed",
-				slog.String("run", r.ID), slog.String("parent", r.ParentID), slog.String("error", err.Error()))
+		if err := e.deliver(ctx, r.ID); err != nil {
+			e.log.LogAttrs(ctx, slog.LevelWarn, "oauthflow: parent callback failed; the worker retries it",
+				slog.String("run", r.ID), slog.String("parent", r.ParentID), slog.String("error", logSafeError(err)))
 		}
 	}
 	if holds(ctx, r.ParentID) {

@@ -94,6 +94,7 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	}
 	m.work = newWorker(kv, now, log, cfg.WorkerInterval)
 	m.work.handle(jobLapse, m.lapse)
+	m.work.handle(jobDeliver, m.Engine.deliver)
 	m.work.start()
 	return m, nil
 }

@@ -67,7 +67,10 @@
 // sign-in nobody finishes within Config.SignInTTL (10 minutes) lapses: the
 // Module's background worker ends its run as {authenticated: false}, the prompt
 // says the link expired, and the parent's callback fires with status "failed";
-// a late callback is refused without an exchange. The worker claims due work
+// a late callback is refused without an exchange. A child run's end reaches its
+// parent's callback transition exactly once in effect: it is recorded as due
+// before the first try, retried by the worker until it lands, and ignored by a
+// parent that already heard it. The worker claims due work
 // from one index in the store with a single atomic command, so any number of
 // instances share it; Close stops it.
 package oauthflow

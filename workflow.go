@@ -82,6 +82,7 @@ type Run struct {
 	Data      json.RawMessage   `json:"data,omitempty"`  // the workflow's own state; never shown to users
 	Documents map[string]string `json:"documents,omitempty"`
 	Children  []string          `json:"children,omitempty"`
+	Heard     []string          `json:"heard,omitempty"` // children whose results reached this run
 	CreatedAt int64             `json:"createdAt"` // Unix ms
 	UpdatedAt int64             `json:"updatedAt"`
 }

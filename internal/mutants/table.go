@@ -280,6 +280,21 @@ func table() []mutant {
 			Why:  "a connected sign-in leaves no due work behind",
 		},
 
+		{
+			Name: "delivery/not-owed",
+			File: "engine.go",
+			Old:  "\te.owe(ctx, r)\n",
+			New:  "",
+			Why:  "a child's end is recorded as due to its parent before the first try, so a failed try is retried",
+		},
+		{
+			Name: "delivery/heard-twice",
+			File: "engine.go",
+			Old:  "if child != \"\" && slices.Contains(r.Heard, child) {",
+			New:  "if false && slices.Contains(r.Heard, child) {",
+			Why:  "a delivery tried again after it landed changes nothing: the parent hears each child once",
+		},
+
 		// Contexts: a caller's own cancellation is not a store outage.
 		{
 			Name: "ctx/cancel-is-store-unavailable",
