@@ -83,7 +83,7 @@ type Run struct {
 	Documents map[string]string `json:"documents,omitempty"`
 	Children  []string          `json:"children,omitempty"`
 	Heard     []string          `json:"heard,omitempty"` // children whose results reached this run
-	CreatedAt int64             `json:"createdAt"` // Unix ms
+	CreatedAt int64             `json:"createdAt"`       // Unix ms
 	UpdatedAt int64             `json:"updatedAt"`
 }
 
