@@ -301,3 +301,25 @@ func TestParentHearsEachChildOnce(t *testing.T) {
 	assert.Equal(t, 1, oauthflow.WorkOnce(ctx, m))
 	assert.EqualValues(t, 1, heard.Load(), "a repeated delivery is ignored")
 }
+
+// A finished sign-in's run and prompt are kept for the finished-run TTL, not 30 days.
+func TestFinishedSignInExpires(t *testing.T) {
+	t.Parallel()
+	kv := sharedRedis(t, true)
+	f := newSignInFixtureWith(t, newFakeProvider("acme"), oauthflow.Config{KV: kv, FinishedRunTTL: time.Hour,
+		WorkerInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	for _, key := range []string{"oauth:run:" + f.child, "oauth:doc:" + f.child + ":oauthPrompt"} {
+		ttl, err := kv.TTL(ctx, key)
+		require.NoError(t, err)
+		assert.Greater(t, ttl, 24*time.Hour, "a waiting sign-in is kept: %s", key)
+	}
+	rec := httptest.NewRecorder()
+	f.m.CallbackHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, oauthflow.CallbackPath+"?code=c&state="+f.prompt.State, nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	for _, key := range []string{"oauth:run:" + f.child, "oauth:doc:" + f.child + ":oauthPrompt", "oauth:run:" + f.parent.ID} {
+		ttl, err := kv.TTL(ctx, key)
+		require.NoError(t, err)
+		assert.LessOrEqual(t, ttl, time.Hour, "an ended run is kept for the finished-run TTL: %s", key)
+		assert.Greater(t, ttl, 50*time.Minute, key)
+	}
+}

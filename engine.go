@@ -15,14 +15,15 @@ import (
 // are serialised by a lease lock in the KV, so they never fire twice, even when
 // several instances share the store.
 type Engine struct {
-	kv     KV
-	now    func() time.Time
-	log    *slog.Logger
-	ttl    time.Duration
-	lease  time.Duration
-	mu     sync.RWMutex
-	flows  map[string]*Workflow
-	onDone []func(ctx context.Context, r *Run)
+	kv      KV
+	now     func() time.Time
+	log     *slog.Logger
+	ttl     time.Duration
+	doneTTL time.Duration
+	lease   time.Duration
+	mu      sync.RWMutex
+	flows   map[string]*Workflow
+	onDone  []func(ctx context.Context, r *Run)
 }
 
 // EngineOption configures an Engine.
@@ -46,6 +47,16 @@ func WithEngineLogger(l *slog.Logger) EngineOption {
 	}
 }
 
+// WithFinishedRunTTL sets how long a run that has ended, and its documents,
+// are kept (default 24 hours).
+func WithFinishedRunTTL(d time.Duration) EngineOption {
+	return func(e *Engine) {
+		if d > 0 {
+			e.doneTTL = d
+		}
+	}
+}
+
 // WithRunTTL sets how long runs and documents are kept (default 30 days).
 func WithRunTTL(d time.Duration) EngineOption {
 	return func(e *Engine) {
@@ -57,7 +68,7 @@ func WithRunTTL(d time.Duration) EngineOption {
 
 // NewEngine returns an engine storing runs in kv.
 func NewEngine(kv KV, opts ...EngineOption) *Engine {
-	e := &Engine{kv: kv, now: time.Now, log: slog.Default(), ttl: DefaultRunTTL,
+	e := &Engine{kv: kv, now: time.Now, log: slog.Default(), ttl: DefaultRunTTL, doneTTL: DefaultFinishedRunTTL,
 		lease: 30 * time.Second, flows: make(map[string]*Workflow)}
 	for _, o := range opts {
 		o(e)
@@ -281,8 +292,37 @@ func (e *Engine) save(ctx context.Context, r *Run) error {
 	if err != nil {
 		return fmt.Errorf("oauthflow: encode run: %w", err)
 	}
-	if err := e.kv.Set(ctx, runKey(r.ID), b, e.ttl); err != nil {
+	if err := e.kv.Set(ctx, runKey(r.ID), b, e.ttlOf(r)); err != nil {
 		return storeErr(ctx, "save run", err)
+	}
+	if r.State == StateEnd {
+		return e.shortenDocuments(ctx, r)
+	}
+	return nil
+}
+
+// ttlOf is how long r and its documents are kept: a run that has ended, for
+// the finished-run TTL only.
+func (e *Engine) ttlOf(r *Run) time.Duration {
+	if r.State == StateEnd {
+		return e.doneTTL
+	}
+	return e.ttl
+}
+
+// shortenDocuments gives an ended run's documents its shorter TTL.
+func (e *Engine) shortenDocuments(ctx context.Context, r *Run) error {
+	for name := range r.Documents {
+		b, err := e.kv.Get(ctx, docKey(r.ID, name))
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err == nil {
+			_, err = e.kv.CompareAndExpire(ctx, docKey(r.ID, name), b, e.doneTTL)
+		}
+		if err != nil {
+			return storeErr(ctx, "expire document", err)
+		}
 	}
 	return nil
 }
@@ -349,7 +389,7 @@ func (e *Engine) saveDocument(ctx context.Context, r *Run, name, widget string, 
 	if err != nil {
 		return fmt.Errorf("oauthflow: encode document: %w", err)
 	}
-	if err := e.kv.Set(ctx, docKey(r.ID, name), b, e.ttl); err != nil {
+	if err := e.kv.Set(ctx, docKey(r.ID, name), b, e.ttlOf(r)); err != nil {
 		return storeErr(ctx, "save document", err)
 	}
 	if r.Documents == nil {

@@ -30,6 +30,9 @@ type Config struct {
 	// SignInTTL bounds a sign-in: its state expires then, and the background
 	// worker ends its run as not authenticated and resumes the parent. 0: 10 minutes.
 	SignInTTL time.Duration
+	// FinishedRunTTL is how long a run that has ended (a finished sign-in, for
+	// one) and its documents are kept. 0: 24 hours.
+	FinishedRunTTL time.Duration
 	// WorkerInterval is how often the background worker looks for due work
 	// (one store command when there is none). 0: one second.
 	WorkerInterval time.Duration
@@ -87,7 +90,7 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	}
 	m.Tokens = NewTokenStore(kv, m.Registry, WithClock(now), WithLogger(log), WithEventHook(cfg.OnEvent))
 	m.Sessions = NewSessionService(kv, WithSessionClock(now), WithSessionTTL(m.signInTTL))
-	m.Engine = NewEngine(kv, WithEngineClock(now), WithEngineLogger(log))
+	m.Engine = NewEngine(kv, WithEngineClock(now), WithEngineLogger(log), WithFinishedRunTTL(cfg.FinishedRunTTL))
 	m.BuildOAuthURL, m.ExchangeOAuthToken = m.newTools()
 	if err := m.Engine.Register(m.oauthWorkflow()); err != nil {
 		return nil, err

@@ -27,6 +27,9 @@ const ShowInline = "inline"
 // DefaultRunTTL is how long runs and their documents are kept.
 const DefaultRunTTL = 30 * 24 * time.Hour
 
+// DefaultFinishedRunTTL is how long a run that has ended, and its documents, are kept.
+const DefaultFinishedRunTTL = 24 * time.Hour
+
 var (
 	// ErrUnknownWorkflow is returned for a workflow name no one registered.
 	ErrUnknownWorkflow = errors.New("oauthflow: unknown workflow")

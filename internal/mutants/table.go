@@ -295,6 +295,21 @@ func table() []mutant {
 			Why:  "a delivery tried again after it landed changes nothing: the parent hears each child once",
 		},
 
+		{
+			Name: "engine/ended-run-kept-30-days",
+			File: "engine.go",
+			Old:  "\tif r.State == StateEnd {\n\t\treturn e.doneTTL\n\t}\n",
+			New:  "",
+			Why:  "a finished sign-in's run is kept for the finished-run TTL (24 h), not 30 days",
+		},
+		{
+			Name: "engine/ended-run-documents-kept",
+			File: "engine.go",
+			Old:  "\tif r.State == StateEnd {\n\t\treturn e.shortenDocuments(ctx, r)\n\t}\n",
+			New:  "",
+			Why:  "an ended run's documents expire with it",
+		},
+
 		// Contexts: a caller's own cancellation is not a store outage.
 		{
 			Name: "ctx/cancel-is-store-unavailable",
