@@ -343,6 +343,35 @@ func TestTerminalPrintsLinkWaitsAndListsRepos(t *testing.T) {
 	assert.Contains(t, text, "demo-user/dotfiles")
 }
 
+// A denial through the frontend callback page reaches the run (the iss goes
+// with it), and the terminal mode says so once and ends with an error.
+func TestTerminalReportsADenialAndFails(t *testing.T) {
+	t.Parallel()
+	a, srv := startApp(t, appConfig{Terminal: true})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	out, errc := runInTerminal(ctx, a, "terminal")
+	link := waitFor(ctx, t, out.link)
+	resp := consent(t, browser(t, false), link, "deny")
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	cb, err := url.Parse(resp.Header.Get("Location"))
+	require.NoError(t, err)
+	q := cb.Query()
+	require.Equal(t, "access_denied", q.Get("error"))
+	require.NotEmpty(t, q.Get("iss"), "the provider names itself on the error redirect (RFC 9207)")
+	// What the frontend page's script posts when opened without an opener.
+	payload, err := json.Marshal(map[string]string{"state": q.Get("state"), "error": q.Get("error"), "iss": q.Get("iss")})
+	require.NoError(t, err)
+	status, body := do(t, http.DefaultClient, http.MethodPost, srv.URL+oauthflow.CompletePath, "application/json", string(payload))
+	require.Equal(t, http.StatusOK, status, string(body))
+
+	assert.ErrorIs(t, waitFor(ctx, t, errc), errSignInNotCompleted, "the terminal mode ends with an error")
+	waitFor(ctx, t, out.done)
+	text := strings.Join(out.lines, "\n")
+	assert.Equal(t, 1, strings.Count(text, "Sign-in not completed"), text)
+	assert.NotContains(t, text, "Sign-in not completed: Sign-in not completed")
+}
+
 func TestTerminalStopsWithItsContext(t *testing.T) {
 	t.Parallel()
 	a, _ := startApp(t, appConfig{Terminal: true})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -62,10 +63,15 @@ func (a *app) reportPrompt(ctx context.Context, run *oauthflow.Run, last string,
 		fmt.Fprintf(out, "The agent needs your %s account to list your repositories. Sign in here:\n\n  %s\n\n"+
 			"Waiting for the sign-in to complete (Ctrl-C to stop)…\n", v.ProviderName, v.Prompt.AuthURL)
 	case oauthflow.PromptError:
-		fmt.Fprintf(out, "Sign-in not completed: %s\nOpen the link again to retry.\n", v.Prompt.Message)
+		fmt.Fprintf(out, "Sign-in not completed: %s\n", v.Prompt.Message)
+		return now, errSignInNotCompleted
 	}
 	return now, nil
 }
+
+// errSignInNotCompleted ends the terminal mode (and the program, non-zero)
+// when the provider reports the sign-in was not completed (a denial).
+var errSignInNotCompleted = errors.New("the sign-in was not completed")
 
 func printResult(ctx context.Context, a *app, run *oauthflow.Run, out io.Writer) error {
 	v, err := a.view(ctx, run)

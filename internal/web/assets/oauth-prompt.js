@@ -49,7 +49,8 @@
   }
 
   // completionBody is the JSON body of POST /complete for a callback's fields:
-  // {code, state, iss?} or, for an error redirect, {state, error, error_description?}.
+  // {code, state, iss?} or, for an error redirect, {state, error, error_description?, iss?}.
+  // The iss goes with an error too: the server checks it on denials (RFC 9207).
   function completionBody(f) {
     var body;
     if (f.error) {
@@ -57,9 +58,9 @@
       if (f.error_description) {
         body.error_description = f.error_description;
       }
-      return body;
+    } else {
+      body = { code: f.code, state: f.state };
     }
-    body = { code: f.code, state: f.state };
     if (f.iss) {
       body.iss = f.iss;
     }

@@ -169,6 +169,13 @@ test("a provider error is posted in the error form and shown with a retry", asyn
   assert.equal(t.events[0].detail.error, "access_denied");
 });
 
+test("a provider error carries the callback's iss, which the server checks (RFC 9207)", async () => {
+  const t = setupOpen({ fetch: async () => jsonResponse(200, { ok: true, provider: "github" }) });
+  t.message(callback({ code: "", error: "access_denied" }), ORIGIN, t.popup);
+  await settle();
+  assert.deepEqual(t.fetchCalls[0].body, { state: "S1", error: "access_denied", iss: "https://auth.example" });
+});
+
 test("a failed exchange shows the server's message", async () => {
   const t = setupOpen({ fetch: async () => jsonResponse(400, { ok: false, error: "invalid_state", message: "This sign-in link has expired or was already used." }) });
   t.message(callback(), ORIGIN, t.popup);
