@@ -56,6 +56,21 @@ func newSignInFixtureWith(t *testing.T, prov oauthflow.Provider, cfg oauthflow.C
 	if cfg.KV == nil {
 		cfg.KV = sharedRedis(t, true)
 	}
+	m := newAgentModule(t, prov, cfg)
+	f := &signInFixture{m: m}
+	var err error
+	f.parent, err = m.Engine.Launch(ctx, "alice", "agent", nil, oauthflow.RunOptions{})
+	require.NoError(t, err)
+	require.Len(t, f.parent.Children, 1)
+	f.child = f.parent.Children[0]
+	require.NoError(t, m.Engine.Document(ctx, f.child, oauthflow.PromptDocumentName, &f.prompt))
+	return f
+}
+
+// newAgentModule is a Module with provider prov and the workflow "agent", which
+// launches the oauth workflow for provider "acme" and waits for it.
+func newAgentModule(t *testing.T, prov oauthflow.Provider, cfg oauthflow.Config) *oauthflow.Module {
+	t.Helper()
 	m, err := oauthflow.New(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = m.Close() })
@@ -74,13 +89,7 @@ func newSignInFixtureWith(t *testing.T, prov oauthflow.Provider, cfg oauthflow.C
 				Do: func(_ context.Context, tc *oauthflow.TransitionContext) error { return tc.SetResult(tc.Input) }},
 		},
 	}))
-	f := &signInFixture{m: m}
-	f.parent, err = m.Engine.Launch(ctx, "alice", "agent", nil, oauthflow.RunOptions{})
-	require.NoError(t, err)
-	require.Len(t, f.parent.Children, 1)
-	f.child = f.parent.Children[0]
-	require.NoError(t, m.Engine.Document(ctx, f.child, oauthflow.PromptDocumentName, &f.prompt))
-	return f
+	return m
 }
 
 // assertConnected checks the whole promise of a finished sign-in: tokens
@@ -322,4 +331,59 @@ func TestFinishedSignInExpires(t *testing.T) {
 		assert.LessOrEqual(t, ttl, time.Hour, "an ended run is kept for the finished-run TTL: %s", key)
 		assert.Greater(t, ttl, 50*time.Minute, key)
 	}
+}
+
+// stuckProvider's code exchange never returns (until the test ends): the
+// instance running the completion is as good as dead.
+type stuckProvider struct {
+	*fakeProvider
+	started chan struct{}
+	release chan struct{}
+}
+
+func (p *stuckProvider) ExchangeCode(context.Context, string, ...oauth2.AuthCodeOption) (*oauthflow.TokenSet, error) {
+	close(p.started)
+	<-p.release
+	return nil, errBlip
+}
+
+// A completion whose instance is gone mid-way is failed honestly by another
+// instance, which never exchanges the code again.
+func TestCompletionAbandonedByItsInstanceIsFailedByAnother(t *testing.T) {
+	t.Parallel()
+	kv := sharedRedis(t, true)
+	cfg := oauthflow.Config{KV: kv, CompletionTimeout: 200 * time.Millisecond, RunLockLease: 200 * time.Millisecond,
+		WorkerInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)}
+	stuck := &stuckProvider{fakeProvider: newFakeProvider("acme"), started: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(func() { close(stuck.release) })
+	a := newSignInFixtureWith(t, stuck, cfg)
+	other, exchanges := exchangeCounter()
+	b := newAgentModule(t, other, cfg)
+
+	go a.m.CallbackHandler().ServeHTTP(httptest.NewRecorder(),
+		httptest.NewRequest(http.MethodGet, oauthflow.CallbackPath+"?code=c&state="+a.prompt.State, nil))
+	within(t, stuck.started, "the first instance's exchange")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		oauthflow.WorkOnce(ctx, b) // the abandon comes due after the completion's deadline and the lock's lease
+		child, err := b.Engine.Get(ctx, a.child)
+		require.NoError(t, err)
+		if child.Status == oauthflow.RunFailed {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the other instance never failed the abandoned completion")
+	}
+	child, err := b.Engine.Get(ctx, a.child)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"authenticated":false}`, string(child.Result))
+	var prompt oauthflow.OAuthPromptDocument
+	require.NoError(t, b.Engine.Document(ctx, a.child, oauthflow.PromptDocumentName, &prompt))
+	assert.Equal(t, oauthflow.PromptError, prompt.Status)
+	assert.Contains(t, prompt.Message, "could not be completed")
+	parent, err := b.Engine.Get(ctx, a.parent.ID)
+	require.NoError(t, err)
+	assert.Equal(t, oauthflow.RunCompleted, parent.Status, "the parent resumed")
+	var res oauthflow.ChildResult
+	require.NoError(t, json.Unmarshal(parent.Result, &res))
+	assert.Equal(t, oauthflow.RunFailed, res.Status)
+	assert.Zero(t, exchanges.Load(), "the code is never exchanged twice")
 }

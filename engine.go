@@ -47,6 +47,16 @@ func WithEngineLogger(l *slog.Logger) EngineOption {
 	}
 }
 
+// WithRunLease sets how long a run's lock outlives an instance that stopped
+// renewing it (default 30 s).
+func WithRunLease(d time.Duration) EngineOption {
+	return func(e *Engine) {
+		if d > 0 {
+			e.lease = max(d, time.Millisecond)
+		}
+	}
+}
+
 // WithFinishedRunTTL sets how long a run that has ended, and its documents,
 // are kept (default 24 hours).
 func WithFinishedRunTTL(d time.Duration) EngineOption {
@@ -69,7 +79,7 @@ func WithRunTTL(d time.Duration) EngineOption {
 // NewEngine returns an engine storing runs in kv.
 func NewEngine(kv KV, opts ...EngineOption) *Engine {
 	e := &Engine{kv: kv, now: time.Now, log: slog.Default(), ttl: DefaultRunTTL, doneTTL: DefaultFinishedRunTTL,
-		lease: 30 * time.Second, flows: make(map[string]*Workflow)}
+		lease: runLockLeaseDefault, flows: make(map[string]*Workflow)}
 	for _, o := range opts {
 		o(e)
 	}

@@ -113,22 +113,28 @@ func (m *Module) complete(ctx context.Context, p callbackParams) outcome {
 	}
 	// The state is spent: from here the completion is the server's. It runs to
 	// its end under a context of its own, whether or not the client stays.
-	owned, cancel := serverOwned(ctx)
+	owned, cancel := m.serverOwned(ctx)
 	defer cancel()
 	prov, _ := m.Registry.Get(s.Provider)
-	if err := m.exchangeSession(owned, s, p); err != nil {
+	if err := m.watchCompletion(owned, s); err != nil {
+		return m.classify(ctx, prov, err)
+	}
+	err = m.exchangeSession(owned, s, p)
+	m.completionDone(owned, s)
+	if err != nil {
 		return m.classify(ctx, prov, err)
 	}
 	return outcome{provider: prov, kind: outcomeConnected}
 }
 
-// completionTimeout bounds a completion the server runs after the client's
-// request: the exchange, the token write, the run's end and the parent's resume.
-const completionTimeout = time.Minute
+// DefaultCompletionTimeout bounds a completion the server runs after the
+// client's request: the exchange, the token write, the run's end and the
+// parent's resume.
+const DefaultCompletionTimeout = time.Minute
 
 // serverOwned is ctx's values with no cancellation and a deadline of its own.
-func serverOwned(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), completionTimeout)
+func (m *Module) serverOwned(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), m.completionTimeout)
 }
 
 func (m *Module) exchangeSession(ctx context.Context, s *Session, p callbackParams) error {
@@ -169,7 +175,7 @@ func (m *Module) completeProviderError(ctx context.Context, p callbackParams) ou
 	}
 	if s.WorkflowID != "" {
 		in := ProviderErrorInput{Error: p.Error, ErrorDescription: p.ErrorDescription, ErrorURI: p.ErrorURI}
-		ctx, cancel := serverOwned(ctx) // the denial is recorded even when the browser left
+		ctx, cancel := m.serverOwned(ctx) // the denial is recorded even when the browser left
 		defer cancel()
 		if _, err := m.Engine.Fire(ctx, s.WorkflowID, TransitionReportError, in, s.UserID); err != nil {
 			m.log.WarnContext(ctx, "oauthflow: recording a provider error redirect failed",

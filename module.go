@@ -33,6 +33,13 @@ type Config struct {
 	// FinishedRunTTL is how long a run that has ended (a finished sign-in, for
 	// one) and its documents are kept. 0: 24 hours.
 	FinishedRunTTL time.Duration
+	// CompletionTimeout bounds a completion the server runs once a callback has
+	// consumed its state (the exchange, the token write, the run's end, the
+	// parent's resume). 0: one minute.
+	CompletionTimeout time.Duration
+	// RunLockLease is how long a run's lock outlives an instance that died
+	// holding it. 0: 30 seconds.
+	RunLockLease time.Duration
 	// WorkerInterval is how often the background worker looks for due work
 	// (one store command when there is none). 0: one second.
 	WorkerInterval time.Duration
@@ -57,6 +64,8 @@ type Module struct {
 	now        func() time.Time
 	signInTTL  time.Duration
 	work       *worker
+
+	completionTimeout, runLockLease time.Duration
 }
 
 // New wires every service, tool and the OAuth workflow.
@@ -82,6 +91,7 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	if m.signInTTL <= 0 {
 		m.signInTTL = DefaultSessionTTL
 	}
+	m.completionTimeout, m.runLockLease = orDefault(cfg.CompletionTimeout, DefaultCompletionTimeout), orDefault(cfg.RunLockLease, runLockLeaseDefault)
 	if m.Registry == nil {
 		m.Registry = NewRegistry()
 	}
@@ -90,7 +100,8 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	}
 	m.Tokens = NewTokenStore(kv, m.Registry, WithClock(now), WithLogger(log), WithEventHook(cfg.OnEvent))
 	m.Sessions = NewSessionService(kv, WithSessionClock(now), WithSessionTTL(m.signInTTL))
-	m.Engine = NewEngine(kv, WithEngineClock(now), WithEngineLogger(log), WithFinishedRunTTL(cfg.FinishedRunTTL))
+	m.Engine = NewEngine(kv, WithEngineClock(now), WithEngineLogger(log), WithFinishedRunTTL(cfg.FinishedRunTTL),
+		WithRunLease(m.runLockLease))
 	m.BuildOAuthURL, m.ExchangeOAuthToken = m.newTools()
 	if err := m.Engine.Register(m.oauthWorkflow()); err != nil {
 		return nil, err
@@ -98,6 +109,7 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	m.work = newWorker(kv, now, log, cfg.WorkerInterval)
 	m.work.handle(jobLapse, m.lapse)
 	m.work.handle(jobDeliver, m.Engine.deliver)
+	m.work.handle(jobAbandon, m.abandon)
 	m.work.start()
 	return m, nil
 }
@@ -140,4 +152,11 @@ func (m *Module) StartSignIn(ctx context.Context, userID, provider string, scope
 		return r, nil, err
 	}
 	return r, &doc, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
 }

@@ -73,6 +73,12 @@
 // parent that already heard it. The worker claims due work
 // from one index in the store with a single atomic command, so any number of
 // instances share it; Close stops it.
+//
+// A completion that the instance running it dies in (or hangs in past
+// Config.CompletionTimeout) is failed by another instance once the run lock's
+// lease lapses: the run ends {authenticated: false} and the parent hears
+// "failed". A code is never exchanged twice: the state that carried it is
+// spent when the callback consumes it, and the worker never exchanges.
 package oauthflow
 
 import (

@@ -13,7 +13,8 @@ const (
 	TransitionInitiate    = "initiateOAuth"
 	TransitionExchange    = "exchangeToken"
 	TransitionReportError = "reportError"
-	TransitionExpire      = "expireSignIn" // fired by the worker when the sign-in lapses unused
+	TransitionExpire      = "expireSignIn"  // fired by the worker when the sign-in lapses unused
+	TransitionAbandon     = "abandonSignIn" // fired by the worker when a completion never ended
 	PromptDocumentName    = "oauthPrompt"
 	PromptWidget          = "oauth-prompt"
 )
@@ -88,6 +89,7 @@ func (m *Module) oauthWorkflow() *Workflow {
 			{Name: TransitionExchange, From: StateAwaitingAuth, To: StateEnd, Wait: true, Do: m.exchangeTransition},
 			{Name: TransitionReportError, From: StateAwaitingAuth, To: StateAwaitingAuth, Wait: true, Do: m.reportErrorTransition},
 			{Name: TransitionExpire, From: StateAwaitingAuth, To: StateEnd, Wait: true, Do: m.expireTransition},
+			{Name: TransitionAbandon, From: StateAwaitingAuth, To: StateEnd, Wait: true, Do: m.abandonTransition},
 		},
 	}
 }
@@ -124,19 +126,7 @@ const jobLapse = "lapse"
 // lapse fires expireSignIn on an oauth run whose sign-in lapsed; a run that has
 // moved on (signed in, failed) or is gone needs nothing.
 func (m *Module) lapse(ctx context.Context, runID string) error {
-	r, err := m.Engine.Get(ctx, runID)
-	if errors.Is(err, ErrRunNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	_, err = m.Engine.Fire(ctx, runID, TransitionExpire, nil, r.UserID)
-	var fe *FlowError
-	if errors.Is(err, ErrTransitionNotAllowed) || errors.As(err, &fe) {
-		return nil // already over, or ended now as failed on purpose
-	}
-	return err
+	return m.fireIfWaiting(ctx, runID, TransitionExpire)
 }
 
 // expireTransition ends a sign-in that lapsed unused: the run returns

@@ -310,6 +310,21 @@ func table() []mutant {
 			Why:  "an ended run's documents expire with it",
 		},
 
+		{
+			Name: "completion/not-watched",
+			File: "completion.go",
+			Old:  "\treturn m.work.schedule(ctx, jobAbandon, s.WorkflowID, due)\n",
+			New:  "\t_ = due\n\treturn nil\n",
+			Why:  "a completion whose instance dies mid-way is failed honestly by another instance",
+		},
+		{
+			Name: "completion/watch-left-behind",
+			File: "handlers.go",
+			Old:  "\tm.completionDone(owned, s)\n",
+			New:  "",
+			Why:  "a completion that ended leaves no due work behind",
+		},
+
 		// Contexts: a caller's own cancellation is not a store outage.
 		{
 			Name: "ctx/cancel-is-store-unavailable",

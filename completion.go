@@ -1,0 +1,80 @@
+package oauthflow
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// A completion the instance running it dies in (or hangs in past its own
+// deadline) is failed honestly by another instance. When a callback consumes a
+// state, the sign-in's run is put in the due-work index for the moment by which
+// the completion must have ended: its own deadline, plus the run lock's lease
+// (by then a dead or hung instance's lock on the run has lapsed). A completion
+// that ends removes it. If it comes due, the worker fires abandonSignIn on a
+// run still waiting: the run ends {authenticated: false} and the parent hears
+// "failed". The code is never exchanged again: the state that carried it is
+// spent, and the worker never exchanges.
+
+// jobAbandon is the worker's job that fails a completion nobody finished.
+const jobAbandon = "abandon"
+
+// watchCompletion records that s's completion must end by its deadline.
+func (m *Module) watchCompletion(ctx context.Context, s *Session) error {
+	if s.WorkflowID == "" {
+		return nil // a sign-in outside a workflow has no run to end
+	}
+	due := m.now().Add(m.completionTimeout + m.runLockLease)
+	return m.work.schedule(ctx, jobAbandon, s.WorkflowID, due)
+}
+
+// completionDone removes s's watch; a watch left behind finds the run ended
+// and does nothing.
+func (m *Module) completionDone(ctx context.Context, s *Session) {
+	if s.WorkflowID == "" {
+		return
+	}
+	if err := m.work.cancel(ctx, jobAbandon, s.WorkflowID); err != nil {
+		m.log.WarnContext(ctx, "oauthflow: a finished completion's watch could not be removed",
+			"run", s.WorkflowID, "error", err.Error())
+	}
+}
+
+// abandon fires abandonSignIn on a run whose completion never ended.
+func (m *Module) abandon(ctx context.Context, runID string) error {
+	return m.fireIfWaiting(ctx, runID, TransitionAbandon)
+}
+
+// fireIfWaiting fires transition on run runID as its user; a run that has
+// moved on (or is gone) needs nothing, and a transition that ends the run as
+// failed on purpose is done.
+func (m *Module) fireIfWaiting(ctx context.Context, runID, transition string) error {
+	r, err := m.Engine.Get(ctx, runID)
+	if errors.Is(err, ErrRunNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = m.Engine.Fire(ctx, runID, transition, nil, r.UserID)
+	var fe *FlowError
+	if errors.Is(err, ErrTransitionNotAllowed) || errors.As(err, &fe) {
+		return nil
+	}
+	return err
+}
+
+// abandonTransition ends a sign-in whose completion never ended.
+func (m *Module) abandonTransition(ctx context.Context, tc *TransitionContext) error {
+	var data oauthRunData
+	if err := tc.DecodeData(&data); err != nil {
+		return err
+	}
+	return m.failFlow(ctx, tc, data.Provider, &FlowError{
+		Message: "The sign-in could not be completed. Start it again.", Err: errCompletionAbandoned})
+}
+
+var errCompletionAbandoned = errors.New("oauthflow: the completion did not end in time")
+
+// runLockLeaseDefault is how long a run's lock outlives an instance that stopped renewing it.
+const runLockLeaseDefault = 30 * time.Second
