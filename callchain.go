@@ -63,24 +63,35 @@ func (ch *callChain) drain(ctx context.Context) {
 // context, so goroutines started by one transition each see their own path: a
 // sibling holding a run is no re-entry, and waits for the lock like anyone else.
 type heldRun struct {
-	id string
-	up *heldRun
+	id    string
+	lease *lease
+	up    *heldRun
 }
 
 type heldRunKey struct{}
 
-// holding returns ctx with run id added to its path's held runs.
-func holding(ctx context.Context, id string) context.Context {
+// holding returns ctx with run id, locked under l, added to its path's held runs.
+func holding(ctx context.Context, id string, l *lease) context.Context {
 	up, _ := ctx.Value(heldRunKey{}).(*heldRun)
-	return context.WithValue(ctx, heldRunKey{}, &heldRun{id: id, up: up})
+	return context.WithValue(ctx, heldRunKey{}, &heldRun{id: id, lease: l, up: up})
 }
 
 // holds reports whether ctx's call path holds run id's lock.
-func holds(ctx context.Context, id string) bool {
+func holds(ctx context.Context, id string) bool { return heldEntry(ctx, id) != nil }
+
+// leaseOf returns the lease under which ctx's call path holds run id's lock, or nil.
+func leaseOf(ctx context.Context, id string) *lease {
+	if h := heldEntry(ctx, id); h != nil {
+		return h.lease
+	}
+	return nil
+}
+
+func heldEntry(ctx context.Context, id string) *heldRun {
 	for h, _ := ctx.Value(heldRunKey{}).(*heldRun); h != nil; h = h.up {
 		if h.id == id {
-			return true
+			return h
 		}
 	}
-	return false
+	return nil
 }

@@ -341,10 +341,10 @@ type stuckProvider struct {
 	release chan struct{}
 }
 
-func (p *stuckProvider) ExchangeCode(context.Context, string, ...oauth2.AuthCodeOption) (*oauthflow.TokenSet, error) {
+func (p *stuckProvider) ExchangeCode(ctx context.Context, code string, opts ...oauth2.AuthCodeOption) (*oauthflow.TokenSet, error) {
 	close(p.started)
 	<-p.release
-	return nil, errBlip
+	return p.fakeProvider.ExchangeCode(ctx, code, opts...)
 }
 
 // A completion whose instance is gone mid-way is failed honestly by another
@@ -352,26 +352,26 @@ func (p *stuckProvider) ExchangeCode(context.Context, string, ...oauth2.AuthCode
 func TestCompletionAbandonedByItsInstanceIsFailedByAnother(t *testing.T) {
 	t.Parallel()
 	kv := sharedRedis(t, true)
-	cfg := oauthflow.Config{KV: kv, CompletionTimeout: 200 * time.Millisecond, RunLockLease: 200 * time.Millisecond,
-		WorkerInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)}
+	clock := fakeclock.New(time.Now())
+	cfg := oauthflow.Config{KV: kv, Now: clock.Now, WorkerInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)}
 	stuck := &stuckProvider{fakeProvider: newFakeProvider("acme"), started: make(chan struct{}), release: make(chan struct{})}
-	t.Cleanup(func() { close(stuck.release) })
 	a := newSignInFixtureWith(t, stuck, cfg)
 	other, exchanges := exchangeCounter()
 	b := newAgentModule(t, other, cfg)
 
-	go a.m.CallbackHandler().ServeHTTP(httptest.NewRecorder(),
-		httptest.NewRequest(http.MethodGet, oauthflow.CallbackPath+"?code=c&state="+a.prompt.State, nil))
+	zombie := make(chan struct{})
+	go func() {
+		defer close(zombie)
+		a.m.CallbackHandler().ServeHTTP(httptest.NewRecorder(),
+			httptest.NewRequest(http.MethodGet, oauthflow.CallbackPath+"?code=c&state="+a.prompt.State, nil))
+	}()
 	within(t, stuck.started, "the first instance's exchange")
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		oauthflow.WorkOnce(ctx, b) // the abandon comes due after the completion's deadline and the lock's lease
-		child, err := b.Engine.Get(ctx, a.child)
-		require.NoError(t, err)
-		if child.Status == oauthflow.RunFailed {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "the other instance never failed the abandoned completion")
-	}
+	assert.Zero(t, oauthflow.WorkOnce(ctx, b), "nothing is due while the completion may still end")
+	// The first instance is gone: its lease on the run lapses, and the time
+	// by which its completion had to end passes.
+	require.NoError(t, kv.Del(ctx, "oauth:lock:run:"+a.child))
+	clock.Advance(oauthflow.DefaultCompletionTimeout + time.Minute)
+	assert.Equal(t, 1, oauthflow.WorkOnce(ctx, b))
 	child, err := b.Engine.Get(ctx, a.child)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"authenticated":false}`, string(child.Result))
@@ -386,4 +386,14 @@ func TestCompletionAbandonedByItsInstanceIsFailedByAnother(t *testing.T) {
 	require.NoError(t, json.Unmarshal(parent.Result, &res))
 	assert.Equal(t, oauthflow.RunFailed, res.Status)
 	assert.Zero(t, exchanges.Load(), "the code is never exchanged twice")
+
+	// The first instance comes back from the dead with tokens, its context
+	// still live: it must not rewrite the run or the prompt the other one ended.
+	close(stuck.release)
+	within(t, zombie, "the first instance's completion to return")
+	child, err = b.Engine.Get(ctx, a.child)
+	require.NoError(t, err)
+	assert.Equal(t, oauthflow.RunFailed, child.Status, "the run another instance ended stays ended")
+	require.NoError(t, b.Engine.Document(ctx, a.child, oauthflow.PromptDocumentName, &prompt))
+	assert.Equal(t, oauthflow.PromptError, prompt.Status, "and so does its prompt")
 }

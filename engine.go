@@ -134,7 +134,7 @@ func (e *Engine) locked(ctx context.Context, id string, fn func(ctx context.Cont
 	if err != nil {
 		return nil, err
 	}
-	r, err := fn(holding(ctx, id))
+	r, err := fn(holding(ctx, id, l))
 	l.release(ctx)
 	if r != nil && r.State == StateEnd && !errors.Is(err, ErrTransitionNotAllowed) {
 		e.finished(ctx, ch, r)
@@ -296,7 +296,28 @@ func (e *Engine) finished(ctx context.Context, ch *callChain, r *Run) {
 	notify(ctx)
 }
 
+// stillHeld checks, right before a write of run id's records, that the call
+// still holds the run's lock: an instance that hung past its lease (another
+// has since ended the run) writes nothing.
+func stillHeld(ctx context.Context, id string) error {
+	l := leaseOf(ctx, id)
+	if l == nil {
+		return nil
+	}
+	held, err := l.confirm(ctx)
+	if err != nil {
+		return err
+	}
+	if !held {
+		return fmt.Errorf("run %s: %w", id, errLeaseLost)
+	}
+	return nil
+}
+
 func (e *Engine) save(ctx context.Context, r *Run) error {
+	if err := stillHeld(ctx, r.ID); err != nil {
+		return err
+	}
 	r.UpdatedAt = e.now().UnixMilli()
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -398,6 +419,9 @@ func (e *Engine) saveDocument(ctx context.Context, r *Run, name, widget string, 
 	b, err := json.Marshal(Document{Name: name, Widget: widget, Data: data, UpdatedAt: e.now().UnixMilli()})
 	if err != nil {
 		return fmt.Errorf("oauthflow: encode document: %w", err)
+	}
+	if err := stillHeld(ctx, r.ID); err != nil {
+		return err
 	}
 	if err := e.kv.Set(ctx, docKey(r.ID, name), b, e.ttlOf(r)); err != nil {
 		return storeErr(ctx, "save document", err)

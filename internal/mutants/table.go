@@ -88,8 +88,8 @@ func table() []mutant {
 			Name: "engine/run-lock-removed",
 			File: "engine.go",
 			Old: "\tl, err := waitLease(ctx, e.kv, runLockKey(id), e.lease)\n\tif err != nil {\n\t\treturn nil, err\n\t}\n" +
-				"\tr, err := fn(holding(ctx, id))\n\tl.release(ctx)\n",
-			New: "\tr, err := fn(holding(ctx, id))\n",
+				"\tr, err := fn(holding(ctx, id, l))\n\tl.release(ctx)\n",
+			New: "\tr, err := fn(holding(ctx, id, nil))\n",
 			Why: "fires of one run are serialised (across instances): a transition never runs twice",
 		},
 		{
@@ -323,6 +323,14 @@ func table() []mutant {
 			Old:  "\tm.completionDone(owned, s)\n",
 			New:  "",
 			Why:  "a completion that ended leaves no due work behind",
+		},
+
+		{
+			Name: "engine/save-without-holding",
+			File: "engine.go",
+			Old:  "\tif !held {\n\t\treturn fmt.Errorf(\"run %s: %w\", id, errLeaseLost)\n\t}\n",
+			New:  "\t_ = held\n",
+			Why:  "an instance that hung past its run lock's lease rewrites neither the run nor its documents",
 		},
 
 		// Contexts: a caller's own cancellation is not a store outage.
