@@ -185,3 +185,31 @@ func TestBrowserCrossOriginDirectCallback(t *testing.T) {
 	assert.Equal(t, []string{"success", "direct", "Connected"}, []string{status, mode, title}, "the page says: %q", message)
 	assert.True(t, c.connected(t, "carol"), "the token is stored")
 }
+
+// A denial through the frontend callback page opened directly reaches the
+// run's prompt (its iss goes with it, so the server accepts it).
+func TestBrowserCrossOriginDirectDenial(t *testing.T) {
+	t.Parallel()
+	c := startCrossOrigin(t)
+	ctx := browsertest.New(t)
+	run, doc, err := c.mod.StartSignIn(context.Background(), "dave", demo.ProviderID)
+	require.NoError(t, err)
+	q := browsertest.ConsentOverHTTP(t, doc.AuthURL, browsertest.Deny)
+	require.Equal(t, "access_denied", q.Get("error"), "the consent redirected with %v", q)
+
+	var status, title string
+	browsertest.Run(t, ctx, "open the frontend callback page directly with the denial",
+		chromedp.Navigate(c.frontend+"/oauth/callback?"+q.Encode()),
+		chromedp.WaitVisible(chromedp.CSS(`#oauth-callback:is([data-status="success"], [data-status="error"])`)),
+		browsertest.Into(chromedp.Evaluate[string](`document.getElementById("oauth-callback").dataset.status`), &status),
+		browsertest.Into(chromedp.Text(chromedp.CSS(`#oauth-callback [data-role="title"]`)), &title))
+	assert.Equal(t, []string{"error", "Sign-in not completed"}, []string{status, title})
+	var prompt oauthflow.OAuthPromptDocument
+	require.NoError(t, c.mod.Engine.Document(context.Background(), run.ID, oauthflow.PromptDocumentName, &prompt))
+	assert.Equal(t, oauthflow.PromptError, prompt.Status, "the denial reached the run")
+	want := q.Get("error_description")
+	if want == "" {
+		want = "Access was denied."
+	}
+	assert.Equal(t, want, prompt.Message, "said once, without a repeated heading")
+}
