@@ -369,9 +369,20 @@ func instantWorkflow(ran *atomic.Int64) *oauthflow.Workflow {
 // its own children, once each, after its transition is over (run with -race).
 func TestEngineFanOutChildrenDeliverOnce(t *testing.T) {
 	t.Parallel()
+	for _, be := range backends() {
+		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
+			assertFanOutDeliversOnce(t, be.new(t))
+		})
+	}
+}
+
+// assertFanOutDeliversOnce launches ten parents on kv whose transition launches
+// four children each from goroutines; every parent hears exactly its children.
+func assertFanOutDeliversOnce(t *testing.T, kv oauthflow.KV) {
 	const parents, children = 10, 4
 	var ran atomic.Int64
-	e := oauthflow.NewEngine(oauthflow.NewMemoryKV())
+	e := oauthflow.NewEngine(kv)
 	require.NoError(t, e.Register(instantWorkflow(&ran)))
 	require.NoError(t, e.Register(fanOutWorkflow()))
 

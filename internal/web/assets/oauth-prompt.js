@@ -67,9 +67,12 @@
     return body;
   }
 
+  var MAX_MESSAGE = 300; // characters of a provider's description shown, as the server does
+
   function redirectErrorText(f) {
     if (f.error_description) {
-      return String(f.error_description);
+      var d = String(f.error_description);
+      return d.length > MAX_MESSAGE ? d.slice(0, MAX_MESSAGE) + "\u2026" : d;
     }
     if (f.error === "access_denied") {
       return "Access was denied.";

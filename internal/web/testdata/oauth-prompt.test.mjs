@@ -176,6 +176,13 @@ test("a provider error carries the callback's iss, which the server checks (RFC 
   assert.deepEqual(t.fetchCalls[0].body, { state: "S1", error: "access_denied", iss: "https://auth.example" });
 });
 
+test("an overlong provider description is cut, as the server cuts it", async () => {
+  const t = setupOpen({ fetch: async () => jsonResponse(200, { ok: true, provider: "github" }) });
+  t.message(callback({ code: "", error: "access_denied", error_description: "x".repeat(5000) }), ORIGIN, t.popup);
+  await settle();
+  assert.equal(t.q("data-role", "message").textContent, "Sign-in not completed: " + "x".repeat(300) + "\u2026");
+});
+
 test("a failed exchange shows the server's message", async () => {
   const t = setupOpen({ fetch: async () => jsonResponse(400, { ok: false, error: "invalid_state", message: "This sign-in link has expired or was already used." }) });
   t.message(callback(), ORIGIN, t.popup);
