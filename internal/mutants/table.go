@@ -259,7 +259,7 @@ func table() []mutant {
 		{
 			Name: "handlers/completion-under-request-ctx",
 			File: "handlers.go",
-			Old:  "\towned, cancel := serverOwned(ctx)\n",
+			Old:  "\towned, cancel := m.serverOwned(ctx)\n",
 			New:  "\towned, cancel := context.WithCancel(ctx)\n",
 			Why:  "a browser that leaves after the provider answered does not lose the sign-in",
 		},
