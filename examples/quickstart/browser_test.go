@@ -7,10 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -256,7 +254,7 @@ func TestBrowserDirectCallbackCompletes(t *testing.T) {
 	browsertest.Run(t, ctx, "start a sign-in from the page", browsertest.Into(chromedp.Evaluate[startedSignIn](`fetch("/app/connect", {method: "POST",
   headers: {"Content-Type": "application/json"}, body: JSON.stringify({provider: "demo"})}).then(function (r) { return r.json(); })`,
 		chromedp.EvalAwaitPromise), &started))
-	q := consentRedirect(t, started.Prompt.AuthURL)
+	q := browsertest.ConsentOverHTTP(t, started.Prompt.AuthURL, browsertest.Allow)
 	if q.Get("state") != started.Prompt.State || q.Get("code") == "" || q.Get("iss") == "" {
 		t.Fatalf("the consent redirected with %v, want a code, an iss and the state %q", q, started.Prompt.State)
 	}
@@ -297,7 +295,7 @@ func TestBrowserPopupThroughFrontendCallback(t *testing.T) {
 	var authURL string
 	browsertest.Run(t, popup, "the popup shows the consent page",
 		chromedp.WaitVisible(chromedp.CSS("#allow")), browsertest.Into(chromedp.Location(), &authURL))
-	q := consentRedirect(t, authURL)
+	q := browsertest.ConsentOverHTTP(t, authURL, browsertest.Allow)
 	browsertest.Run(t, popup, "the provider redirects to the frontend callback page",
 		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 			_, err := cdp.Call(ctx, tg, page.Navigate, page.NavigateParams{URL: base + "/oauth/callback?" + q.Encode()})
@@ -314,38 +312,6 @@ type startedSignIn struct {
 		AuthURL string `json:"authUrl"`
 		State   string `json:"state"`
 	} `json:"prompt"`
-}
-
-var consentField = regexp.MustCompile(`name="consent" value="([^"]+)"`)
-
-// consentRedirect answers the demo provider's consent page for authURL with
-// Allow, as a plain HTTP client, and returns the query of the redirect the
-// provider answers with, without following it.
-func consentRedirect(t *testing.T, authURL string) url.Values {
-	t.Helper()
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := client.Get(authURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	_ = resp.Body.Close()
-	m := consentField.FindSubmatch(page)
-	if m == nil {
-		t.Fatalf("GET %s answered %s without a consent form", authURL, resp.Status)
-	}
-	u, _ := url.Parse(authURL)
-	decision := u.ResolveReference(&url.URL{Path: "authorize/decision"})
-	resp, err = client.PostForm(decision.String(), url.Values{"consent": {string(m[1])}, "decision": {"allow"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	loc, err := resp.Location()
-	if err != nil {
-		t.Fatalf("the consent decision answered %s without a redirect", resp.Status)
-	}
-	return loc.Query()
 }
 
 // TestScreenshots drives the page to before and after connecting and takes a
