@@ -1,0 +1,84 @@
+package oauthflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Documents are named JSON records attached to a run (the sign-in prompt is
+// "oauthPrompt"), kept as long as their run.
+
+// Document decodes the run's document name into v.
+func (e *Engine) Document(ctx context.Context, runID, name string, v any) error {
+	d, err := e.GetDocument(ctx, runID, name)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(d.Data, v); err != nil {
+		return fmt.Errorf("%w: document %s: %w", ErrCorruptRecord, name, err)
+	}
+	return nil
+}
+
+// GetDocument returns the run's document name with its widget, or ErrNotFound.
+func (e *Engine) GetDocument(ctx context.Context, runID, name string) (*Document, error) {
+	if !issuedRunID(runID) || !providerIDPattern.MatchString(name) {
+		return nil, fmt.Errorf("%w: document %q of run %q", ErrNotFound, name, runID)
+	}
+	b, err := e.kv.Get(ctxOrBackground(ctx), docKey(runID, name))
+	if errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("%w: document %q of run %q", ErrNotFound, name, runID)
+	}
+	if err != nil {
+		return nil, storeErr(ctx, "read document", err)
+	}
+	var d Document
+	if err := strictUnmarshal(b, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+func (e *Engine) saveDocument(ctx context.Context, r *Run, name, widget string, v any) error {
+	if !providerIDPattern.MatchString(name) {
+		return invalidArg("document name %q is not valid", name)
+	}
+	data, err := marshalArg(v)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(Document{Name: name, Widget: widget, Data: data, UpdatedAt: e.now().UnixMilli()})
+	if err != nil {
+		return fmt.Errorf("oauthflow: encode document: %w", err)
+	}
+	if err := stillHeld(ctx, r.ID); err != nil {
+		return err
+	}
+	if err := e.kv.Set(ctx, docKey(r.ID, name), b, e.ttlOf(r)); err != nil {
+		return storeErr(ctx, "save document", err)
+	}
+	if r.Documents == nil {
+		r.Documents = make(map[string]string)
+	}
+	r.Documents[name] = widget
+	return nil
+}
+
+// shortenDocuments gives an ended run's documents its shorter TTL.
+func (e *Engine) shortenDocuments(ctx context.Context, r *Run) error {
+	for name := range r.Documents {
+		b, err := e.kv.Get(ctx, docKey(r.ID, name))
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err == nil {
+			_, err = e.kv.CompareAndExpire(ctx, docKey(r.ID, name), b, e.doneTTL)
+		}
+		if err != nil {
+			return storeErr(ctx, "expire document", err)
+		}
+	}
+	return nil
+}
