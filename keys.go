@@ -35,21 +35,43 @@ func reservedSegment(s string) bool {
 	return false
 }
 
-// userSegment is userID as it appears in a key.
-func userSegment(userID string) string {
+// plainUserID reports whether userID goes into keys as it is.
+func plainUserID(userID string) bool {
 	first, _, _ := strings.Cut(userID, ":")
-	if !reservedSegment(first) && !strings.HasPrefix(userID, escapeMark) {
-		return userID
+	return !reservedSegment(first) && !strings.HasPrefix(userID, escapeMark)
+}
+
+// appendUserSegment appends userID as it appears in a key.
+func appendUserSegment(dst []byte, userID string) []byte {
+	if plainUserID(userID) {
+		return append(dst, userID...)
 	}
-	return escapeMark + base64.RawURLEncoding.EncodeToString([]byte(userID))
+	dst = append(dst, escapeMark...)
+	return base64.RawURLEncoding.AppendEncode(dst, []byte(userID))
+}
+
+// appendTokenKey appends the token record's key to dst. The hot read builds
+// the key in a buffer of its own with it, so that looking it up allocates nothing.
+func appendTokenKey(dst []byte, userID, providerID string) []byte {
+	return appendUserKey(dst, "oauth:", userID, providerID)
+}
+
+// appendUserKey appends kind (with its trailing ":"), the user's segment and the provider ID.
+func appendUserKey(dst []byte, kind, userID, providerID string) []byte {
+	dst = append(dst, kind...)
+	dst = appendUserSegment(dst, userID)
+	dst = append(dst, ':')
+	return append(dst, providerID...)
 }
 
 func tokenKey(userID, providerID string) string {
-	return "oauth:" + userSegment(userID) + ":" + providerID
+	var buf [128]byte
+	return string(appendUserKey(buf[:0], "oauth:", userID, providerID))
 }
 
 func lockKey(userID, providerID string) string {
-	return "oauth:lock:" + userSegment(userID) + ":" + providerID
+	var buf [128]byte
+	return string(appendUserKey(buf[:0], "oauth:lock:", userID, providerID))
 }
 
 func sessionKey(state string) string { return "oauth:session:" + state }

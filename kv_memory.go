@@ -25,12 +25,14 @@ type MemoryKV struct {
 	m         map[string]memEntry
 	idx       map[string]map[string]int64 // index → member → due, Unix ms
 	writes    int                         // since the last sweep
+	peak      int                         // the most entries m held since it was last rebuilt
 	lastSweep time.Time
 }
 
 type memEntry struct {
-	v   []byte
-	exp int64 // Unix nanoseconds; 0 = never
+	v    []byte
+	exp  int64 // Unix nanoseconds; 0 = never
+	memo any   // v as the reader that asked decoded it (see getMemo); nil until then
 }
 
 var _ KV = (*MemoryKV)(nil)
@@ -70,7 +72,7 @@ func (m *MemoryKV) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.m = make(map[string]memEntry)
-	m.idx = nil
+	m.idx, m.peak = nil, 0
 	return nil
 }
 
@@ -112,6 +114,37 @@ func (m *MemoryKV) Get(_ context.Context, key string) ([]byte, error) {
 		return nil, ErrNotFound
 	}
 	return e.v, nil
+}
+
+// getMemo returns the value under key and what decode made of it, decoding
+// each stored value once: later reads of the same value get the same result
+// without decoding again, and a write starts afresh. key is a byte slice so that
+// a caller can build it in a buffer of its own; looking it up allocates nothing.
+// decode must be a pure function of the value, the same one for every caller of
+// a key, and its result must be treated as read-only.
+func (m *MemoryKV) getMemo(key []byte, decode func([]byte) any) ([]byte, any, bool) {
+	m.mu.RLock()
+	e, ok := m.m[string(key)]
+	m.mu.RUnlock()
+	if !ok || !e.live(m.clock().UnixNano()) {
+		return nil, nil, false
+	}
+	if e.memo != nil {
+		return e.v, e.memo, true
+	}
+	memo := decode(e.v)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur, ok := m.m[string(key)]; ok && sameBytes(cur.v, e.v) {
+		cur.memo = memo
+		m.m[string(key)] = cur
+	}
+	return e.v, memo, true
+}
+
+// sameBytes reports whether a and b are the same stored value (not merely equal bytes).
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // Set stores a copy of value under key.
@@ -227,12 +260,24 @@ func (m *MemoryKV) put(key string, e memEntry) {
 		m.m = make(map[string]memEntry)
 	}
 	m.m[key] = e
+	m.peak = max(m.peak, len(m.m))
 	m.writes++
+	m.maybeSweep()
+}
+
+// maybeSweep sweeps after many writes, or a minute after the last sweep. Writes
+// call it, and so does Claim, which a Module's background worker calls every
+// second: a store that is only read from and deleted from still gives back
+// what expires. Called with mu held.
+func (m *MemoryKV) maybeSweep() {
 	if m.writes < len(m.m)/2+64 && m.clock().Sub(m.lastSweep) < time.Minute {
 		return
 	}
 	m.sweep()
 }
+
+// minRebuild is the fewest entries a map must have held before a sweep rebuilds it.
+const minRebuild = 1024
 
 func (m *MemoryKV) sweep() {
 	now := m.clock()
@@ -240,6 +285,15 @@ func (m *MemoryKV) sweep() {
 		if !e.live(now.UnixNano()) {
 			delete(m.m, k)
 		}
+	}
+	// A Go map never shrinks: the table that once held a burst of sign-ins stays
+	// allocated after they are gone. Copy the live entries into a map of their size.
+	if m.peak >= minRebuild && len(m.m) < m.peak/4 {
+		live := make(map[string]memEntry, len(m.m))
+		for k, e := range m.m {
+			live[k] = e
+		}
+		m.m, m.peak = live, len(live)
 	}
 	m.writes = 0
 	m.lastSweep = now
@@ -280,6 +334,7 @@ func (m *MemoryKV) Claim(_ context.Context, index string, now time.Time, lease t
 	nowMs, untilMs := claimWindow(now, lease)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.maybeSweep()
 	due := dueMembers(m.idx[index], nowMs, n)
 	for _, member := range due {
 		m.idx[index][member] = untilMs

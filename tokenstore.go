@@ -37,6 +37,7 @@ type TokenStore struct {
 	events         notifier
 	flights        flightGroup
 	pending        pendingWrites
+	mem            memoryTarget // set when kv is a MemoryKV: the hot read's zero-allocation path
 }
 
 // TokenStoreOption configures a TokenStore.
@@ -103,6 +104,7 @@ func NewTokenStore(kv KV, reg *Registry, opts ...TokenStoreOption) *TokenStore {
 		o(s)
 	}
 	s.events.now = s.now
+	s.mem = memoryTargetOf(kv)
 	return s
 }
 
@@ -110,7 +112,7 @@ func checkIDs(userID, providerID string) error {
 	if userID == "" || len(userID) > maxUserIDLen {
 		return invalidArg("user ID must be 1 to %d bytes", maxUserIDLen)
 	}
-	if !providerIDPattern.MatchString(providerID) {
+	if !validProviderID(providerID) {
 		return invalidArg("provider ID %q is not valid", providerID)
 	}
 	return nil
@@ -222,6 +224,9 @@ func (s *TokenStore) GetValidAccessToken(ctx context.Context, userID, providerID
 func (s *TokenStore) validToken(ctx context.Context, userID, providerID string) (string, int64, error) {
 	if err := checkIDs(userID, providerID); err != nil {
 		return "", 0, err
+	}
+	if tok, expiresAt, ok := s.mem.validToken(s, userID, providerID); ok {
+		return tok, expiresAt, nil
 	}
 	ctx = ctxOrBackground(ctx)
 	raw, v, err := s.read(ctx, tokenKey(userID, providerID))
@@ -359,4 +364,42 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24)
 	return hex.EncodeToString(b)
+}
+
+// memoryTarget is the MemoryKV under a TokenStore's KV (behind a key prefix or
+// not), which the hot read asks directly: through the KV interface a read costs
+// a key string, an access-token string and a decode of the record; here it costs
+// none of them, because the decoded record is kept with the stored value.
+type memoryTarget struct {
+	kv     *MemoryKV // nil: the KV is not a MemoryKV
+	prefix string
+}
+
+func memoryTargetOf(kv KV) memoryTarget {
+	switch kv := kv.(type) {
+	case *MemoryKV:
+		return memoryTarget{kv: kv}
+	case *prefixKV:
+		if mem, ok := kv.kv.(*MemoryKV); ok {
+			return memoryTarget{kv: mem, prefix: kv.prefix}
+		}
+	}
+	return memoryTarget{}
+}
+
+// validToken returns the stored access token when it is valid now; ok is false
+// in every other case (no MemoryKV, no record, a corrupt or expired one), which
+// the caller then handles the general way.
+func (mt memoryTarget) validToken(s *TokenStore, userID, providerID string) (string, int64, bool) {
+	if mt.kv == nil {
+		return "", 0, false
+	}
+	var buf [128]byte
+	key := appendTokenKey(append(buf[:0], mt.prefix...), userID, providerID)
+	_, memo, ok := mt.kv.getMemo(key, decodeTokenMemo)
+	t, _ := memo.(*tokenMemo)
+	if !ok || t == nil || !s.fresh(t.expiresAt) {
+		return "", 0, false
+	}
+	return t.access, t.expiresAt, true
 }
