@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -59,51 +60,43 @@ func BenchmarkGetValidAccessToken(b *testing.B) {
 			}
 		}
 	})
-	b.Run("redis", func(b *testing.B) {
-		kv, _, _ := benchRedis(b)
-		store := benchStore(b, kv)
-		b.ReportAllocs()
+	for _, g := range []int{1, 8, 64} {
+		b.Run(fmt.Sprintf("redis/goroutines=%d", g), func(b *testing.B) {
+			kv, _, _ := benchRedis(b)
+			store := benchStore(b, kv)
+			inParallel(b, g, func() error {
+				_, err := store.GetValidAccessToken(ctx, "bench-user", "github")
+				return err
+			})
+		})
+		b.Run(fmt.Sprintf("raw-redis-GET/goroutines=%d", g), func(b *testing.B) {
+			kv, c, prefix := benchRedis(b)
+			benchStore(b, kv)
+			inParallel(b, g, func() error { return c.Get(ctx, prefix+benchKey).Err() })
+		})
+	}
+}
+
+// inParallel runs op b.N times in all from g goroutines (at least GOMAXPROCS of
+// them when g > 1, as RunParallel starts a multiple of GOMAXPROCS).
+func inParallel(b *testing.B, g int, op func() error) {
+	b.ReportAllocs()
+	if g == 1 {
 		for b.Loop() {
-			if _, err := store.GetValidAccessToken(ctx, "bench-user", "github"); err != nil {
+			if err := op(); err != nil {
 				b.Fatal(err)
 			}
 		}
-	})
-	b.Run("redis-parallel", func(b *testing.B) {
-		kv, _, _ := benchRedis(b)
-		store := benchStore(b, kv)
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if _, err := store.GetValidAccessToken(ctx, "bench-user", "github"); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	})
-	b.Run("raw-redis-GET", func(b *testing.B) {
-		kv, c, prefix := benchRedis(b)
-		benchStore(b, kv)
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := c.Get(ctx, prefix+benchKey).Bytes(); err != nil {
-				b.Fatal(err)
+		return
+	}
+	b.SetParallelism(max(g/runtime.GOMAXPROCS(0), 1))
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := op(); err != nil {
+				b.Error(err)
+				return
 			}
 		}
-	})
-	b.Run("raw-redis-GET-parallel", func(b *testing.B) {
-		kv, c, prefix := benchRedis(b)
-		benchStore(b, kv)
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if _, err := c.Get(ctx, prefix+benchKey).Bytes(); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
 	})
 }
 

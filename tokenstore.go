@@ -37,7 +37,7 @@ type TokenStore struct {
 	events         notifier
 	flights        flightGroup
 	pending        pendingWrites
-	mem            memoryTarget // set when kv is a MemoryKV: the hot read's zero-allocation path
+	direct         directKV // kv without its key prefix, for the hot read
 }
 
 // TokenStoreOption configures a TokenStore.
@@ -104,7 +104,7 @@ func NewTokenStore(kv KV, reg *Registry, opts ...TokenStoreOption) *TokenStore {
 		o(s)
 	}
 	s.events.now = s.now
-	s.mem = memoryTargetOf(kv)
+	s.direct = directKVOf(kv)
 	return s
 }
 
@@ -195,7 +195,12 @@ func (s *TokenStore) GetTokens(ctx context.Context, userID, providerID string) (
 // read returns the record under key as stored (the fence a refresh writes
 // against) and parsed in place.
 func (s *TokenStore) read(ctx context.Context, key string) ([]byte, tokenView, error) {
-	b, err := s.kv.Get(ctx, key)
+	return s.readFrom(ctx, s.kv, key)
+}
+
+// readFrom is read from kv, the store's KV or the one under its prefix.
+func (s *TokenStore) readFrom(ctx context.Context, kv KV, key string) ([]byte, tokenView, error) {
+	b, err := kv.Get(ctx, key)
 	if errors.Is(err, ErrNotFound) {
 		return nil, tokenView{}, ErrNoToken
 	}
@@ -225,11 +230,11 @@ func (s *TokenStore) validToken(ctx context.Context, userID, providerID string) 
 	if err := checkIDs(userID, providerID); err != nil {
 		return "", 0, err
 	}
-	if tok, expiresAt, ok := s.mem.validToken(s, userID, providerID); ok {
+	if tok, expiresAt, ok := s.direct.memoryToken(s, userID, providerID); ok {
 		return tok, expiresAt, nil
 	}
 	ctx = ctxOrBackground(ctx)
-	raw, v, err := s.read(ctx, tokenKey(userID, providerID))
+	raw, v, err := s.readFrom(ctx, s.direct.kv, s.direct.tokenKey(userID, providerID))
 	if err != nil {
 		return "", 0, err
 	}
@@ -366,37 +371,42 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// memoryTarget is the MemoryKV under a TokenStore's KV (behind a key prefix or
-// not), which the hot read asks directly: through the KV interface a read costs
-// a key string, an access-token string and a decode of the record; here it costs
-// none of them, because the decoded record is kept with the stored value.
-type memoryTarget struct {
-	kv     *MemoryKV // nil: the KV is not a MemoryKV
+// directKV is the store under a TokenStore's KV with any key prefix taken off,
+// which the hot read asks directly. Through the prefix a read pays for two key
+// strings; here it builds one, in a stack buffer. Over a MemoryKV it pays for
+// nothing at all: no key string, no access-token string, no decode, because the
+// decoded record is kept beside the stored value (MemoryKV.getMemo).
+type directKV struct {
+	kv     KV
+	mem    *MemoryKV // kv, when it is a MemoryKV
 	prefix string
 }
 
-func memoryTargetOf(kv KV) memoryTarget {
-	switch kv := kv.(type) {
-	case *MemoryKV:
-		return memoryTarget{kv: kv}
-	case *prefixKV:
-		if mem, ok := kv.kv.(*MemoryKV); ok {
-			return memoryTarget{kv: mem, prefix: kv.prefix}
-		}
+func directKVOf(kv KV) directKV {
+	d := directKV{kv: kv}
+	if p, ok := kv.(*prefixKV); ok {
+		d.kv, d.prefix = p.kv, p.prefix
 	}
-	return memoryTarget{}
+	d.mem, _ = d.kv.(*MemoryKV)
+	return d
 }
 
-// validToken returns the stored access token when it is valid now; ok is false
-// in every other case (no MemoryKV, no record, a corrupt or expired one), which
-// the caller then handles the general way.
-func (mt memoryTarget) validToken(s *TokenStore, userID, providerID string) (string, int64, bool) {
-	if mt.kv == nil {
+// tokenKey is the token record's key as the store under the prefix names it.
+func (d directKV) tokenKey(userID, providerID string) string {
+	var buf [128]byte
+	return string(appendTokenKey(append(buf[:0], d.prefix...), userID, providerID))
+}
+
+// memoryToken returns the stored access token when the store is a MemoryKV and
+// the token is valid now; ok is false in every other case (no record, a corrupt
+// or expired one), which the caller handles the general way.
+func (d directKV) memoryToken(s *TokenStore, userID, providerID string) (string, int64, bool) {
+	if d.mem == nil {
 		return "", 0, false
 	}
 	var buf [128]byte
-	key := appendTokenKey(append(buf[:0], mt.prefix...), userID, providerID)
-	_, memo, ok := mt.kv.getMemo(key, decodeTokenMemo)
+	key := appendTokenKey(append(buf[:0], d.prefix...), userID, providerID)
+	_, memo, ok := d.mem.getMemo(key, decodeTokenMemo)
 	t, _ := memo.(*tokenMemo)
 	if !ok || t == nil || !s.fresh(t.expiresAt) {
 		return "", 0, false
