@@ -187,19 +187,6 @@ func (p *fastParser) int() int64 {
 	return n
 }
 
-func encodeSession(s Session) ([]byte, error) { return json.Marshal(s) }
-
-func decodeSession(b []byte) (*Session, error) {
-	var s Session
-	if err := strictUnmarshal(b, &s); err != nil {
-		return nil, err
-	}
-	if s.UserID == "" || s.Provider == "" {
-		return nil, fmt.Errorf("%w: session lacks userId or provider", ErrCorruptRecord)
-	}
-	return &s, nil
-}
-
 // tokenMemo is what the hot read needs of a token record, decoded once per
 // stored value (MemoryKV.getMemo) and shared by every read of it.
 type tokenMemo struct {

@@ -2,7 +2,9 @@ package oauthflow
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -106,4 +108,70 @@ func (ss *SessionService) take(ctx context.Context, state string, read func(cont
 		return nil, storeErr(ctx, "read session", err)
 	}
 	return decodeSession(b)
+}
+
+func encodeSession(s Session) ([]byte, error) { return json.Marshal(s) }
+
+// decodeSession reads a stored session: the form encodeSession writes on a
+// hand-written fast path (Consume runs on every callback, and encoding/json
+// with DisallowUnknownFields costs microseconds and a dozen allocations), any
+// other form through the strict decoder. Both accept and refuse the same
+// inputs (FuzzDecodeSession compares them).
+func decodeSession(b []byte) (*Session, error) {
+	s, ok := fastDecodeSession(b)
+	if !ok {
+		s = new(Session)
+		if err := strictUnmarshal(b, s); err != nil {
+			return nil, err
+		}
+	}
+	if s.UserID == "" || s.Provider == "" {
+		return nil, fmt.Errorf("%w: session lacks userId or provider", ErrCorruptRecord)
+	}
+	return s, nil
+}
+
+// fastDecodeSession parses exactly what json.Marshal writes for a Session: the
+// fields in declaration order, the omitempty ones optional, no white space,
+// strings of ASCII without escapes or control bytes. Anything else returns
+// ok=false, for the strict decoder.
+func fastDecodeSession(b []byte) (*Session, bool) {
+	p := fastParser{b: b, ok: true}
+	var s Session
+	p.lit(`{"workflowId":`)
+	s.WorkflowID = string(p.str())
+	p.lit(`,"userId":`)
+	s.UserID = string(p.str())
+	p.lit(`,"provider":`)
+	s.Provider = string(p.str())
+	s.CodeVerifier = p.optStr(`,"codeVerifier":`)
+	if p.peekLit(`,"scopes":`) {
+		s.Scopes = p.strList()
+	}
+	s.RedirectURL = p.optStr(`,"redirectUrl":`)
+	s.Issuer = p.optStr(`,"issuer":`)
+	if p.peekLit(`,"createdAt":`) {
+		s.CreatedAt = p.int()
+	}
+	p.lit(`}`)
+	return &s, p.ok && p.i == len(p.b)
+}
+
+// optStr reads the string after key when key comes next, "" otherwise.
+func (p *fastParser) optStr(key string) string {
+	if !p.peekLit(key) {
+		return ""
+	}
+	return string(p.str())
+}
+
+// strList reads a non-empty array of strings; json.Marshal omits an empty one.
+func (p *fastParser) strList() []string {
+	p.lit(`[`)
+	list := []string{string(p.str())}
+	for p.ok && p.peekLit(`,`) {
+		list = append(list, string(p.str()))
+	}
+	p.lit(`]`)
+	return list
 }

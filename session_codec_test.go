@@ -1,0 +1,90 @@
+package oauthflow
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+)
+
+// Whatever the session fast path accepts, the strict decoder reads the same
+// way; and decodeSession (fast path first) accepts and refuses exactly what
+// the strict decoder alone does.
+func FuzzSessionFastPath(f *testing.F) {
+	for _, seed := range []string{
+		`{"workflowId":"w","userId":"u","provider":"p","codeVerifier":"v","scopes":["a","b"],"redirectUrl":"https://x/cb","issuer":"https://i","createdAt":1800000000000}`,
+		`{"workflowId":"","userId":"u","provider":"p"}`,
+		`{"workflowId":"","userId":"","provider":"p"}`,
+		`{"workflowId":"w","userId":"u","provider":"p","scopes":[]}`,
+		`{"workflowId":"w","userId":"u","provider":"p","createdAt":01}`,
+		`{"workflowId":"w","userId":"u","provider":"p","createdAt":-0}`,
+		`{"workflowId":"w","userId":"u","provider":"p","x":1}`,
+		`{"workflowId":"w","userId":"u\u00e9","provider":"p"}`,
+		`{"workflowId":"w","userId":"u","provider":"p"} `,
+		`{"workflowId":"w","userId":"u","provider":"p"}{}`,
+		`{"WorkflowID":"w","userId":"u","provider":"p"}`,
+		`null`, ``, `{`, `[]`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := decodeSession(b)
+		ref, refErr := strictSession(b)
+		if (err == nil) != (refErr == nil) {
+			t.Fatalf("%q: decodeSession err %v, strict decoder err %v", b, err, refErr)
+		}
+		if err != nil {
+			if !errors.Is(err, ErrCorruptRecord) {
+				t.Fatalf("error %v does not wrap ErrCorruptRecord", err)
+			}
+			return
+		}
+		if !reflect.DeepEqual(got, ref) {
+			t.Fatalf("%q: decodeSession read %+v, the strict decoder %+v", b, got, ref)
+		}
+		if fast, ok := fastDecodeSession(b); ok && !reflect.DeepEqual(fast, ref) {
+			t.Fatalf("%q: fast path read %+v, the strict decoder %+v", b, fast, ref)
+		}
+	})
+}
+
+// strictSession is decodeSession without the fast path.
+func strictSession(b []byte) (*Session, error) {
+	var s Session
+	if err := strictUnmarshal(b, &s); err != nil {
+		return nil, err
+	}
+	if s.UserID == "" || s.Provider == "" {
+		return nil, ErrCorruptRecord
+	}
+	return &s, nil
+}
+
+// The sessions this package writes decode on the fast path.
+func TestSessionFastPathCoversOwnEncoding(t *testing.T) {
+	t.Parallel()
+	for _, s := range []Session{
+		{WorkflowID: "run-1", UserID: "alice", Provider: "github", CodeVerifier: "abc-DEF_123.~", Scopes: []string{"repo", "read:user"},
+			RedirectURL: "https://app.example/api/v1/oauth/callback", Issuer: "https://github.com/login/oauth", CreatedAt: 1_800_000_000_000},
+		{UserID: "bob", Provider: "google"},
+	} {
+		b, err := encodeSession(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := fastDecodeSession(b)
+		if !ok || !reflect.DeepEqual(*got, s) {
+			t.Errorf("%s: fast path %+v, %v", b, got, ok)
+		}
+	}
+}
+
+func BenchmarkDecodeSession(b *testing.B) {
+	enc, _ := json.Marshal(Session{WorkflowID: "run-1", UserID: "alice", Provider: "github", CodeVerifier: "v", CreatedAt: 1})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeSession(enc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
