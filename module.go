@@ -96,7 +96,7 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 		m.Registry = NewRegistry()
 	}
 	if m.httpClient == nil {
-		m.httpClient = &http.Client{Timeout: 30 * time.Second}
+		m.httpClient = defaultHTTPClient()
 	}
 	m.Tokens = NewTokenStore(kv, m.Registry, WithClock(now), WithLogger(log), WithEventHook(cfg.OnEvent))
 	m.Sessions = NewSessionService(kv, WithSessionClock(now), WithSessionTTL(m.signInTTL))

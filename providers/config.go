@@ -134,7 +134,7 @@ func collect(opts []Option) options {
 		}
 	}
 	if o.client == nil {
-		o.client = &http.Client{Timeout: DefaultTimeout}
+		o.client = defaultClient()
 	}
 	return o
 }
