@@ -1,0 +1,108 @@
+package oauthflow_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/redistest"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// tripHook counts Redis round trips: a command is one, a pipeline is one.
+type tripHook struct {
+	n     atomic.Int64
+	mu    sync.Mutex
+	names []string
+}
+
+func (h *tripHook) count(name string) {
+	h.n.Add(1)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.names = append(h.names, name)
+}
+
+func (h *tripHook) since(i int64) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.names[i:]...)
+}
+
+func (h *tripHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *tripHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.count(cmd.Name()); return next(ctx, cmd) }
+}
+func (h *tripHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.count("pipeline"); return next(ctx, cmds) }
+}
+
+// Upper bounds of the Redis round trips one callback completion costs; the
+// test logs the measured counts so a change that lowers them shows it.
+const (
+	maxToolSignInTrips     = 3
+	maxWorkflowSignInTrips = 15
+)
+
+func TestCallbackRoundTrips(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		max   int64
+		start func(t *testing.T, m *oauthflow.Module) string
+	}{
+		{"build_oauth_url", maxToolSignInTrips, startWithTool},
+		{"workflow", maxWorkflowSignInTrips, startWithWorkflow},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m, hook := countedModule(t)
+			state := tc.start(t, m)
+			before := hook.n.Load()
+			rec := httptest.NewRecorder()
+			m.CallbackHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, oauthflow.CallbackPath+"?code=c&state="+state, nil))
+			require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+			trips := hook.n.Load() - before
+			t.Logf("%s sign-in: %d Redis round trips per callback completion: %v", tc.name, trips, hook.since(before))
+			require.LessOrEqual(t, trips, tc.max)
+		})
+	}
+}
+
+// countedModule is a Module on the real Redis, under a key prefix of its own,
+// whose worker stays idle for the test so only the callback's commands count.
+func countedModule(t *testing.T) (*oauthflow.Module, *tripHook) {
+	c := redistest.Real(t)
+	hook := &tripHook{}
+	c.AddHook(hook)
+	kv := oauthflow.WithKeyPrefix(oauthflow.NewRedisKV(c), redistest.Prefix(t, c))
+	reg := oauthflow.NewRegistry()
+	require.NoError(t, reg.Register(newFakeProvider("acme")))
+	m, err := oauthflow.New(context.Background(), oauthflow.Config{KV: kv, Registry: reg,
+		Logger: slog.New(slog.DiscardHandler), WorkerInterval: time.Hour})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	return m, hook
+}
+
+func startWithTool(t *testing.T, m *oauthflow.Module) string {
+	res, err := m.BuildOAuthURL.Call(context.Background(), oauthflow.ToolContext{UserID: "alice"}, json.RawMessage(`{"provider":"acme","scopes":[]}`))
+	require.NoError(t, err)
+	var out oauthflow.BuildOAuthURLResult
+	require.NoError(t, json.Unmarshal(res, &out))
+	return out.State
+}
+
+func startWithWorkflow(t *testing.T, m *oauthflow.Module) string {
+	_, doc, err := m.StartSignIn(context.Background(), "alice", "acme")
+	require.NoError(t, err)
+	return doc.State
+}
