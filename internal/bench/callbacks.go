@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/providers"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/oauth2"
+)
+
+const benchProvider = "bench"
+
+// rig is the callback area's servers: the token endpoint, the two hand-written
+// handlers and the library's Module on a client whose commands are counted.
+type rig struct {
+	e                   *env
+	token, lim, pl, lib *httptest.Server
+	mod                 *oauthflow.Module
+	modRDB              *redis.Client
+	hook                *countHook
+	dir                 string
+	users               atomic.Int64
+}
+
+func newRig(e *env) (*rig, error) {
+	r := &rig{e: e, hook: &countHook{}}
+	dir, err := os.MkdirTemp("", "oauthflow-bench-")
+	if err != nil {
+		return nil, err
+	}
+	r.dir = dir
+	r.token = httptest.NewServer(tokenEndpoint())
+	r.lim = httptest.NewServer(newCeiling(e.rdb, e.prefix, r.token.URL))
+	r.pl = httptest.NewServer(&plain{rdb: e.rdb, prefix: e.prefix, cfg: &oauth2.Config{ClientID: benchProvider,
+		Endpoint: oauth2.Endpoint{TokenURL: r.token.URL, AuthStyle: oauth2.AuthStyleInParams}}})
+	return r, r.startModule()
+}
+
+// startModule wires the library as a host app would, on its own counted client.
+func (r *rig) startModule() error {
+	mux := http.NewServeMux()
+	r.lib = httptest.NewServer(mux)
+	p, err := providers.NewOAuth2(providers.Config{ID: benchProvider, AuthURL: r.token.URL + "/authorize", TokenURL: r.token.URL + "/token"},
+		providers.Credentials{ClientID: benchProvider, RedirectURL: r.lib.URL + oauthflow.CallbackPath})
+	if err != nil {
+		return err
+	}
+	reg := oauthflow.NewRegistry()
+	if err := reg.Register(p); err != nil {
+		return err
+	}
+	r.modRDB = newClient(r.e.rdb.Options().Addr)
+	r.modRDB.AddHook(r.hook)
+	r.mod, err = oauthflow.New(context.Background(), oauthflow.Config{KV: oauthflow.NewRedisKV(r.modRDB), KeyPrefix: r.e.prefix,
+		Registry: reg, Logger: r.e.log, WorkerInterval: time.Hour}) // the worker's polls would blur the round-trip count
+	if err != nil {
+		return err
+	}
+	r.mod.Mount(mux)
+	return nil
+}
+
+func (r *rig) close() {
+	for _, s := range []*httptest.Server{r.lim, r.pl, r.lib, r.token} {
+		s.Close()
+	}
+	if r.mod != nil {
+		_ = r.mod.Close()
+	}
+	_ = r.modRDB.Close()
+	_ = os.RemoveAll(r.dir)
+}
+
+func (r *rig) user() string { return fmt.Sprintf("bench-u%d", r.users.Add(1)) }
+
+// handSignIns registers n sessions of the library's shape the way the
+// hand-written handlers expect them, under oauth:session:{state}.
+func (r *rig) handSignIns(ctx context.Context, srv *httptest.Server, n int) ([]string, error) {
+	pipe := r.e.rdb.Pipeline()
+	urls := make([]string, n)
+	for i := range urls {
+		st := randomState()
+		s := benchSession()
+		s.UserID = r.user()
+		b, _ := json.Marshal(s)
+		pipe.Set(ctx, r.e.prefix+"oauth:session:"+st, b, 10*time.Minute)
+		urls[i] = srv.URL + "/callback?code=c0de&state=" + st
+	}
+	_, err := pipe.Exec(ctx)
+	return urls, err
+}
+
+// toolSignIns starts n sign-ins with build_oauth_url alone.
+func (r *rig) toolSignIns(ctx context.Context, n int) ([]string, error) {
+	args := json.RawMessage(`{"provider":"` + benchProvider + `","scopes":["repo"]}`)
+	urls := make([]string, n)
+	for i := range urls {
+		raw, err := r.mod.BuildOAuthURL.Call(ctx, oauthflow.ToolContext{UserID: r.user()}, args)
+		var res oauthflow.BuildOAuthURLResult
+		if err == nil {
+			err = json.Unmarshal(raw, &res)
+		}
+		if err != nil {
+			return nil, err
+		}
+		urls[i] = r.callbackURL(res.State)
+	}
+	return urls, nil
+}
+
+// workflowSignIns starts n sign-ins through the "oauth" workflow.
+func (r *rig) workflowSignIns(ctx context.Context, n int) ([]string, error) {
+	urls := make([]string, n)
+	for i := range urls {
+		_, doc, err := r.mod.StartSignIn(ctx, r.user(), benchProvider, "repo")
+		if err != nil {
+			return nil, err
+		}
+		urls[i] = r.callbackURL(doc.State)
+	}
+	return urls, nil
+}
+
+func (r *rig) callbackURL(state string) string {
+	return r.lib.URL + oauthflow.CallbackPath + "?code=c0de&state=" + state
+}
+
+// load fires urls from the second process; counted tells the Module's Redis
+// commands sent meanwhile.
+func (r *rig) load(urls []string) (result, int64, error) {
+	before := r.hook.n.Load()
+	res, err := fire(job{URLs: urls, Concurrency: r.e.opts.loadConc, Bound: 2 * time.Minute}, r.dir)
+	if err == nil && res.Errors > 0 {
+		err = fmt.Errorf("%d of %d callbacks failed", res.Errors, res.N)
+	}
+	return res, r.hook.n.Load() - before, err
+}

@@ -1,0 +1,94 @@
+// Command bench runs the whole benchmark suite and rewrites BENCHMARKS.md: every
+// figure of the library beside its limit (what the same work costs done by hand,
+// or the raw Redis command underneath), measured in the same run, interleaved,
+// repeated, so that the ratio holds whatever the machine.
+//
+//	go run ./internal/bench [-rounds 5] [-out BENCHMARKS.md] [-quick]
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"testing"
+	"time"
+)
+
+// options are the command line, and the sizes each mode measures with.
+type options struct {
+	rounds    int
+	out       string
+	quick     bool
+	benchtime string
+	loadReqs  int // requests per load test
+	loadConc  int // the load generator's concurrency
+	storm     int // callers in the refresh storm
+	records   int // token records for bytes per record
+	sessions  int // expired sessions for the reclaim figure
+}
+
+func parseOptions(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.IntVar(&o.rounds, "rounds", 5, "rounds of every measurement (median, min, max)")
+	fs.StringVar(&o.out, "out", "BENCHMARKS.md", "the report to write")
+	fs.BoolVar(&o.quick, "quick", false, "a short smoke run: 1 round, small counts (CI)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	o.sized()
+	return o, nil
+}
+
+// sized fills the counts: the full run is sized for about three minutes on 2 cores.
+func (o *options) sized() {
+	o.benchtime, o.loadReqs, o.loadConc = "1s", 4000, 32
+	o.storm, o.records, o.sessions = 1000, 20000, 100000
+	if o.quick {
+		o.rounds, o.benchtime, o.loadReqs, o.loadConc = 1, "100x", 300, 8
+		o.storm, o.records, o.sessions = 100, 1000, 5000
+	}
+}
+
+func main() {
+	if job := os.Getenv(loadgenEnv); job != "" {
+		os.Exit(loadgenMain(job))
+	}
+	testing.Init() // testing.Benchmark reads -test.benchtime
+	o, err := parseOptions(os.Args[1:])
+	if err != nil {
+		os.Exit(2)
+	}
+	if err := run(o); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// run measures everything and writes the report.
+func run(o options) error {
+	start := time.Now()
+	if err := flag.Set("test.benchtime", o.benchtime); err != nil {
+		return err
+	}
+	env, err := newEnv(o)
+	if err != nil {
+		return err
+	}
+	defer env.close()
+	rep := &report{machine: env.machine(), opts: o}
+	for _, area := range areas {
+		tab, err := area(env)
+		if err != nil {
+			return fmt.Errorf("%s: %w", tab.title, err)
+		}
+		rep.tables = append(rep.tables, tab)
+	}
+	rep.elapsed = time.Since(start)
+	return rep.write(o.out)
+}
+
+// areas are the report's tables, in order.
+var areas = []func(*env) (*table, error){
+	tokenReads, sessionTakes, callbacks, refreshStorm, memoryFigures,
+}

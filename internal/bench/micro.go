@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oauthflow/oauthflow"
+	"golang.org/x/oauth2"
+)
+
+// The token record and the session every micro figure reads, of a real provider's size.
+const (
+	record  = `{"accessToken":"gho_16C7e42F292c6912E7710c838347Ae178B4a","refreshToken":"ghr_1B4a2e77838347a7E420ce178F2E7c6912E169246c34E1ccbF66C46812d16D5B1A9Dc86A1498","expiresAt":4102444800000,"scope":"repo read:user"}`
+	userID  = "bench-user"
+	provID  = "github"
+	tokKey  = "oauth:" + userID + ":" + provID
+	timeout = time.Minute
+)
+
+// nsPerOp runs op b.N times in all from g goroutines and returns ns/op and
+// allocs/op. RunParallel starts GOMAXPROCS*parallelism goroutines, so the
+// parallelism is g/GOMAXPROCS (g=8 on 2 cores: 4 each).
+func nsPerOp(g int, op func(*testing.B) func() error) (float64, float64) {
+	r := testing.Benchmark(func(b *testing.B) {
+		b.ReportAllocs()
+		f := op(b)
+		b.ResetTimer() // op may have prepared b.N records
+		if g == 1 {
+			for range b.N {
+				must(b, f())
+			}
+			return
+		}
+		b.SetParallelism(max(g/runtime.GOMAXPROCS(0), 1))
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				must(b, f())
+			}
+		})
+	})
+	return float64(r.T.Nanoseconds()) / float64(max(r.N, 1)), float64(r.AllocsPerOp())
+}
+
+func must(b *testing.B, err error) {
+	if err != nil {
+		b.Error(err)
+		b.FailNow()
+	}
+}
+
+// pair measures limit and library in ABBA order each round, so drift over the
+// run hits both sides alike.
+func pair(rounds int, limit, lib func() float64) (lim, ours sample) {
+	for i := range rounds {
+		if i%2 == 0 {
+			lim, ours = append(lim, limit()), append(ours, lib())
+		} else {
+			ours, lim = append(ours, lib()), append(lim, limit())
+		}
+	}
+	return lim, ours
+}
+
+// speedRow is a row whose ratio is the limit's ns/op over ours (1.0x = as fast).
+func speedRow(figure, limit string, lim, ours sample, target string, atLeast float64) row {
+	return row{figure: figure, value: ours.format(" ns/op", 0), limit: limit, limitValue: lim.format(" ns/op", 0),
+		ratio: ratios(lim, ours), target: target, want: func(v float64) bool { return v >= atLeast }}
+}
+
+// tokenReads: GetValidAccessToken on Redis and memory beside the raw GET, a
+// mutex-guarded map and x/oauth2's ReuseTokenSource.
+func tokenReads(e *env) (*table, error) {
+	t := &table{title: "Reading a valid token"}
+	ctx := context.Background()
+	kv := oauthflow.WithKeyPrefix(oauthflow.NewRedisKV(e.rdb), e.prefix)
+	if err := kv.Set(ctx, tokKey, []byte(record), time.Hour); err != nil {
+		return t, err
+	}
+	store := oauthflow.NewTokenStore(kv, oauthflow.NewRegistry(), oauthflow.WithLogger(e.log))
+	for _, g := range []int{1, 8, 64} {
+		get := func() float64 {
+			ns, _ := nsPerOp(g, func(*testing.B) func() error {
+				return func() error { return e.rdb.Get(ctx, e.prefix+tokKey).Err() }
+			})
+			return ns
+		}
+		lib := func() float64 {
+			ns, _ := nsPerOp(g, func(*testing.B) func() error {
+				return func() error { _, err := store.GetValidAccessToken(ctx, userID, provID); return err }
+			})
+			return ns
+		}
+		lim, ours := pair(e.opts.rounds, get, lib)
+		t.rows = append(t.rows, speedRow(fmt.Sprintf("GetValidAccessToken, Redis, %d goroutines", g),
+			"raw go-redis GET", lim, ours, ">= 0.95x", 0.95))
+	}
+	rt, err := roundTripsPerRead(e, store)
+	if err != nil {
+		return t, err
+	}
+	t.rows = append(t.rows, rt)
+	mem, err := memoryReads(e)
+	t.rows = append(t.rows, mem...)
+	return t, err
+}
+
+// roundTripsPerRead counts the Redis commands one valid read sends.
+func roundTripsPerRead(e *env, _ *oauthflow.TokenStore) (row, error) {
+	c := newClient(e.rdb.Options().Addr)
+	defer func() { _ = c.Close() }()
+	h := &countHook{}
+	c.AddHook(h)
+	store := oauthflow.NewTokenStore(oauthflow.WithKeyPrefix(oauthflow.NewRedisKV(c), e.prefix), oauthflow.NewRegistry(), oauthflow.WithLogger(e.log))
+	if _, err := store.GetValidAccessToken(context.Background(), userID, provID); err != nil {
+		return row{}, err
+	}
+	h.n.Store(0) // the connection's handshake (HELLO, CLIENT SETINFO) is not the read's
+	const n = 100
+	for range n {
+		if _, err := store.GetValidAccessToken(context.Background(), userID, provID); err != nil {
+			return row{}, err
+		}
+	}
+	per := sample{float64(h.n.Load()) / n}
+	return row{figure: "Redis round trips per valid read", value: per.format("", 2), limit: "one GET", limitValue: "1",
+		ratio: per, target: "1", want: func(v float64) bool { return v <= 1 }}, nil
+}
+
+// memoryReads: the memory backend beside a mutex-guarded map lookup (ns/op)
+// and x/oauth2's ReuseTokenSource.Token().
+func memoryReads(e *env) ([]row, error) {
+	ctx := context.Background()
+	kv := oauthflow.NewMemoryKV()
+	defer func() { _ = kv.Close() }()
+	store := oauthflow.NewTokenStore(kv, oauthflow.NewRegistry(), oauthflow.WithLogger(e.log))
+	if err := store.StoreTokens(ctx, userID, provID, oauthflow.StoredTokens{AccessToken: "gho_x", RefreshToken: "ghr_x", ExpiresAt: 4102444800000}); err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	m := map[string]string{tokKey: "gho_x"}
+	reuse := oauth2.ReuseTokenSource(nil, oauth2.StaticTokenSource(&oauth2.Token{AccessToken: "gho_x", Expiry: time.Now().Add(time.Hour)}))
+	var ns, allocs, mapNs, reuseNs sample
+	for range e.opts.rounds {
+		mapNs = append(mapNs, first(nsPerOp(1, func(*testing.B) func() error {
+			return func() error { mu.Lock(); _ = m[tokKey]; mu.Unlock(); return nil }
+		})))
+		n, a := nsPerOp(1, func(*testing.B) func() error {
+			return func() error { _, err := store.GetValidAccessToken(ctx, userID, provID); return err }
+		})
+		ns, allocs = append(ns, n), append(allocs, a)
+		reuseNs = append(reuseNs, first(nsPerOp(1, func(*testing.B) func() error {
+			return func() error { _, err := reuse.Token(); return err }
+		})))
+	}
+	return []row{
+		{figure: "GetValidAccessToken, memory", value: ns.format(" ns/op", 0), limit: "mutex-guarded map lookup", limitValue: mapNs.format(" ns/op", 0),
+			ratio: ratios(ns, mapNs), gauge: ns, target: "<= 200 ns/op", want: func(v float64) bool { return v <= 200 }},
+		{figure: "GetValidAccessToken, memory: allocations", value: allocs.format(" allocs/op", 0), limit: "oauth2.ReuseTokenSource.Token()", limitValue: reuseNs.format(" ns/op", 0),
+			ratio: ratios(ns, reuseNs), gauge: allocs, target: "0 allocs", want: func(v float64) bool { return v == 0 }},
+	}, nil
+}
+
+func first(a, _ float64) float64 { return a }
