@@ -13,6 +13,7 @@ import (
 type RedisKV struct {
 	c     redis.UniversalClient
 	owned bool
+	hub   pubsubHub // watchers of lock releases (lockwatch.go)
 }
 
 var _ KV = (*RedisKV)(nil)

@@ -47,16 +47,22 @@ type refreshRun struct {
 }
 
 // shared takes the cross-process lock and refreshes, or, while another process
-// holds it, re-reads the record with a short backoff until that process is done.
+// holds it, waits until that process is done and re-reads the record. The
+// waiter hears the holder's release at once where the KV can announce it
+// (releaseWatcher) and polls with a backoff in any case, slower once it listens.
 func (r *refreshRun) shared(ctx context.Context, seen []byte) (StoredTokens, error) {
-	for backoff := time.Millisecond; ; backoff = min(2*backoff, 25*time.Millisecond) {
-		l, got, err := tryLease(ctx, r.s.kv, lockKey(r.userID, r.providerID), r.s.lockLease)
+	lock := lockKey(r.userID, r.providerID)
+	var released <-chan struct{}
+	wait := r.s.lockWait
+	for backoff := wait.first; ; backoff = min(2*backoff, wait.max) {
+		l, got, err := tryLease(ctx, r.s.kv, lock, r.s.lockLease)
 		if err != nil {
 			return StoredTokens{}, err
 		}
 		if got {
 			t, err := r.locked(ctx, l, seen)
 			l.release(ctx)
+			announceRelease(ctx, r.s.kv, lock)
 			if !errors.Is(err, errLeaseLost) {
 				return t, err
 			}
@@ -65,9 +71,44 @@ func (r *refreshRun) shared(ctx context.Context, seen []byte) (StoredTokens, err
 		if done || err != nil {
 			return t, err
 		}
-		if err := sleepCtx(ctx, backoff); err != nil {
+		if released == nil {
+			ch, stop, ok := watchRelease(ctx, r.s.kv, lock)
+			defer stop()
+			if ok {
+				// Look once more now that a release is heard: the holder may
+				// have let go before the watch began.
+				released, wait.max, backoff = ch, wait.watched, wait.watched
+				continue
+			}
+			released = make(chan struct{}) // never receives: poll only
+		}
+		if r.s.onLockWait != nil {
+			r.s.onLockWait()
+		}
+		if err := waitRelease(ctx, released, backoff); err != nil {
 			return StoredTokens{}, fmt.Errorf("oauthflow: waiting for another instance's refresh: %w", err)
 		}
+	}
+}
+
+// lockWait is how a refresh waits for the lock another process holds: a
+// backoff from first to max while polling only, every watched once the
+// holder's release is heard directly.
+type lockWait struct{ first, max, watched time.Duration }
+
+var defaultLockWait = lockWait{first: time.Millisecond, max: 25 * time.Millisecond, watched: 250 * time.Millisecond}
+
+// waitRelease waits for a release to be announced, d, or ctx, whichever is first.
+func waitRelease(ctx context.Context, released <-chan struct{}, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-released:
+		return nil
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

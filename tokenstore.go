@@ -34,6 +34,8 @@ type TokenStore struct {
 	skew           time.Duration
 	refreshTimeout time.Duration
 	lockLease      time.Duration
+	lockWait       lockWait // how a refresh waits for another process's
+	onLockWait     func()   // tests: called each time a refresh waits for another process's
 	events         notifier
 	flights        flightGroup
 	pending        pendingWrites
@@ -98,7 +100,7 @@ func NewTokenStore(kv KV, reg *Registry, opts ...TokenStoreOption) *TokenStore {
 		reg = NewRegistry()
 	}
 	s := &TokenStore{kv: kv, reg: reg, now: time.Now, skew: DefaultSkew,
-		refreshTimeout: DefaultRefreshTimeout, lockLease: DefaultLockLease,
+		refreshTimeout: DefaultRefreshTimeout, lockLease: DefaultLockLease, lockWait: defaultLockWait,
 		events: notifier{log: slog.Default()}}
 	for _, o := range opts {
 		o(s)

@@ -1,0 +1,165 @@
+package oauthflow
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A process that finds a refresh lock taken waits for the holder to finish.
+// Polling alone makes the last of a thousand callers wait up to a poll
+// interval after the winner's write; a releaseWatcher lets the holder say "I am
+// done" and every waiter, in every process, re-read at once. It is best
+// effort: a lost announcement (a reconnect, a waiter that subscribed a moment
+// too late) costs a poll interval, never a wrong answer, because the waiter
+// still polls and every decision is taken from what it reads.
+type releaseWatcher interface {
+	// watchRelease returns a channel that receives once key's holder announces
+	// a release made after watchRelease returned, and stop, which ends the watch.
+	// ok is false when the store cannot watch; the caller then polls only.
+	watchRelease(ctx context.Context, key string) (released <-chan struct{}, stop func(), ok bool)
+	// announceRelease tells every watcher of key that its holder let go.
+	announceRelease(ctx context.Context, key string)
+}
+
+// watchSubscribeWait bounds how long watchRelease waits for the store to
+// confirm a subscription; past it the waiter proceeds and relies on polling.
+const watchSubscribeWait = time.Second
+
+// releaseChannel is the channel a release of key is announced on.
+func releaseChannel(key string) string { return key + ":released" }
+
+// watchRelease implements releaseWatcher over pub/sub: one subscription
+// connection per RedisKV, opened on the first watch and closed after the last.
+func (r *RedisKV) watchRelease(ctx context.Context, key string) (<-chan struct{}, func(), bool) {
+	return r.hub.watch(ctx, r.c, releaseChannel(key))
+}
+
+func (r *RedisKV) announceRelease(ctx context.Context, key string) {
+	_ = r.c.Publish(context.WithoutCancel(ctxOrBackground(ctx)), releaseChannel(key), "").Err()
+}
+
+func (p *prefixKV) watchRelease(ctx context.Context, key string) (<-chan struct{}, func(), bool) {
+	if w, ok := p.kv.(releaseWatcher); ok {
+		return w.watchRelease(ctx, p.prefix+key)
+	}
+	return nil, func() {}, false
+}
+
+func (p *prefixKV) announceRelease(ctx context.Context, key string) {
+	if w, ok := p.kv.(releaseWatcher); ok {
+		w.announceRelease(ctx, p.prefix+key)
+	}
+}
+
+// watchRelease and announceRelease of a lock's KV; a KV without them polls.
+func watchRelease(ctx context.Context, kv KV, key string) (<-chan struct{}, func(), bool) {
+	if w, ok := kv.(releaseWatcher); ok {
+		return w.watchRelease(ctx, key)
+	}
+	return nil, func() {}, false
+}
+
+func announceRelease(ctx context.Context, kv KV, key string) {
+	if w, ok := kv.(releaseWatcher); ok {
+		w.announceRelease(ctx, key)
+	}
+}
+
+// pubsubHub shares one go-redis PubSub among the watchers of one RedisKV and
+// fans each message out to the watchers of its channel. The zero value is ready.
+type pubsubHub struct {
+	mu    sync.Mutex
+	ps    *redis.PubSub
+	chans map[string]*watchedChannel
+}
+
+// watchedChannel is one subscribed channel: its watchers, and ready, closed
+// when the server confirms the subscription.
+type watchedChannel struct {
+	watchers map[chan struct{}]struct{}
+	ready    chan struct{}
+}
+
+func (h *pubsubHub) watch(ctx context.Context, c redis.UniversalClient, channel string) (<-chan struct{}, func(), bool) {
+	got := make(chan struct{}, 1)
+	h.mu.Lock()
+	wc := h.chans[channel]
+	if wc == nil {
+		wc = &watchedChannel{watchers: map[chan struct{}]struct{}{}, ready: make(chan struct{})}
+		if h.chans == nil {
+			h.chans = map[string]*watchedChannel{}
+		}
+		h.chans[channel] = wc
+		if h.ps == nil {
+			h.ps = c.Subscribe(context.WithoutCancel(ctxOrBackground(ctx)), channel)
+			go h.deliver(h.ps, h.ps.ChannelWithSubscriptions())
+		} else if err := h.ps.Subscribe(ctxOrBackground(ctx), channel); err != nil {
+			closeOnce(wc.ready) // go-redis subscribes again when it reconnects
+		}
+	}
+	wc.watchers[got] = struct{}{}
+	h.mu.Unlock()
+	stop := func() { h.unwatch(channel, wc, got) }
+
+	t := time.NewTimer(watchSubscribeWait)
+	defer t.Stop()
+	select {
+	case <-wc.ready:
+	case <-t.C:
+	case <-ctxOrBackground(ctx).Done():
+	}
+	return got, stop, true
+}
+
+func (h *pubsubHub) unwatch(channel string, wc *watchedChannel, got chan struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(wc.watchers, got)
+	if len(wc.watchers) > 0 || h.chans[channel] != wc {
+		return
+	}
+	delete(h.chans, channel)
+	if len(h.chans) == 0 {
+		_ = h.ps.Close() // ends deliver
+		h.ps = nil
+		return
+	}
+	_ = h.ps.Unsubscribe(context.Background(), channel)
+}
+
+// deliver runs until ps is closed, waking the watchers of each message's
+// channel and marking subscriptions ready as the server confirms them.
+func (h *pubsubHub) deliver(ps *redis.PubSub, msgs <-chan any) {
+	for m := range msgs {
+		h.mu.Lock()
+		if h.ps == ps {
+			switch m := m.(type) {
+			case *redis.Subscription:
+				if wc := h.chans[m.Channel]; wc != nil && m.Kind == "subscribe" {
+					closeOnce(wc.ready)
+				}
+			case *redis.Message:
+				if wc := h.chans[m.Channel]; wc != nil {
+					for w := range wc.watchers {
+						select {
+						case w <- struct{}{}:
+						default: // one wake-up pending is enough
+						}
+					}
+				}
+			}
+		}
+		h.mu.Unlock()
+	}
+}
+
+func closeOnce(c chan struct{}) {
+	select {
+	case <-c:
+	default:
+		close(c)
+	}
+}
