@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -52,10 +53,10 @@ func redisErr(err error) error {
 	return err
 }
 
-// Get returns the value of key, or ErrNotFound.
+// Get returns the value of key, or ErrNotFound. The value is read-only (see KV).
 func (r *RedisKV) Get(ctx context.Context, key string) ([]byte, error) {
-	b, err := r.c.Get(ctxOrBackground(ctx), key).Bytes()
-	return b, redisErr(err)
+	s, err := r.c.Get(ctxOrBackground(ctx), key).Result()
+	return readOnlyBytes(s), redisErr(err)
 }
 
 // Set stores value under key with ttl (0: no expiry).
@@ -82,8 +83,19 @@ func (r *RedisKV) SetNX(ctx context.Context, key string, value []byte, ttl time.
 
 // GetDel returns and removes key in one command (Redis 6.2 GETDEL).
 func (r *RedisKV) GetDel(ctx context.Context, key string) ([]byte, error) {
-	b, err := r.c.GetDel(ctxOrBackground(ctx), key).Bytes()
-	return b, redisErr(err)
+	s, err := r.c.GetDel(ctxOrBackground(ctx), key).Result()
+	return readOnlyBytes(s), redisErr(err)
+}
+
+// readOnlyBytes is s's memory as a byte slice, without the copy []byte(s)
+// makes: a hot read pays for one reply, not two. Nothing may write the result;
+// the KV contract makes every value a read returns read-only, and nothing in
+// this package writes one.
+func readOnlyBytes(s string) []byte {
+	if s == "" {
+		return []byte{}
+	}
+	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
 // Del removes key.

@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"time"
+	"unsafe"
 
 	"golang.org/x/oauth2"
 )
@@ -241,7 +242,9 @@ func (s *TokenStore) validToken(ctx context.Context, userID, providerID string) 
 		return "", 0, err
 	}
 	if s.fresh(v.expiresAt) {
-		return string(v.access), v.expiresAt, nil
+		// raw is this call's own and nothing writes it (KV.Get's contract):
+		// the token can be a view of it instead of a copy.
+		return unsafe.String(unsafe.SliceData(v.access), len(v.access)), v.expiresAt, nil
 	}
 	if len(v.refresh) == 0 {
 		return "", 0, fmt.Errorf("%w: the access token expired and there is no refresh token", ErrNoToken)
