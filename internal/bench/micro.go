@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"sync"
 	"testing"
@@ -95,7 +94,7 @@ func tokenReads(e *env) (*table, error) {
 			return ns
 		}
 		lim, ours := pair(e.opts.rounds, get, lib)
-		t.rows = append(t.rows, speedRow(fmt.Sprintf("GetValidAccessToken, Redis, %d goroutines", g),
+		t.rows = append(t.rows, speedRow("GetValidAccessToken, Redis, "+goroutines(g),
 			"raw go-redis GET", lim, ours, ">= 0.95x", 0.95))
 	}
 	rt, err := roundTripsPerRead(e, store)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -34,7 +33,7 @@ func sessionTakes(e *env) (*table, error) {
 			return ns
 		}
 		lim, ours := pair(e.opts.rounds, getdel, consume)
-		t.rows = append(t.rows, speedRow(fmt.Sprintf("Consume, Redis, %d goroutines", g), "raw go-redis GETDEL", lim, ours, ">= 0.9x", 0.9))
+		t.rows = append(t.rows, speedRow("Consume, Redis, "+goroutines(g), "raw go-redis GETDEL", lim, ours, ">= 0.9x", 0.9))
 	}
 	return t, nil
 }

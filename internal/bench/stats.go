@@ -46,3 +46,11 @@ func ratios(a, b sample) sample {
 	}
 	return r
 }
+
+// goroutines names a count of goroutines: "1 goroutine", "8 goroutines".
+func goroutines(n int) string {
+	if n == 1 {
+		return "1 goroutine"
+	}
+	return fmt.Sprintf("%d goroutines", n)
+}
