@@ -61,6 +61,7 @@ type Module struct {
 	events     notifier
 	ownsKV     bool
 	origins    frontendOrigins
+	pages      pageCache // rendered success pages (pages.go)
 	now        func() time.Time
 	signInTTL  time.Duration
 	work       *worker

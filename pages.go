@@ -1,8 +1,10 @@
 package oauthflow
 
 import (
+	"bytes"
 	"html/template"
 	"net/http"
+	"sync"
 )
 
 // The callback page: html/template escapes everything; the only script is the
@@ -98,7 +100,73 @@ func (m *Module) renderPage(w http.ResponseWriter, out outcome, state string) {
 	}
 	setPageHeaders(w.Header(), d.Nonce)
 	w.WriteHeader(status)
+	if out.kind == outcomeConnected && d.State != "" {
+		_, _ = w.Write(m.pages.render(d))
+		return
+	}
 	_ = pageTemplate.Execute(w, d)
+}
+
+// pageCache keeps the success page per provider and title rendered once, cut
+// where the per-request nonce and state go: a burst of sign-ins pays for
+// html/template's escaping once, not per callback. Only success pages are kept:
+// they carry no message, so their number is bounded by the providers.
+// The zero value is ready.
+type pageCache struct {
+	once  sync.Once
+	holes [2]string // the stand-ins for the nonce and the state
+	m     sync.Map  // title + "\x00" + provider ID -> []pagePart
+}
+
+// pagePart is a run of rendered bytes, followed by the nonce (hole 0), the
+// state (hole 1) or nothing (hole -1).
+type pagePart struct {
+	text []byte
+	hole int
+}
+
+// render is pageTemplate.Execute(d) for a success page. Nonce and state are
+// put in as they are: both are of the characters html/template leaves alone in
+// an attribute (hex, base64url), which is how the stand-ins were rendered.
+func (c *pageCache) render(d pageData) []byte {
+	c.once.Do(func() { c.holes = [2]string{"n" + randomHex(16), "s" + randomHex(16)} })
+	key := d.Title + "\x00" + d.ProviderID
+	v, ok := c.m.Load(key)
+	if !ok {
+		v, _ = c.m.LoadOrStore(key, c.cut(d))
+	}
+	parts := v.([]pagePart)
+	fill := [2]string{d.Nonce, d.State}
+	b := make([]byte, 0, 2048)
+	for _, p := range parts {
+		b = append(b, p.text...)
+		if p.hole >= 0 {
+			b = append(b, fill[p.hole]...)
+		}
+	}
+	return b
+}
+
+// cut renders d with the stand-ins and splits the page where they are.
+func (c *pageCache) cut(d pageData) []pagePart {
+	d.Nonce, d.State = c.holes[0], c.holes[1]
+	var buf bytes.Buffer
+	_ = pageTemplate.Execute(&buf, d)
+	page := buf.Bytes()
+	var parts []pagePart
+	for {
+		at, hole := -1, -1
+		for h, s := range c.holes {
+			if i := bytes.Index(page, []byte(s)); i >= 0 && (at < 0 || i < at) {
+				at, hole = i, h
+			}
+		}
+		if at < 0 {
+			return append(parts, pagePart{text: page, hole: -1})
+		}
+		parts = append(parts, pagePart{text: page[:at], hole: hole})
+		page = page[at+len(c.holes[hole]):]
+	}
 }
 
 func setPageHeaders(h http.Header, nonce string) {
