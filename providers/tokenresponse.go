@@ -25,13 +25,26 @@ type tokenResponse struct {
 	ErrorDescription flexString `json:"error_description"`
 	ErrorURI         flexString `json:"error_uri"`
 	OK               *bool      `json:"ok"` // Slack: false on every failure, with HTTP 200
+	raw              []byte     // the JSON answer, for fields: most answers never need them
 	nested           map[string]json.RawMessage
+}
+
+// fields is the answer's top-level JSON fields, decoded on first use.
+func (tr *tokenResponse) fields() map[string]json.RawMessage {
+	if tr.nested == nil && tr.raw != nil {
+		_ = json.Unmarshal(tr.raw, &tr.nested) // never fails: raw decoded into tr already
+		tr.raw = nil
+	}
+	return tr.nested
 }
 
 // parse turns the token endpoint's answer into a TokenSet or a ProviderError.
 // libErr is what x/oauth2 made of the same answer; it rides along as Err.
 func (p *OAuth2) parse(a *answer, libErr error) (*oauthflow.TokenSet, error) {
-	tr, err := decodeTokenResponse(a)
+	tr, err := a.decoded, error(nil)
+	if tr == nil {
+		tr, err = decodeTokenResponse(a)
+	}
 	if err != nil {
 		return nil, p.fail(a, nil, joinErr(err, libErr))
 	}
@@ -79,7 +92,7 @@ func (c *Config) ownError(status int, tr *tokenResponse) {
 // field is the top-level JSON field name of the answer as text ("" when absent).
 func (tr *tokenResponse) field(name string) flexString {
 	var f flexString
-	if raw, ok := tr.nested[name]; ok {
+	if raw, ok := tr.fields()[name]; ok {
 		_ = f.UnmarshalJSON(raw) // never fails: a non-string keeps its raw text
 	}
 	return f
@@ -103,7 +116,7 @@ func (p *OAuth2) pick(tr *tokenResponse) (*tokenResponse, error) {
 	if p.cfg.UserTokenField == "" {
 		return tr, nil
 	}
-	raw, ok := tr.nested[p.cfg.UserTokenField]
+	raw, ok := tr.fields()[p.cfg.UserTokenField]
 	if !ok || (!p.cfg.UserToken && tr.AccessToken != "") {
 		return tr, nil
 	}
@@ -126,9 +139,7 @@ func decodeTokenResponse(a *answer) (*tokenResponse, error) {
 	if err := json.Unmarshal(a.body, &tr); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformedResponse, err)
 	}
-	if err := json.Unmarshal(a.body, &tr.nested); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrMalformedResponse, err)
-	}
+	tr.raw = a.body
 	return &tr, nil
 }
 

@@ -35,8 +35,11 @@ func TestDefaultTransportPoolsConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	burst(t, p, workers, rounds)
-	if n := opened.Load(); n > workers {
-		t.Fatalf("%d exchanges opened %d connections; want at most one per concurrent worker (%d)", workers*rounds, n, workers)
+	// A request waiting on a dial takes a connection freed meanwhile, and the
+	// dial's connection joins the pool: a few more than one per worker may
+	// open. Without pooling nearly every exchange past the first round dials.
+	if n := opened.Load(); n > 2*workers {
+		t.Fatalf("%d exchanges opened %d connections; want at most two per concurrent worker (%d)", workers*rounds, n, 2*workers)
 	}
 }
 

@@ -17,6 +17,7 @@ type answer struct {
 	status      int
 	contentType string
 	body        []byte
+	decoded     *tokenResponse // body as read by the recorder, nil when it could not be
 }
 
 // recorder is the transport of one token call. It keeps the last answer
@@ -46,9 +47,24 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("providers: reading token response: %w", err)
 	}
 	r.last = &answer{status: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), body: body}
+	if tr, err := decodeTokenResponse(r.last); err == nil {
+		r.last.decoded = tr
+		if !failed(resp.StatusCode, tr) && tr.AccessToken != "" {
+			// A token answer: this package reads it (parse), and x/oauth2's
+			// own reading (the answer decoded twice more, once into a map of
+			// every field) would only be dropped. It reads a stand-in instead.
+			body = standInAnswer
+			resp.Header.Set("Content-Type", "application/json")
+		}
+	}
 	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
 	return resp, nil
 }
+
+// standInAnswer is what x/oauth2 reads in place of a token answer this package
+// has read already: the least it accepts as a success.
+var standInAnswer = []byte(`{"access_token":"-","token_type":"Bearer"}`)
 
 // formToJSON returns a copy of req whose form body is a JSON object of strings.
 func formToJSON(req *http.Request) (*http.Request, error) {
