@@ -63,13 +63,21 @@ func (e *Engine) saveDocument(ctx context.Context, r *Run, name, widget string, 
 		r.Documents = make(map[string]string)
 	}
 	r.Documents[name] = widget
+	if r.written == nil {
+		r.written = make(map[string][]byte)
+	}
+	r.written[name] = b
 	return nil
 }
 
 // shortenDocuments gives an ended run's documents its shorter TTL.
 func (e *Engine) shortenDocuments(ctx context.Context, r *Run) error {
 	for name := range r.Documents {
-		b, err := e.kv.Get(ctx, docKey(r.ID, name))
+		b, ok := r.written[name] // saved under this lock: no need to read it back
+		var err error
+		if !ok {
+			b, err = e.kv.Get(ctx, docKey(r.ID, name))
+		}
 		if errors.Is(err, ErrNotFound) {
 			continue
 		}

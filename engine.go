@@ -130,10 +130,13 @@ func (e *Engine) locked(ctx context.Context, id string, fn func(ctx context.Cont
 	if holds(ctx, id) {
 		return nil, fmt.Errorf("%w: run %s is already executing in this call", ErrTransitionNotAllowed, id)
 	}
+	sent := e.now()
 	l, err := waitLease(ctx, e.kv, runLockKey(id), e.lease)
 	if err != nil {
 		return nil, err
 	}
+	l.now = e.now
+	l.proveAt(sent)
 	r, err := fn(holding(ctx, id, l))
 	l.release(ctx)
 	if r != nil && r.State == StateEnd && !errors.Is(err, ErrTransitionNotAllowed) {
@@ -301,7 +304,7 @@ func (e *Engine) finished(ctx context.Context, ch *callChain, r *Run) {
 // has since ended the run) writes nothing.
 func stillHeld(ctx context.Context, id string) error {
 	l := leaseOf(ctx, id)
-	if l == nil {
+	if l == nil || l.recentlyProven() {
 		return nil
 	}
 	held, err := l.confirm(ctx)

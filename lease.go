@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,6 +20,30 @@ type lease struct {
 	owner []byte
 	ttl   time.Duration
 	stop  func()
+
+	// now, when set, lets the holder trust a recent proof instead of asking
+	// the store again (proven): the lease's TTL counts from the moment the
+	// command that took or renewed it reached the store, so for a while after
+	// the moment before it was sent the lock cannot have lapsed.
+	now    func() time.Time
+	proven atomic.Int64 // UnixNano by now, before the last take or renewal that held; 0: none
+}
+
+// trustedFor is how long after a proof a holder writes without asking again:
+// a tenth of the lease, far inside the time the lock is sure to be its own.
+func (l *lease) trustedFor() time.Duration { return l.ttl / 10 }
+
+// proveAt records that the lease was taken or renewed by a command sent after t.
+func (l *lease) proveAt(t time.Time) { l.proven.Store(t.UnixNano()) }
+
+// recentlyProven reports whether the lock is certainly still the holder's
+// without asking the store.
+func (l *lease) recentlyProven() bool {
+	if l.now == nil {
+		return false
+	}
+	p := l.proven.Load()
+	return p != 0 && l.now().UnixNano()-p < int64(l.trustedFor())
 }
 
 // tryLease takes key if it is free.
@@ -53,9 +78,16 @@ func waitLease(ctx context.Context, kv KV, key string, ttl time.Duration) (*leas
 // it right before a write and writes nothing when it is not: a renewal that
 // failed may have let the lock expire and another owner take it.
 func (l *lease) confirm(ctx context.Context) (bool, error) {
+	var sent time.Time
+	if l.now != nil {
+		sent = l.now()
+	}
 	ok, err := l.kv.CompareAndExpire(ctx, l.key, l.owner, l.ttl)
 	if err != nil {
 		return false, storeErr(ctx, "renew lock", err)
+	}
+	if ok && l.now != nil {
+		l.proveAt(sent)
 	}
 	return ok, nil
 }

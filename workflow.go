@@ -88,6 +88,8 @@ type Run struct {
 	Heard     []string          `json:"heard,omitempty"` // children whose results reached this run
 	CreatedAt int64             `json:"createdAt"`       // Unix ms
 	UpdatedAt int64             `json:"updatedAt"`
+
+	written map[string][]byte // documents saved under the lock this call holds, as saved
 }
 
 // ChildResult is the input of a parent's callback transition.

@@ -87,8 +87,8 @@ func table() []mutant {
 		{
 			Name: "engine/run-lock-removed",
 			File: "engine.go",
-			Old: "\tl, err := waitLease(ctx, e.kv, runLockKey(id), e.lease)\n\tif err != nil {\n\t\treturn nil, err\n\t}\n" +
-				"\tr, err := fn(holding(ctx, id, l))\n\tl.release(ctx)\n",
+			Old: "\tsent := e.now()\n\tl, err := waitLease(ctx, e.kv, runLockKey(id), e.lease)\n\tif err != nil {\n\t\treturn nil, err\n\t}\n" +
+				"\tl.now = e.now\n\tl.proveAt(sent)\n\tr, err := fn(holding(ctx, id, l))\n\tl.release(ctx)\n",
 			New: "\tr, err := fn(holding(ctx, id, nil))\n",
 			Why: "fires of one run are serialised (across instances): a transition never runs twice",
 		},
@@ -331,6 +331,13 @@ func table() []mutant {
 			Old:  "\tif !held {\n\t\treturn fmt.Errorf(\"run %s: %w\", id, errLeaseLost)\n\t}\n",
 			New:  "\t_ = held\n",
 			Why:  "an instance that hung past its run lock's lease rewrites neither the run nor its documents",
+		},
+		{
+			Name: "engine/trust-a-stale-proof",
+			File: "lease.go",
+			Old:  "\treturn p != 0 && l.now().UnixNano()-p < int64(l.trustedFor())\n",
+			New:  "\treturn p != 0\n",
+			Why:  "a run lock proven long ago is asked about again before a write: the holder may have hung past its lease",
 		},
 
 		// Contexts: a caller's own cancellation is not a store outage.
