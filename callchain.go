@@ -66,6 +66,23 @@ type heldRun struct {
 	id    string
 	lease *lease
 	up    *heldRun
+	final *finalWrites // sent with the release
+}
+
+// finalWrites are what a hold sends in one batch with its release: the run's
+// last save, and removals of due work that only tidy up.
+type finalWrites struct {
+	run  *Run
+	tidy []*kvOp
+}
+
+// finalOf returns the writes that go with the release of run id's lock held
+// on ctx's call path, or nil when the path does not hold it.
+func finalOf(ctx context.Context, id string) *finalWrites {
+	if h := heldEntry(ctx, id); h != nil {
+		return h.final
+	}
+	return nil
 }
 
 type heldRunKey struct{}
@@ -73,7 +90,7 @@ type heldRunKey struct{}
 // holding returns ctx with run id, locked under l, added to its path's held runs.
 func holding(ctx context.Context, id string, l *lease) context.Context {
 	up, _ := ctx.Value(heldRunKey{}).(*heldRun)
-	return context.WithValue(ctx, heldRunKey{}, &heldRun{id: id, lease: l, up: up})
+	return context.WithValue(ctx, heldRunKey{}, &heldRun{id: id, lease: l, up: up, final: &finalWrites{}})
 }
 
 // holds reports whether ctx's call path holds run id's lock.

@@ -397,3 +397,28 @@ func TestCompletionAbandonedByItsInstanceIsFailedByAnother(t *testing.T) {
 	require.NoError(t, b.Engine.Document(ctx, a.child, oauthflow.PromptDocumentName, &prompt))
 	assert.Equal(t, oauthflow.PromptError, prompt.Status, "and so does its prompt")
 }
+
+// refusingProvider refuses every code: the exchange fails at the provider.
+type refusingProvider struct{ *fakeProvider }
+
+func (p refusingProvider) ExchangeCode(context.Context, string, ...oauth2.AuthCodeOption) (*oauthflow.TokenSet, error) {
+	return nil, &oauthflow.ProviderError{ProviderID: p.id, StatusCode: http.StatusBadRequest, Code: "invalid_grant"}
+}
+
+// A completion that failed ends its run at once, and leaves no watch behind
+// for the worker to find later.
+func TestSignInFailedLeavesNoWatch(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(epoch)
+	f := newSignInFixtureWith(t, refusingProvider{newFakeProvider("acme")}, oauthflow.Config{Now: clock.Now, WorkerInterval: time.Hour,
+		Logger: slog.New(slog.DiscardHandler)})
+	rec := httptest.NewRecorder()
+	f.m.CallbackHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, oauthflow.CallbackPath+"?code=c&state="+f.prompt.State, nil))
+	require.Equal(t, http.StatusBadRequest, rec.Code, rec.Body.String())
+	child, err := f.m.Engine.Get(ctx, f.child)
+	require.NoError(t, err)
+	require.Equal(t, oauthflow.RunFailed, child.Status)
+	// Past the completion's deadline plus the run lock's lease, before the sign-in's own 10 minutes.
+	clock.Advance(oauthflow.DefaultCompletionTimeout + time.Minute)
+	assert.Zero(t, oauthflow.WorkOnce(ctx, f.m), "a failed completion leaves no watch behind")
+}

@@ -70,23 +70,23 @@ func (e *Engine) saveDocument(ctx context.Context, r *Run, name, widget string, 
 	return nil
 }
 
-// shortenDocuments gives an ended run's documents its shorter TTL.
-func (e *Engine) shortenDocuments(ctx context.Context, r *Run) error {
+// shortenOps are the writes that give an ended run's documents its shorter
+// TTL; a document saved under this lock is not read back first.
+func (e *Engine) shortenOps(ctx context.Context, r *Run) ([]*kvOp, error) {
+	var ops []*kvOp
 	for name := range r.Documents {
-		b, ok := r.written[name] // saved under this lock: no need to read it back
-		var err error
+		b, ok := r.written[name]
 		if !ok {
+			var err error
 			b, err = e.kv.Get(ctx, docKey(r.ID, name))
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, storeErr(ctx, "expire document", err)
+			}
 		}
-		if errors.Is(err, ErrNotFound) {
-			continue
-		}
-		if err == nil {
-			_, err = e.kv.CompareAndExpire(ctx, docKey(r.ID, name), b, e.doneTTL)
-		}
-		if err != nil {
-			return storeErr(ctx, "expire document", err)
-		}
+		ops = append(ops, &kvOp{kind: opCompareAndExpire, key: docKey(r.ID, name), value: b, ttl: e.doneTTL})
 	}
-	return nil
+	return ops, nil
 }

@@ -125,20 +125,25 @@ const maxAutoSteps = 100
 
 // locked runs fn while holding run id's lock, then reports the run's end to its
 // parent and the OnRunDone hooks once the lock is released.
-func (e *Engine) locked(ctx context.Context, id string, fn func(ctx context.Context) (*Run, error)) (*Run, error) {
+func (e *Engine) locked(ctx context.Context, id string, readRun bool, fn func(ctx context.Context, read *kvOp) (*Run, error)) (*Run, error) {
 	ctx, ch, root := chain(ctx)
 	if holds(ctx, id) {
 		return nil, fmt.Errorf("%w: run %s is already executing in this call", ErrTransitionNotAllowed, id)
 	}
 	sent := e.now()
-	l, err := waitLease(ctx, e.kv, runLockKey(id), e.lease)
+	readKey := ""
+	if readRun {
+		readKey = runKey(id)
+	}
+	l, read, err := waitLeaseReading(ctx, e.kv, runLockKey(id), e.lease, readKey)
 	if err != nil {
 		return nil, err
 	}
 	l.now = e.now
 	l.proveAt(sent)
-	r, err := fn(holding(ctx, id, l))
-	l.release(ctx)
+	hctx := holding(ctx, id, l)
+	r, err := fn(hctx, read)
+	err = errors.Join(err, e.letGo(hctx, id, l))
 	if r != nil && r.State == StateEnd && !errors.Is(err, ErrTransitionNotAllowed) {
 		e.finished(ctx, ch, r)
 	}
@@ -170,7 +175,7 @@ func (e *Engine) Launch(ctx context.Context, userID, workflow string, args any, 
 	now := e.now().UnixMilli()
 	r := &Run{ID: randomHex(16), Workflow: w.Name, UserID: userID, State: StateStart, Status: RunRunning,
 		ParentID: opts.ParentID, Options: opts, Args: raw, CreatedAt: now, UpdatedAt: now}
-	return e.locked(ctx, r.ID, func(ctx context.Context) (*Run, error) {
+	return e.locked(ctx, r.ID, false, func(ctx context.Context, _ *kvOp) (*Run, error) {
 		if err := e.save(ctx, r); err != nil {
 			return nil, err
 		}
@@ -201,8 +206,8 @@ func (e *Engine) Fire(ctx context.Context, runID, transition string, input any, 
 // run whose result this is: a result the run has already heard is ignored, so
 // a delivery retried after it landed changes nothing.
 func (e *Engine) fire(ctx context.Context, runID, transition string, input json.RawMessage, asUser, child string) (*Run, error) {
-	return e.locked(ctx, runID, func(ctx context.Context) (*Run, error) {
-		r, err := e.Get(ctx, runID)
+	return e.locked(ctx, runID, true, func(ctx context.Context, read *kvOp) (*Run, error) {
+		r, err := e.decodeRun(ctx, runID, read.got, read.err)
 		if err != nil {
 			return nil, err
 		}
@@ -239,7 +244,7 @@ func (e *Engine) advance(ctx context.Context, w *Workflow, r *Run, t *Transition
 		}
 		if err != nil {
 			r.State, r.Status, r.Error = StateEnd, RunFailed, PublicMessage(err)
-			return r, errors.Join(err, e.save(ctx, r))
+			return r, errors.Join(err, e.saveLast(ctx, r))
 		}
 		input = nil
 		r.State = next
@@ -254,7 +259,7 @@ func (e *Engine) advance(ctx context.Context, w *Workflow, r *Run, t *Transition
 	if r.State == StateEnd {
 		r.Status = RunCompleted
 	}
-	return r, e.save(ctx, r)
+	return r, e.saveLast(ctx, r)
 }
 
 // step runs t and returns the state it leads to: t.To, or the one it chose with GoTo.
@@ -321,16 +326,94 @@ func (e *Engine) save(ctx context.Context, r *Run) error {
 	if err := stillHeld(ctx, r.ID); err != nil {
 		return err
 	}
+	ops, err := e.saveOps(ctx, r)
+	if err != nil {
+		return err
+	}
+	runBatch(ctx, e.kv, ops...)
+	return savedOrNot(ctx, ops)
+}
+
+// saveLast saves r with the release of its lock when ctx's call path holds it
+// (letGo sends both in one batch), at once otherwise.
+func (e *Engine) saveLast(ctx context.Context, r *Run) error {
+	if f := finalOf(ctx, r.ID); f != nil {
+		f.run = r
+		return nil
+	}
+	return e.save(ctx, r)
+}
+
+// saveOps are the writes that save r: the run, and for an ended run its
+// documents' shorter TTL.
+func (e *Engine) saveOps(ctx context.Context, r *Run) ([]*kvOp, error) {
 	r.UpdatedAt = e.now().UnixMilli()
 	b, err := json.Marshal(r)
 	if err != nil {
-		return fmt.Errorf("oauthflow: encode run: %w", err)
+		return nil, fmt.Errorf("oauthflow: encode run: %w", err)
 	}
-	if err := e.kv.Set(ctx, runKey(r.ID), b, e.ttlOf(r)); err != nil {
-		return storeErr(ctx, "save run", err)
+	ops := []*kvOp{{kind: opSet, key: runKey(r.ID), value: b, ttl: e.ttlOf(r)}}
+	if r.State != StateEnd {
+		return ops, nil
 	}
-	if r.State == StateEnd {
-		return e.shortenDocuments(ctx, r)
+	expire, err := e.shortenOps(ctx, r)
+	return append(ops, expire...), err
+}
+
+// savedOrNot is the error of the first save op that failed.
+func savedOrNot(ctx context.Context, ops []*kvOp) error {
+	for i, op := range ops {
+		if op.err == nil {
+			continue
+		}
+		if i == 0 {
+			return storeErr(ctx, "save run", op.err)
+		}
+		return storeErr(ctx, "expire document", op.err)
+	}
+	return nil
+}
+
+// letGo releases l after sending the hold's final writes, all in one batch:
+// the store runs them in order, so the run is saved before the lock is free.
+// The fence holds as for any write: the lock is proven (or confirmed) first.
+func (e *Engine) letGo(ctx context.Context, id string, l *lease) error {
+	l.stop()
+	ctx = context.WithoutCancel(ctx)
+	f := finalOf(ctx, id)
+	var save []*kvOp
+	var err error
+	if f.run != nil {
+		if err = stillHeld(ctx, id); err == nil {
+			save, err = e.saveOps(ctx, f.run)
+		}
+	}
+	ops := append(append(save, f.tidy...), &kvOp{kind: opCompareAndDelete, key: l.key, value: l.owner})
+	runBatch(ctx, e.kv, ops...)
+	for _, op := range f.tidy {
+		if op.err != nil {
+			e.log.LogAttrs(ctx, slog.LevelWarn, "oauthflow: a finished run's due work could not be removed",
+				slog.String("run", id), slog.String("work", op.member), slog.String("error", logSafeError(op.err)))
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return savedOrNot(ctx, save)
+}
+
+// tidyAtRelease removes member from the due-work index with the release of
+// run id's lock when ctx's call path holds it, at once otherwise. It only
+// tidies: work left behind finds its run moved on and does nothing.
+func (e *Engine) tidyAtRelease(ctx context.Context, id, member string) error {
+	op := &kvOp{kind: opUnschedule, key: dueIndex, member: member}
+	if f := finalOf(ctx, id); f != nil {
+		f.tidy = append(f.tidy, op)
+		return nil
+	}
+	op.runOn(ctx, e.kv)
+	if op.err != nil {
+		return storeErr(ctx, "unschedule "+member, op.err)
 	}
 	return nil
 }
@@ -350,6 +433,11 @@ func (e *Engine) Get(ctx context.Context, runID string) (*Run, error) {
 		return nil, fmt.Errorf("%w: %q", ErrRunNotFound, runID)
 	}
 	b, err := e.kv.Get(ctxOrBackground(ctx), runKey(runID))
+	return e.decodeRun(ctx, runID, b, err)
+}
+
+// decodeRun is Get's reading of what the store answered for run runID.
+func (e *Engine) decodeRun(ctx context.Context, runID string, b []byte, err error) (*Run, error) {
 	if errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("%w: %q", ErrRunNotFound, runID)
 	}

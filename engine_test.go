@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -496,4 +497,37 @@ func TestEngineRunFiringItselfIsRefused(t *testing.T) {
 	go func() { _, err := e.Fire(ctx, r.ID, "poke", nil, "alice"); done <- err }()
 	assert.ErrorIs(t, within(t, refused, "the run's own Fire of itself returning"), oauthflow.ErrTransitionNotAllowed)
 	assert.NoError(t, within(t, done, "the outer Fire returning"))
+}
+
+// releaseWatchKV runs onRelease right after a run lock is freed, before the
+// holder goes on: what another instance would read at that moment.
+type releaseWatchKV struct {
+	oauthflow.KV
+	onRelease func()
+}
+
+func (k *releaseWatchKV) CompareAndDelete(ctx context.Context, key string, v []byte) (bool, error) {
+	ok, err := k.KV.CompareAndDelete(ctx, key, v)
+	if ok && strings.HasPrefix(key, "oauth:lock:run:") && k.onRelease != nil {
+		k.onRelease()
+	}
+	return ok, err
+}
+
+// A run's last save lands before its lock is free: the next holder of the
+// lock reads the run as the last one left it.
+func TestEngineRunSavedBeforeItsLockIsFree(t *testing.T) {
+	t.Parallel()
+	var bumps atomic.Int64
+	kv := &releaseWatchKV{KV: oauthflow.NewMemoryKV()}
+	e := oauthflow.NewEngine(kv)
+	require.NoError(t, e.Register(counterWorkflow(&bumps)))
+	r, err := e.Launch(ctx, "alice", "counter", nil, oauthflow.RunOptions{})
+	require.NoError(t, err)
+	var seen *oauthflow.Run
+	kv.onRelease = func() { seen, err = oauthflow.NewEngine(kv).Get(ctx, r.ID) }
+	_, ferr := e.Fire(ctx, r.ID, "close", nil, "alice")
+	require.NoError(t, ferr)
+	require.NoError(t, err)
+	assert.Equal(t, oauthflow.RunCompleted, seen.Status, "the run as read the moment its lock was freed")
 }

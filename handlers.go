@@ -120,8 +120,8 @@ func (m *Module) complete(ctx context.Context, p callbackParams) outcome {
 		return m.classify(ctx, prov, err)
 	}
 	err = m.exchangeSession(owned, s, p)
-	m.completionDone(owned, s)
 	if err != nil {
+		m.completionDone(owned, s) // a completion that succeeded removed its watch with the run's last save
 		return m.classify(ctx, prov, err)
 	}
 	return outcome{provider: prov, kind: outcomeConnected}

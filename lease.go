@@ -56,9 +56,42 @@ func tryLease(ctx context.Context, kv KV, key string, ttl time.Duration) (*lease
 	if !ok {
 		return nil, false, nil
 	}
+	return held(ctx, kv, key, owner, ttl), true, nil
+}
+
+// held is the lease on key that owner has just taken, renewed from now on.
+func held(ctx context.Context, kv KV, key string, owner []byte, ttl time.Duration) *lease {
 	l := &lease{kv: kv, key: key, owner: owner, ttl: ttl}
 	l.stop = l.renewEvery(ctx)
-	return l, true, nil
+	return l
+}
+
+// waitLeaseReading is waitLease that also reads readKey (unless it is "")
+// once the lock is taken. A free lock is taken and read in one batch (one
+// round trip where the store can keep the order): the read runs after the
+// take, so it sees what the previous holder left.
+func waitLeaseReading(ctx context.Context, kv KV, key string, ttl time.Duration, readKey string) (*lease, *kvOp, error) {
+	if readKey == "" {
+		l, err := waitLease(ctx, kv, key, ttl)
+		return l, nil, err
+	}
+	owner := []byte(randomHex(16))
+	take := &kvOp{kind: opSetNX, key: key, value: owner, ttl: ttl}
+	read := &kvOp{kind: opGet, key: readKey}
+	runBatch(ctx, kv, take, read)
+	if take.err != nil {
+		return nil, nil, storeErr(ctx, "take lock", take.err)
+	}
+	if take.ok {
+		return held(ctx, kv, key, owner, ttl), read, nil
+	}
+	l, err := waitLease(ctx, kv, key, ttl)
+	if err != nil {
+		return nil, nil, err
+	}
+	read = &kvOp{kind: opGet, key: readKey}
+	read.runOn(ctx, kv)
+	return l, read, nil
 }
 
 // waitLease takes key, waiting with a short backoff while someone else holds it.

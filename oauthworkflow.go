@@ -123,6 +123,14 @@ func (m *Module) initiateOAuth(ctx context.Context, tc *TransitionContext) error
 // jobLapse is the worker's job that ends a sign-in nobody finished in time.
 const jobLapse = "lapse"
 
+// tidyDueWork removes run id's due work under job, with the release of the
+// run's lock when the call holds it.
+func (m *Module) tidyDueWork(ctx context.Context, id, job string) {
+	if err := m.Engine.tidyAtRelease(ctx, id, job+":"+id); err != nil {
+		m.log.WarnContext(ctx, "oauthflow: a finished sign-in's due work could not be removed", "run", id, "work", job, "error", err.Error())
+	}
+}
+
 // lapse fires expireSignIn on an oauth run whose sign-in lapsed; a run that has
 // moved on (signed in, failed) or is gone needs nothing.
 func (m *Module) lapse(ctx context.Context, runID string) error {
@@ -163,8 +171,11 @@ func (m *Module) exchangeTransition(ctx context.Context, tc *TransitionContext) 
 	if err := m.updatePrompt(ctx, tc, PromptSuccess, ""); err != nil {
 		return err
 	}
-	if err := m.work.cancel(ctx, jobLapse, tc.Run.ID); err != nil { // tidy only: a lapse of an ended run does nothing
-		m.log.WarnContext(ctx, "oauthflow: a finished sign-in's lapse could not be removed", "run", tc.Run.ID, "error", err.Error())
+	// Tidy only, sent with the run's last save: a lapse of an ended run, or a
+	// watch on its ended completion, does nothing.
+	m.tidyDueWork(ctx, tc.Run.ID, jobLapse)
+	if s := sessionFrom(ctx); s != nil && s.WorkflowID == tc.Run.ID {
+		m.tidyDueWork(ctx, tc.Run.ID, jobAbandon)
 	}
 	m.events.emit(ctx, Event{Kind: EventConnected, UserID: tc.Run.UserID, ProviderID: data.Provider, RunID: tc.Run.ID})
 	return nil

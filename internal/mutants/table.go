@@ -86,11 +86,10 @@ func table() []mutant {
 		},
 		{
 			Name: "engine/run-lock-removed",
-			File: "engine.go",
-			Old: "\tsent := e.now()\n\tl, err := waitLease(ctx, e.kv, runLockKey(id), e.lease)\n\tif err != nil {\n\t\treturn nil, err\n\t}\n" +
-				"\tl.now = e.now\n\tl.proveAt(sent)\n\tr, err := fn(holding(ctx, id, l))\n\tl.release(ctx)\n",
-			New: "\tr, err := fn(holding(ctx, id, nil))\n",
-			Why: "fires of one run are serialised (across instances): a transition never runs twice",
+			File: "lease.go",
+			Old:  "\tif take.ok {\n",
+			New:  "\tif true {\n",
+			Why:  "fires of one run are serialised (across instances): a transition never runs twice",
 		},
 		{
 			Name: "engine/self-fire-not-refused",
@@ -305,8 +304,8 @@ func table() []mutant {
 		{
 			Name: "engine/ended-run-documents-kept",
 			File: "engine.go",
-			Old:  "\tif r.State == StateEnd {\n\t\treturn e.shortenDocuments(ctx, r)\n\t}\n",
-			New:  "",
+			Old:  "\texpire, err := e.shortenOps(ctx, r)\n\treturn append(ops, expire...), err\n",
+			New:  "\treturn ops, nil\n",
 			Why:  "an ended run's documents expire with it",
 		},
 
@@ -319,10 +318,31 @@ func table() []mutant {
 		},
 		{
 			Name: "completion/watch-left-behind",
-			File: "handlers.go",
-			Old:  "\tm.completionDone(owned, s)\n",
+			File: "oauthworkflow.go",
+			Old:  "\t\tm.tidyDueWork(ctx, tc.Run.ID, jobAbandon)\n",
 			New:  "",
 			Why:  "a completion that ended leaves no due work behind",
+		},
+		{
+			Name: "completion/failed-watch-left-behind",
+			File: "handlers.go",
+			Old:  "\t\tm.completionDone(owned, s) // a completion that succeeded removed its watch with the run's last save\n",
+			New:  "",
+			Why:  "a completion that failed leaves no due work behind either",
+		},
+		{
+			Name: "engine/released-before-saved",
+			File: "engine.go",
+			Old:  "\tops := append(append(save, f.tidy...), &kvOp{kind: opCompareAndDelete, key: l.key, value: l.owner})\n",
+			New:  "\tops := append([]*kvOp{{kind: opCompareAndDelete, key: l.key, value: l.owner}}, append(save, f.tidy...)...)\n",
+			Why:  "a run's last save lands before its lock is free: the next holder reads what this one wrote",
+		},
+		{
+			Name: "batch/order-lost",
+			File: "kv_batch.go",
+			Old:  "\tc, single := r.c.(*redis.Client)\n\tif !single {\n\t\treturn false\n\t}\n",
+			New:  "\tc := r.c\n",
+			Why:  "a batch is pipelined only where one connection keeps its order, never across Cluster nodes",
 		},
 
 		{

@@ -1,0 +1,132 @@
+package oauthflow
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/oauthflow/oauthflow/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// batchScript is a batch whose every command depends on the ones before it:
+// run out of order, some answer would differ.
+func batchScript() []*kvOp {
+	return []*kvOp{
+		{kind: opSetNX, key: "lock", value: []byte("me"), ttl: time.Minute},
+		{kind: opSetNX, key: "lock", value: []byte("you"), ttl: time.Minute},
+		{kind: opGet, key: "lock"},
+		{kind: opCompareAndExpire, key: "lock", value: []byte("me"), ttl: time.Hour},
+		{kind: opCompareAndExpire, key: "lock", value: []byte("you"), ttl: time.Hour},
+		{kind: opSet, key: "run", value: []byte(`{"state":"end"}`), ttl: time.Hour},
+		{kind: opGet, key: "run"},
+		{kind: opSchedule, key: "due", member: "lapse:r", due: time.UnixMilli(1000)},
+		{kind: opUnschedule, key: "due", member: "lapse:r"},
+		{kind: opCompareAndDelete, key: "lock", value: []byte("you")},
+		{kind: opCompareAndDelete, key: "lock", value: []byte("me")},
+		{kind: opGet, key: "lock"},
+	}
+}
+
+// checkBatchAnswers compares a batch's answers with those of the same
+// commands sent one by one.
+func checkBatchAnswers(t *testing.T, got, want []*kvOp) {
+	t.Helper()
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.ok != w.ok || string(g.got) != string(w.got) || !errors.Is(g.err, w.err) && (g.err == nil) != (w.err == nil) {
+			t.Errorf("command %d (kind %d %s): batch answered ok=%v got=%q err=%v; one by one ok=%v got=%q err=%v",
+				i, g.kind, g.key, g.ok, g.got, g.err, w.ok, w.got, w.err)
+		}
+	}
+}
+
+type pipelineCounter struct{ commands, pipelines atomic.Int64 }
+
+func (h *pipelineCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *pipelineCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !handshake(cmd) {
+			h.commands.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// handshake tells the commands a new connection sends before any of ours.
+func handshake(cmd redis.Cmder) bool {
+	return cmd.Name() == "hello" || cmd.Name() == "client" || cmd.Name() == "auth" || cmd.Name() == "select"
+}
+
+func (h *pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if !handshake(cmds[0]) {
+			h.pipelines.Add(1)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// On one Redis node a batch is one round trip and answers exactly as its
+// commands sent one by one do, in order, under a key prefix too.
+func TestBatchOnOneNodeIsOneRoundTripInOrder(t *testing.T) {
+	t.Parallel()
+	c := redistest.Real(t).(*redis.Client)
+	ctx := context.Background()
+	hook := &pipelineCounter{}
+	c.AddHook(hook)
+	want := batchScript()
+	one := WithKeyPrefix(NewRedisKV(c), redistest.Prefix(t, c))
+	for _, op := range want {
+		op.runOn(ctx, one)
+	}
+	hook.commands.Store(0)
+	prefix := redistest.Prefix(t, c)
+	got := batchScript()
+	runBatch(ctx, WithKeyPrefix(NewRedisKV(c), prefix), got...)
+	if n, p := hook.commands.Load(), hook.pipelines.Load(); n != 0 || p != 1 {
+		t.Fatalf("the batch took %d commands and %d pipelines; want one pipeline", n, p)
+	}
+	checkBatchAnswers(t, got, want)
+	if v, err := c.Get(ctx, prefix+"run").Result(); err != nil || v != `{"state":"end"}` {
+		t.Fatalf("the batch's write is under %q: %q, %v", prefix+"run", v, err)
+	}
+}
+
+// A store that cannot keep the order (MemoryKV here, Cluster in production)
+// runs the commands one by one, with the same answers.
+func TestBatchElsewhereRunsOneByOne(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	want := batchScript()
+	one := NewMemoryKV()
+	for _, op := range want {
+		op.runOn(ctx, one)
+	}
+	got := batchScript()
+	runBatch(ctx, WithKeyPrefix(NewMemoryKV(), "p:"), got...)
+	checkBatchAnswers(t, got, want)
+}
+
+// A Cluster client would split a pipeline by node and lose the order: there a
+// batch goes one command at a time, with the same answers.
+func TestBatchOnClusterRunsOneByOne(t *testing.T) {
+	t.Parallel()
+	c := redistest.Cluster(t)
+	ctx := context.Background()
+	want := batchScript()
+	one := WithKeyPrefix(NewRedisKV(c), "one:")
+	for _, op := range want {
+		op.runOn(ctx, one)
+	}
+	hook := &pipelineCounter{}
+	c.AddHook(hook)
+	got := batchScript()
+	runBatch(ctx, WithKeyPrefix(NewRedisKV(c), "batch:"), got...)
+	if p := hook.pipelines.Load(); p != 0 {
+		t.Fatalf("the batch went as %d pipelines on a Cluster; want none", p)
+	}
+	checkBatchAnswers(t, got, want)
+}
