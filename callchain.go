@@ -74,6 +74,26 @@ type heldRun struct {
 type finalWrites struct {
 	run  *Run
 	tidy []*kvOp
+
+	mu   sync.Mutex
+	read map[string]*kvOp // documents read with the take, by key, as they are now
+}
+
+// readWithTake returns the answer to a read of key sent with the take of the
+// lock, kept current by the hold's own writes; nil when there is none.
+func (f *finalWrites) readWithTake(key string) *kvOp {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.read[key]
+}
+
+// wrote records that the hold wrote value under key.
+func (f *finalWrites) wrote(key string, value []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.read[key]; ok {
+		f.read[key] = &kvOp{kind: opGet, key: key, got: value}
+	}
 }
 
 // finalOf returns the writes that go with the release of run id's lock held

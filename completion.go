@@ -19,13 +19,18 @@ import (
 // jobAbandon is the worker's job that fails a completion nobody finished.
 const jobAbandon = "abandon"
 
-// watchCompletion records that s's completion must end by its deadline.
-func (m *Module) watchCompletion(ctx context.Context, s *Session) error {
+// watchCompletion records that s's completion must end by its deadline. The
+// watch goes with the take of the run's lock (withTake), in one round trip,
+// and must land before the run's transition runs; the prompt the transition
+// updates is read with it too.
+func (m *Module) watchCompletion(ctx context.Context, s *Session) context.Context {
 	if s.WorkflowID == "" {
-		return nil // a sign-in outside a workflow has no run to end
+		return ctx // a sign-in outside a workflow has no run to end
 	}
 	due := m.now().Add(m.completionTimeout + m.runLockLease)
-	return m.work.schedule(ctx, jobAbandon, s.WorkflowID, due)
+	watch := &kvOp{kind: opSchedule, key: dueIndex, member: jobAbandon + ":" + s.WorkflowID, due: due}
+	prompt := &kvOp{kind: opGet, key: docKey(s.WorkflowID, PromptDocumentName)}
+	return m.Engine.withTake(ctx, s.WorkflowID, watch, prompt)
 }
 
 // completionDone removes s's watch; a watch left behind finds the run ended

@@ -27,7 +27,7 @@ func (e *Engine) GetDocument(ctx context.Context, runID, name string) (*Document
 	if !issuedRunID(runID) || !providerIDPattern.MatchString(name) {
 		return nil, fmt.Errorf("%w: document %q of run %q", ErrNotFound, name, runID)
 	}
-	b, err := e.kv.Get(ctxOrBackground(ctx), docKey(runID, name))
+	b, err := e.readDocument(ctx, runID, docKey(runID, name))
 	if errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("%w: document %q of run %q", ErrNotFound, name, runID)
 	}
@@ -39,6 +39,17 @@ func (e *Engine) GetDocument(ctx context.Context, runID, name string) (*Document
 		return nil, err
 	}
 	return &d, nil
+}
+
+// readDocument reads key, or takes the answer read with the take of run
+// runID's lock on ctx's path (withTake), kept current by its writes.
+func (e *Engine) readDocument(ctx context.Context, runID, key string) ([]byte, error) {
+	if f := finalOf(ctx, runID); f != nil {
+		if op := f.readWithTake(key); op != nil {
+			return op.got, op.err
+		}
+	}
+	return e.kv.Get(ctxOrBackground(ctx), key)
 }
 
 func (e *Engine) saveDocument(ctx context.Context, r *Run, name, widget string, v any) error {
@@ -58,6 +69,9 @@ func (e *Engine) saveDocument(ctx context.Context, r *Run, name, widget string, 
 	}
 	if err := e.kv.Set(ctx, docKey(r.ID, name), b, e.ttlOf(r)); err != nil {
 		return storeErr(ctx, "save document", err)
+	}
+	if f := finalOf(ctx, r.ID); f != nil {
+		f.wrote(docKey(r.ID, name), b)
 	}
 	if r.Documents == nil {
 		r.Documents = make(map[string]string)

@@ -135,14 +135,18 @@ func (e *Engine) locked(ctx context.Context, id string, readRun bool, fn func(ct
 	if readRun {
 		readKey = runKey(id)
 	}
-	l, read, err := waitLeaseReading(ctx, e.kv, runLockKey(id), e.lease, readKey)
+	extra := takeOpsFor(ctx, id)
+	l, read, err := waitLeaseReading(ctx, e.kv, runLockKey(id), e.lease, readKey, extra...)
 	if err != nil {
 		return nil, err
 	}
 	l.now = e.now
 	l.proveAt(sent)
 	hctx := holding(ctx, id, l)
-	r, err := fn(hctx, read)
+	var r *Run
+	if err = e.tookWith(hctx, id, extra); err == nil {
+		r, err = fn(hctx, read)
+	}
 	err = errors.Join(err, e.letGo(hctx, id, l))
 	if r != nil && r.State == StateEnd && !errors.Is(err, ErrTransitionNotAllowed) {
 		e.finished(ctx, ch, r)
@@ -151,6 +155,51 @@ func (e *Engine) locked(ctx context.Context, id string, readRun bool, fn func(ct
 		ch.drain(ctx)
 	}
 	return r, err
+}
+
+// takeWith carries commands to send with the take of one run's lock: a
+// caller that knows what the run's transition will need saves their round
+// trips (see withTake).
+type takeWith struct {
+	id  string
+	ops []*kvOp
+}
+
+type takeWithKey struct{}
+
+// withTake returns ctx asking the next take of run id's lock on its path to
+// send ops with it, in one batch after the take. A write among them must land
+// or the call does not run; a read's answer serves the hold's reads of its key.
+func (e *Engine) withTake(ctx context.Context, id string, ops ...*kvOp) context.Context {
+	return context.WithValue(ctx, takeWithKey{}, &takeWith{id: id, ops: ops})
+}
+
+func takeOpsFor(ctx context.Context, id string) []*kvOp {
+	if t, ok := ctx.Value(takeWithKey{}).(*takeWith); ok && t.id == id {
+		return t.ops
+	}
+	return nil
+}
+
+// tookWith checks the commands sent with the take and keeps their reads for
+// the hold.
+func (e *Engine) tookWith(ctx context.Context, id string, ops []*kvOp) error {
+	f := finalOf(ctx, id)
+	for _, op := range ops {
+		if op.kind != opGet {
+			if op.err != nil {
+				return storeErr(ctx, "write with the run's lock", op.err)
+			}
+			continue
+		}
+		f.mu.Lock()
+		if f.read == nil {
+			f.read = make(map[string]*kvOp)
+		}
+		f.read[op.key] = op
+		f.mu.Unlock()
+	}
+	return nil
 }
 
 // Launch creates a run of workflow for userID with args and runs its automatic

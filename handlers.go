@@ -116,10 +116,7 @@ func (m *Module) complete(ctx context.Context, p callbackParams) outcome {
 	owned, cancel := m.serverOwned(ctx)
 	defer cancel()
 	prov, _ := m.Registry.Get(s.Provider)
-	if err := m.watchCompletion(owned, s); err != nil {
-		return m.classify(ctx, prov, err)
-	}
-	err = m.exchangeSession(owned, s, p)
+	err = m.exchangeSession(m.watchCompletion(owned, s), s, p)
 	if err != nil {
 		m.completionDone(owned, s) // a completion that succeeded removed its watch with the run's last save
 		return m.classify(ctx, prov, err)

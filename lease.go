@@ -67,30 +67,41 @@ func held(ctx context.Context, kv KV, key string, owner []byte, ttl time.Duratio
 }
 
 // waitLeaseReading is waitLease that also reads readKey (unless it is "")
-// once the lock is taken. A free lock is taken and read in one batch (one
-// round trip where the store can keep the order): the read runs after the
-// take, so it sees what the previous holder left.
-func waitLeaseReading(ctx context.Context, kv KV, key string, ttl time.Duration, readKey string) (*lease, *kvOp, error) {
-	if readKey == "" {
+// and runs extra once the lock is taken. A free lock is taken, read and the
+// extra commands run in one batch (one round trip where the store can keep
+// the order): they run after the take, so a read sees what the previous
+// holder left.
+func waitLeaseReading(ctx context.Context, kv KV, key string, ttl time.Duration, readKey string, extra ...*kvOp) (*lease, *kvOp, error) {
+	if readKey == "" && len(extra) == 0 {
 		l, err := waitLease(ctx, kv, key, ttl)
 		return l, nil, err
 	}
 	owner := []byte(randomHex(16))
 	take := &kvOp{kind: opSetNX, key: key, value: owner, ttl: ttl}
-	read := &kvOp{kind: opGet, key: readKey}
-	runBatch(ctx, kv, take, read)
+	var read *kvOp
+	batch := []*kvOp{take}
+	if readKey != "" {
+		read = &kvOp{kind: opGet, key: readKey}
+		batch = append(batch, read)
+	}
+	runBatch(ctx, kv, append(batch, extra...)...)
 	if take.err != nil {
 		return nil, nil, storeErr(ctx, "take lock", take.err)
 	}
 	if take.ok {
 		return held(ctx, kv, key, owner, ttl), read, nil
 	}
+	// Someone else holds it: what was read went before the take, so it is
+	// read again, with the extra commands, once the lock is ours.
 	l, err := waitLease(ctx, kv, key, ttl)
 	if err != nil {
 		return nil, nil, err
 	}
-	read = &kvOp{kind: opGet, key: readKey}
-	read.runOn(ctx, kv)
+	batch = batch[1:]
+	for _, op := range append(batch, extra...) {
+		op.ok, op.got, op.err = false, nil, nil
+	}
+	runBatch(ctx, kv, append(batch, extra...)...)
 	return l, read, nil
 }
 

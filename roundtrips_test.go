@@ -49,7 +49,7 @@ func (h *tripHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 // test logs the measured counts so a change that lowers them shows it.
 const (
 	maxToolSignInTrips     = 3
-	maxWorkflowSignInTrips = 7
+	maxWorkflowSignInTrips = 5
 )
 
 func TestCallbackRoundTrips(t *testing.T) {

@@ -312,8 +312,8 @@ func table() []mutant {
 		{
 			Name: "completion/not-watched",
 			File: "completion.go",
-			Old:  "\treturn m.work.schedule(ctx, jobAbandon, s.WorkflowID, due)\n",
-			New:  "\t_ = due\n\treturn nil\n",
+			Old:  "\treturn m.Engine.withTake(ctx, s.WorkflowID, watch, prompt)\n",
+			New:  "\t_ = watch\n\treturn m.Engine.withTake(ctx, s.WorkflowID, prompt)\n",
 			Why:  "a completion whose instance dies mid-way is failed honestly by another instance",
 		},
 		{
@@ -336,6 +336,20 @@ func table() []mutant {
 			Old:  "\tops := append(append(save, f.tidy...), &kvOp{kind: opCompareAndDelete, key: l.key, value: l.owner})\n",
 			New:  "\tops := append([]*kvOp{{kind: opCompareAndDelete, key: l.key, value: l.owner}}, append(save, f.tidy...)...)\n",
 			Why:  "a run's last save lands before its lock is free: the next holder reads what this one wrote",
+		},
+		{
+			Name: "engine/take-write-unchecked",
+			File: "engine.go",
+			Old:  "\t\t\tif op.err != nil {\n\t\t\t\treturn storeErr(ctx, \"write with the run's lock\", op.err)\n\t\t\t}\n",
+			New:  "",
+			Why:  "a write sent with a run lock's take (a completion's watch) lands before the run's transition runs",
+		},
+		{
+			Name: "engine/take-read-stale",
+			File: "documents.go",
+			Old:  "\t\tf.wrote(docKey(r.ID, name), b)\n",
+			New:  "\t\t_ = b\n",
+			Why:  "a document read with a run lock's take follows the hold's own writes",
 		},
 		{
 			Name: "batch/order-lost",
