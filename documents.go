@@ -24,7 +24,7 @@ func (e *Engine) Document(ctx context.Context, runID, name string, v any) error 
 
 // GetDocument returns the run's document name with its widget, or ErrNotFound.
 func (e *Engine) GetDocument(ctx context.Context, runID, name string) (*Document, error) {
-	if !issuedRunID(runID) || !providerIDPattern.MatchString(name) {
+	if !issuedRunID(runID) || !validProviderID(name) {
 		return nil, fmt.Errorf("%w: document %q of run %q", ErrNotFound, name, runID)
 	}
 	b, err := e.readDocument(ctx, runID, docKey(runID, name))
@@ -53,7 +53,7 @@ func (e *Engine) readDocument(ctx context.Context, runID, key string) ([]byte, e
 }
 
 func (e *Engine) saveDocument(ctx context.Context, r *Run, name, widget string, v any) error {
-	if !providerIDPattern.MatchString(name) {
+	if !validProviderID(name) {
 		return invalidArg("document name %q is not valid", name)
 	}
 	data, err := marshalArg(v)

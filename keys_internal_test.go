@@ -23,8 +23,8 @@ func keysOf(user, provider, state, run, doc string) map[string]keyed {
 
 // valid reports whether the IDs are ones the library lets reach a key.
 func validIDs(user, provider, state, run, doc string) bool {
-	return user != "" && len(user) <= maxUserIDLen && providerIDPattern.MatchString(provider) &&
-		state != "" && len(state) <= maxStateLen && issuedRunID(run) && providerIDPattern.MatchString(doc)
+	return user != "" && len(user) <= maxUserIDLen && validProviderID(provider) &&
+		state != "" && len(state) <= maxStateLen && issuedRunID(run) && validProviderID(doc)
 }
 
 // checkDisjoint fails when two different records of any kind share a key.
