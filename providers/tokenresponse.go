@@ -135,12 +135,43 @@ func decodeTokenResponse(a *answer) (*tokenResponse, error) {
 	if media == "application/x-www-form-urlencoded" || media == "text/plain" {
 		return decodeForm(a.body)
 	}
+	if tr, ok := decodePlainTokenResponse(a.body); ok {
+		return tr, nil
+	}
 	var tr tokenResponse
 	if err := json.Unmarshal(a.body, &tr); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformedResponse, err)
 	}
 	tr.raw = a.body
 	return &tr, nil
+}
+
+// plainTokenResponse is tokenResponse with the types nearly every provider
+// sends. Decoding into it skips the flex types' own decoding, which costs more
+// than the rest of the answer: a body it cannot take as it is (expires_in as a
+// string, scope as an array, an error as an object) goes to the flex decode.
+type plainTokenResponse struct {
+	AccessToken      string `json:"access_token"`
+	TokenType        string `json:"token_type"`
+	RefreshToken     string `json:"refresh_token"`
+	ExpiresIn        int64  `json:"expires_in"`
+	Scope            string `json:"scope"`
+	Error            string `json:"error"`
+	ErrorDescription string `json:"error_description"`
+	ErrorURI         string `json:"error_uri"`
+	OK               *bool  `json:"ok"`
+}
+
+// decodePlainTokenResponse decodes body as the flex decode would, when it
+// can; FuzzPlainTokenResponse holds the two to the same answers.
+func decodePlainTokenResponse(body []byte) (*tokenResponse, bool) {
+	var p plainTokenResponse
+	if json.Unmarshal(body, &p) != nil {
+		return nil, false
+	}
+	return &tokenResponse{AccessToken: p.AccessToken, TokenType: p.TokenType, RefreshToken: p.RefreshToken,
+		ExpiresIn: flexInt(max(p.ExpiresIn, 0)), Scope: flexScope(p.Scope), Error: flexString(p.Error),
+		ErrorDescription: flexString(p.ErrorDescription), ErrorURI: flexString(p.ErrorURI), OK: p.OK, raw: body}, true
 }
 
 // decodeForm reads the form-encoded answer GitHub sends without an Accept header.
