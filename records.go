@@ -2,6 +2,7 @@ package oauthflow
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -145,18 +146,37 @@ func (p *fastParser) str() []byte {
 		return nil
 	}
 	start := p.i + 1
-	for j := start; j < len(p.b); j++ {
-		c := p.b[j]
-		if c == '"' {
-			p.i = j + 1
-			return p.b[start:j:j]
+	n := bytes.IndexByte(p.b[start:], '"')
+	if n < 0 || !plainASCII(p.b[start:start+n]) {
+		p.ok = false // escapes, control or non-ASCII bytes: leave them to encoding/json
+		return nil
+	}
+	p.i = start + n + 1
+	return p.b[start : start+n : start+n]
+}
+
+// plainASCII reports whether s holds only printable ASCII other than '\\',
+// what a JSON string needs no decoding for. It looks at eight bytes at a time:
+// a byte is refused when its high bit is set, when it is below 0x20, or when
+// it equals '\\'. The borrow tricks may also mark a byte above one that is
+// refused, never a word that has none (FuzzPlainASCII holds it to the
+// byte-by-byte rule).
+func plainASCII(s []byte) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for len(s) >= 8 {
+		x := binary.LittleEndian.Uint64(s)
+		y := x ^ ('\\' * ones)
+		if (x|(x-0x20*ones)&^x|(y-ones)&^y)&highs != 0 {
+			return false
 		}
+		s = s[8:]
+	}
+	for _, c := range s {
 		if c < 0x20 || c >= 0x80 || c == '\\' {
-			break // escapes, control or non-ASCII bytes: leave them to encoding/json
+			return false
 		}
 	}
-	p.ok = false
-	return nil
+	return true
 }
 
 func (p *fastParser) int() int64 {

@@ -20,3 +20,22 @@ func FuzzValidProviderID(f *testing.F) {
 		}
 	})
 }
+
+// plainASCII, eight bytes at a time, answers as the byte-by-byte rule does.
+func FuzzPlainASCII(f *testing.F) {
+	for _, seed := range []string{"", "gho_16C7e42F292c6912E7710c838347Ae178B4a", "abc\\def", "abcdefg\x1f", "\x7f\x20~!",
+		"abcdefgh\x80", "é", "\\\\\\\\\\\\\\\\", "\x00\x00\x00\x00\x00\x00\x00\x00", "ZZZZZZZ\x1fZZZZZZZZ", "]]]]]]]]["} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, s []byte) {
+		want := true
+		for _, c := range s {
+			if c < 0x20 || c >= 0x80 || c == '\\' {
+				want = false
+			}
+		}
+		if got := plainASCII(s); got != want {
+			t.Fatalf("plainASCII(%q) = %v; want %v", s, got, want)
+		}
+	})
+}
