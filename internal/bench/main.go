@@ -3,7 +3,7 @@
 // or the raw Redis command underneath), measured in the same run, interleaved,
 // repeated, so that the ratio holds whatever the machine.
 //
-//	go run ./internal/bench [-rounds 5] [-out BENCHMARKS.md] [-quick]
+//	go run ./internal/bench [-rounds 5] [-out BENCHMARKS.md] [-quick] [-only callbacks]
 package main
 
 import (
@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -21,11 +23,12 @@ type options struct {
 	out       string
 	quick     bool
 	benchtime string
-	loadReqs  int // requests per load test
-	loadConc  int // the load generator's concurrency
-	storm     int // callers in the refresh storm
-	records   int // token records for bytes per record
-	sessions  int // expired sessions for the reclaim figure
+	loadReqs  int    // requests per load test
+	loadConc  int    // the load generator's concurrency
+	storm     int    // callers in the refresh storm
+	records   int    // token records for bytes per record
+	sessions  int    // expired sessions for the reclaim figure
+	only      string // one area's name (see areas), or "" for all
 }
 
 func parseOptions(args []string) (options, error) {
@@ -34,8 +37,12 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.rounds, "rounds", 5, "rounds of every measurement (median, min, max)")
 	fs.StringVar(&o.out, "out", "BENCHMARKS.md", "the report to write")
 	fs.BoolVar(&o.quick, "quick", false, "a short smoke run: 1 round, small counts (CI)")
+	fs.StringVar(&o.only, "only", "", "run one area alone: "+strings.Join(areaNames(), ", "))
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if o.only != "" && !slices.Contains(areaNames(), o.only) {
+		return o, fmt.Errorf("-only %q: no such area (%s)", o.only, strings.Join(areaNames(), ", "))
 	}
 	o.sized()
 	return o, nil
@@ -58,6 +65,7 @@ func main() {
 	testing.Init() // testing.Benchmark reads -test.benchtime
 	o, err := parseOptions(os.Args[1:])
 	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 	if err := run(o); err != nil {
@@ -78,7 +86,10 @@ func run(o options) error {
 	defer env.close()
 	rep := &report{machine: env.machine(), opts: o}
 	for _, area := range areas {
-		tab, err := area(env)
+		if o.only != "" && area.name != o.only {
+			continue
+		}
+		tab, err := area.run(env)
 		if err != nil {
 			return fmt.Errorf("%s: %w", tab.title, err)
 		}
@@ -88,7 +99,19 @@ func run(o options) error {
 	return rep.write(o.out)
 }
 
-// areas are the report's tables, in order.
-var areas = []func(*env) (*table, error){
-	tokenReads, sessionTakes, callbacks, refreshStorm, memoryFigures,
+// areas are the report's tables, in order, each with the name -only knows it by.
+var areas = []struct {
+	name string
+	run  func(*env) (*table, error)
+}{
+	{"reads", tokenReads}, {"sessions", sessionTakes}, {"callbacks", callbacks},
+	{"storm", refreshStorm}, {"memory", memoryFigures},
+}
+
+func areaNames() []string {
+	names := make([]string, len(areas))
+	for i, a := range areas {
+		names[i] = a.name
+	}
+	return names
 }
