@@ -122,6 +122,15 @@ type (
 	// HubSpot's BAD_REFRESH_TOKEN). Codes are matched exactly against the
 	// error code of a *ProviderError or *oauth2.RetrieveError.
 	DeadGrantCoder interface{ DeadGrantCodes() []string }
+	// VerifierExchanger takes a sign-in's PKCE verifier as a string: a completion
+	// calls ExchangeCodeVerifier(ctx, code, verifier) in place of
+	// ExchangeCode(ctx, code, oauth2.VerifierOption(verifier)), or of
+	// ExchangeCode(ctx, code) when verifier is "", and the two must answer alike.
+	// An oauth2.AuthCodeOption can only be applied by x/oauth2 itself; a plain
+	// verifier lets a provider post the code without x/oauth2's per-call work.
+	VerifierExchanger interface {
+		ExchangeCodeVerifier(ctx context.Context, code, verifier string) (*TokenSet, error)
+	}
 )
 
 // TokenSet is what a provider returns after an exchange or a refresh.

@@ -180,16 +180,23 @@ func (m *Module) callExchange(ctx context.Context, s *Session, code string) (ts 
 	if err != nil {
 		return nil, err
 	}
-	var opts []oauth2.AuthCodeOption
-	if s.CodeVerifier != "" {
-		opts = append(opts, oauth2.VerifierOption(s.CodeVerifier))
-	}
 	defer recoverInto(&err, "provider "+s.Provider+" ExchangeCode")
-	ts, err = p.ExchangeCode(context.WithValue(ctx, oauth2.HTTPClient, m.httpClient), code, opts...)
+	ts, err = exchangeWith(context.WithValue(ctx, oauth2.HTTPClient, m.httpClient), p, code, s.CodeVerifier)
 	if err == nil && (ts == nil || ts.AccessToken == "") {
 		err = &ProviderError{ProviderID: s.Provider, Err: errNoAccessToken}
 	}
 	return ts, err
+}
+
+// exchangeWith trades code at p, with the sign-in's PKCE verifier when it has one.
+func exchangeWith(ctx context.Context, p Provider, code, verifier string) (*TokenSet, error) {
+	if ve, ok := p.(VerifierExchanger); ok {
+		return ve.ExchangeCodeVerifier(ctx, code, verifier)
+	}
+	if verifier == "" {
+		return p.ExchangeCode(ctx, code)
+	}
+	return p.ExchangeCode(ctx, code, oauth2.VerifierOption(verifier))
 }
 
 func supportsPKCE(p Provider) bool {

@@ -3,6 +3,7 @@ package oauthflow
 import (
 	"bytes"
 	"html/template"
+	"io"
 	"net/http"
 	"sync"
 )
@@ -101,7 +102,7 @@ func (m *Module) renderPage(w http.ResponseWriter, out outcome, state string) {
 	setPageHeaders(w.Header(), d.Nonce)
 	w.WriteHeader(status)
 	if out.kind == outcomeConnected && d.State != "" {
-		_, _ = w.Write(m.pages.render(d))
+		m.pages.write(w, d)
 		return
 	}
 	_ = pageTemplate.Execute(w, d)
@@ -116,6 +117,7 @@ type pageCache struct {
 	once  sync.Once
 	holes [2]string // the stand-ins for the nonce and the state
 	m     sync.Map  // title + "\x00" + provider ID -> []pagePart
+	bufs  sync.Pool // *[]byte: the buffers pages are put together in
 }
 
 // pagePart is a run of rendered bytes, followed by the nonce (hole 0), the
@@ -125,10 +127,25 @@ type pagePart struct {
 	hole int
 }
 
-// render is pageTemplate.Execute(d) for a success page. Nonce and state are
-// put in as they are: both are of the characters html/template leaves alone in
-// an attribute (hex, base64url), which is how the stand-ins were rendered.
-func (c *pageCache) render(d pageData) []byte {
+// write writes the success page d in one Write, put together in a buffer
+// that the next page reuses.
+func (c *pageCache) write(w io.Writer, d pageData) {
+	b, _ := c.bufs.Get().(*[]byte)
+	if b == nil {
+		b = new([]byte)
+	}
+	*b = c.appendPage((*b)[:0], d)
+	_, _ = w.Write(*b)
+	c.bufs.Put(b)
+}
+
+// render is pageTemplate.Execute(d) for a success page.
+func (c *pageCache) render(d pageData) []byte { return c.appendPage(make([]byte, 0, 2048), d) }
+
+// appendPage appends the success page d to b. Nonce and state are put in as
+// they are: both are of the characters html/template leaves alone in an
+// attribute (hex, base64url), which is how the stand-ins were rendered.
+func (c *pageCache) appendPage(b []byte, d pageData) []byte {
 	c.once.Do(func() { c.holes = [2]string{"n" + randomHex(16), "s" + randomHex(16)} })
 	key := d.Title + "\x00" + d.ProviderID
 	v, ok := c.m.Load(key)
@@ -137,7 +154,6 @@ func (c *pageCache) render(d pageData) []byte {
 	}
 	parts := v.([]pagePart)
 	fill := [2]string{d.Nonce, d.State}
-	b := make([]byte, 0, 2048)
 	for _, p := range parts {
 		b = append(b, p.text...)
 		if p.hole >= 0 {
@@ -169,12 +185,15 @@ func (c *pageCache) cut(d pageData) []pagePart {
 	}
 }
 
+// setPageHeaders sets the page's headers as h.Set would, with the six values in
+// one allocation rather than one each.
 func setPageHeaders(h http.Header, nonce string) {
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'nonce-"+nonce+"'; style-src 'nonce-"+nonce+
-		"'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+	v := make([]string, 6)
+	v[0], v[1], v[2] = "text/html; charset=utf-8", "no-store", "no-referrer"
+	v[3], v[4] = "DENY", "nosniff"
+	v[5] = "default-src 'none'; script-src 'nonce-" + nonce + "'; style-src 'nonce-" + nonce +
+		"'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+	for i, k := range [...]string{"Content-Type", "Cache-Control", "Referrer-Policy", "X-Frame-Options", "X-Content-Type-Options", "Content-Security-Policy"} {
+		h[k] = v[i : i+1 : i+1]
+	}
 }
