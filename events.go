@@ -51,7 +51,7 @@ func (n notifier) emit(ctx context.Context, e Event) {
 	if e.Time.IsZero() && n.now != nil {
 		e.Time = n.now()
 	}
-	if n.log != nil {
+	if n.log != nil && n.log.Enabled(ctx, eventLevel(e)) { // the line is only built for a logger that keeps it
 		n.log.LogAttrs(ctx, eventLevel(e), "oauthflow: "+string(e.Kind), eventAttrs(e)...)
 	}
 	if n.hook == nil {

@@ -85,11 +85,15 @@ const stateLen = 43
 // issuedState reports whether s has the form of a state this library issues.
 // The public endpoints refuse any other before they touch the store.
 func issuedState(s string) bool {
-	return len(s) == stateLen && strings.IndexFunc(s, notBase64URL) < 0
-}
-
-func notBase64URL(r rune) bool {
-	return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+	if len(s) != stateLen {
+		return false
+	}
+	for i := range len(s) { // bytes, not runes: any byte of a multi-byte rune is refused anyway
+		if c := s[i]; !(isAlnum(c) || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // runIDLen is the length of the run IDs the engine issues: 16 random bytes, hex.

@@ -107,3 +107,19 @@ func TestIssuedForms(t *testing.T) {
 		}
 	}
 }
+
+// Only a state of the issued form (32 random bytes, base64url, no padding)
+// is taken for one: anything else is refused before the store is touched.
+func TestIssuedStateForm(t *testing.T) {
+	t.Parallel()
+	st := newState()
+	if !issuedState(st) {
+		t.Fatalf("issuedState(%q) = false for an issued state", st)
+	}
+	for _, bad := range []string{"", st[:42], st + "A", "." + st[1:], "+" + st[1:], "/" + st[1:], st[:42] + "=",
+		":" + st[1:], "é" + st[2:], st[:20] + " " + st[21:]} {
+		if issuedState(bad) {
+			t.Errorf("issuedState(%q) = true", bad)
+		}
+	}
+}
