@@ -120,8 +120,9 @@ func (m *MemoryKV) Get(_ context.Context, key string) ([]byte, error) {
 // each stored value once: later reads of the same value get the same result
 // without decoding again, and a write starts afresh. key is a byte slice so that
 // a caller can build it in a buffer of its own; looking it up allocates nothing.
-// decode must be a pure function of the value, the same one for every caller of
-// a key, and its result must be treated as read-only.
+// decode must be a pure function of the value for a given key; a caller that
+// decodes differently from others (another key ring) must check whose result
+// it got. The result must be treated as read-only.
 func (m *MemoryKV) getMemo(key []byte, decode func([]byte) any) ([]byte, any, bool) {
 	m.mu.RLock()
 	e, ok := m.m[string(key)]

@@ -20,6 +20,11 @@ type Config struct {
 	Now        func() time.Time
 	OnEvent    EventHook // hears tokens stored, refreshed, refresh failed, deleted, connected and flow failed
 
+	// Encryption seals token records and pending sign-ins at rest (AES-256-GCM;
+	// see KeyRing). nil: the ring in OAUTHFLOW_ENCRYPTION_KEYS, and records
+	// stored plain when that is unset.
+	Encryption *KeyRing
+
 	// FrontendOrigins are the origins ("https://app.example.com", "http://localhost:3000")
 	// of frontends served apart from the API. The API's callback page posts its result
 	// to them as well as to its own origin, and POST /api/v1/oauth/complete answers them
@@ -56,6 +61,7 @@ type Module struct {
 	ExchangeOAuthToken *Tool // exchange_oauth_token
 	KV                 KV
 
+	ring       *KeyRing // seals records at rest (encryption.go); nil: plain
 	log        *slog.Logger
 	httpClient *http.Client
 	events     notifier
@@ -83,11 +89,15 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	if err != nil {
 		return nil, err
 	}
+	ring, err := moduleKeyRing(cfg)
+	if err != nil {
+		return nil, err
+	}
 	kv, owned, err := moduleKV(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	m := &Module{Registry: cfg.Registry, KV: kv, log: log, httpClient: cfg.HTTPClient, ownsKV: owned,
+	m := &Module{Registry: cfg.Registry, KV: kv, ring: ring, log: log, httpClient: cfg.HTTPClient, ownsKV: owned,
 		events: notifier{hook: cfg.OnEvent, log: log, now: now}, origins: origins, now: now, signInTTL: cfg.SignInTTL}
 	if m.signInTTL <= 0 {
 		m.signInTTL = DefaultSessionTTL
@@ -99,8 +109,9 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	if m.httpClient == nil {
 		m.httpClient = defaultHTTPClient()
 	}
-	m.Tokens = NewTokenStore(kv, m.Registry, WithClock(now), WithLogger(log), WithEventHook(cfg.OnEvent))
-	m.Sessions = NewSessionService(kv, WithSessionClock(now), WithSessionTTL(m.signInTTL))
+	m.Tokens = NewTokenStore(kv, m.Registry, WithClock(now), WithLogger(log), WithEventHook(cfg.OnEvent),
+		WithEncryption(ring))
+	m.Sessions = NewSessionService(kv, WithSessionClock(now), WithSessionTTL(m.signInTTL), WithSessionEncryption(ring))
 	m.Engine = NewEngine(kv, WithEngineClock(now), WithEngineLogger(log), WithFinishedRunTTL(cfg.FinishedRunTTL),
 		WithRunLease(m.runLockLease))
 	m.BuildOAuthURL, m.ExchangeOAuthToken = m.newTools()
@@ -113,6 +124,14 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	m.work.handle(jobAbandon, m.abandon)
 	m.work.start()
 	return m, nil
+}
+
+// moduleKeyRing is cfg.Encryption, else the ring OAUTHFLOW_ENCRYPTION_KEYS names.
+func moduleKeyRing(cfg Config) (*KeyRing, error) {
+	if cfg.Encryption != nil {
+		return cfg.Encryption, nil
+	}
+	return KeyRingFromEnv()
 }
 
 func moduleKV(ctx context.Context, cfg Config, log *slog.Logger) (KV, bool, error) {

@@ -208,18 +208,10 @@ func (p *fastParser) int() int64 {
 }
 
 // tokenMemo is what the hot read needs of a token record, decoded once per
-// stored value (MemoryKV.getMemo) and shared by every read of it.
+// stored value (MemoryKV.getMemo) and shared by every read of it: only by the
+// readers that hold the ring it was opened with.
 type tokenMemo struct {
 	access    string
 	expiresAt int64
-}
-
-// decodeTokenMemo decodes b for getMemo; nil when b is not a valid record (the
-// general read then reports it).
-func decodeTokenMemo(b []byte) any {
-	v, err := parseTokenView(b)
-	if err != nil {
-		return nil
-	}
-	return &tokenMemo{access: string(v.access), expiresAt: v.expiresAt}
+	ring      *KeyRing
 }

@@ -184,7 +184,7 @@ func (r *refreshRun) round(ctx context.Context, l *lease, raw []byte, base Store
 // until the refresh's deadline; whatever is still unwritten then is written by
 // the next refresh of this record in this process.
 func (r *refreshRun) save(ctx context.Context, l *lease, raw []byte, t StoredTokens) (StoredTokens, bool, error) {
-	w := pendingWrite{old: raw, new: encodeStoredTokens(t), t: t}
+	w := pendingWrite{old: raw, new: r.s.seal(t, r.key), t: t}
 	switch err := r.write(ctx, l, w); {
 	case err == nil:
 		return t, false, nil

@@ -16,9 +16,10 @@ const maxStateLen = 512
 
 // SessionService keeps pending sign-ins under their state, each usable once.
 type SessionService struct {
-	kv  KV
-	ttl time.Duration
-	now func() time.Time
+	kv   KV
+	ttl  time.Duration
+	now  func() time.Time
+	ring *KeyRing // seals sessions at rest; nil: plain
 }
 
 // SessionOption configures a SessionService.
@@ -40,6 +41,12 @@ func WithSessionClock(now func() time.Time) SessionOption {
 			s.now = now
 		}
 	}
+}
+
+// WithSessionEncryption seals the sessions this service registers with ring's
+// current key (see KeyRing); plain sessions are still read. nil: plain.
+func WithSessionEncryption(ring *KeyRing) SessionOption {
+	return func(s *SessionService) { s.ring = ring }
 }
 
 // NewSessionService returns a SessionService over kv.
@@ -74,7 +81,8 @@ func (ss *SessionService) Register(ctx context.Context, state string, s Session)
 	if err != nil {
 		return invalidArg("session: %w", err)
 	}
-	ok, err := ss.kv.SetNX(ctxOrBackground(ctx), sessionKey(state), b, ss.ttl)
+	key := sessionKey(state)
+	ok, err := ss.kv.SetNX(ctxOrBackground(ctx), key, sealRecord(ss.ring, b, key), ss.ttl)
 	if err != nil {
 		return storeErr(ctx, "register session", err)
 	}
@@ -87,27 +95,43 @@ func (ss *SessionService) Register(ctx context.Context, state string, s Session)
 // Consume returns the session registered under state and removes it in one atomic
 // step: of any number of concurrent callers, exactly one gets it. An unknown,
 // expired or used state is ErrSessionNotFound; a store failure is ErrStoreUnavailable.
+// A session sealed under a key the ring lacks (ErrUnknownKey) is put back, for
+// an instance that has the key, with a full sign-in TTL.
 func (ss *SessionService) Consume(ctx context.Context, state string) (*Session, error) {
-	return ss.take(ctx, state, ss.kv.GetDel)
+	return ss.take(ctx, state, true)
 }
 
 // Peek returns the session registered under state without consuming it.
 func (ss *SessionService) Peek(ctx context.Context, state string) (*Session, error) {
-	return ss.take(ctx, state, ss.kv.Get)
+	return ss.take(ctx, state, false)
 }
 
-func (ss *SessionService) take(ctx context.Context, state string, read func(context.Context, string) ([]byte, error)) (*Session, error) {
+func (ss *SessionService) take(ctx context.Context, state string, consume bool) (*Session, error) {
 	if err := checkState(state); err != nil {
 		return nil, ErrSessionNotFound
 	}
-	b, err := read(ctxOrBackground(ctx), sessionKey(state))
+	ctx, key := ctxOrBackground(ctx), sessionKey(state)
+	read := ss.kv.Get
+	if consume {
+		read = ss.kv.GetDel
+	}
+	b, err := read(ctx, key)
 	if errors.Is(err, ErrNotFound) {
 		return nil, ErrSessionNotFound
 	}
 	if err != nil {
 		return nil, storeErr(ctx, "read session", err)
 	}
-	return decodeSession(b)
+	plain, err := openRecord(ss.ring, b, key)
+	if consume && errors.Is(err, ErrUnknownKey) {
+		if _, perr := ss.kv.SetNX(ctx, key, b, ss.ttl); perr != nil {
+			return nil, fmt.Errorf("%w (and putting it back failed: %w)", err, storeErr(ctx, "restore session", perr))
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return decodeSession(plain)
 }
 
 func encodeSession(s Session) ([]byte, error) { return json.Marshal(s) }

@@ -41,6 +41,7 @@ type TokenStore struct {
 	flights        flightGroup
 	pending        pendingWrites
 	direct         directKV // kv without its key prefix, for the hot read
+	ring           *KeyRing // seals records at rest; nil: plain
 }
 
 // TokenStoreOption configures a TokenStore.
@@ -94,6 +95,11 @@ func WithLockLease(d time.Duration) TokenStoreOption {
 		}
 	}
 }
+
+// WithEncryption seals the token records this store writes with ring's
+// current key, and opens records sealed under any of its keys (see KeyRing).
+// Plain records are still read. nil: records are written plain.
+func WithEncryption(ring *KeyRing) TokenStoreOption { return func(s *TokenStore) { s.ring = ring } }
 
 // NewTokenStore returns a TokenStore over kv that refreshes through the providers in reg.
 func NewTokenStore(kv KV, reg *Registry, opts ...TokenStoreOption) *TokenStore {
@@ -169,7 +175,8 @@ func (s *TokenStore) ttl(t StoredTokens) time.Duration {
 }
 
 func (s *TokenStore) write(ctx context.Context, userID, providerID string, t StoredTokens) error {
-	err := s.kv.Set(ctx, tokenKey(userID, providerID), encodeStoredTokens(t), s.ttl(t))
+	key := tokenKey(userID, providerID)
+	err := s.kv.Set(ctx, key, s.seal(t, key), s.ttl(t))
 	if err != nil {
 		return storeErr(ctx, "store tokens", err)
 	}
@@ -198,11 +205,12 @@ func (s *TokenStore) GetTokens(ctx context.Context, userID, providerID string) (
 // read returns the record under key as stored (the fence a refresh writes
 // against) and parsed in place.
 func (s *TokenStore) read(ctx context.Context, key string) ([]byte, tokenView, error) {
-	return s.readFrom(ctx, s.kv, key)
+	return s.readFrom(ctx, s.kv, key, key)
 }
 
-// readFrom is read from kv, the store's KV or the one under its prefix.
-func (s *TokenStore) readFrom(ctx context.Context, kv KV, key string) ([]byte, tokenView, error) {
+// readFrom is read from kv, the store's KV or the one under its prefix; name
+// is key without the prefix, what a sealed record is bound to.
+func (s *TokenStore) readFrom(ctx context.Context, kv KV, key, name string) ([]byte, tokenView, error) {
 	b, err := kv.Get(ctx, key)
 	if errors.Is(err, ErrNotFound) {
 		return nil, tokenView{}, ErrNoToken
@@ -210,8 +218,32 @@ func (s *TokenStore) readFrom(ctx context.Context, kv KV, key string) ([]byte, t
 	if err != nil {
 		return nil, tokenView{}, storeErr(ctx, "read tokens", err)
 	}
-	v, err := parseTokenView(b)
+	v, err := s.parse(b, name)
 	return b, v, err
+}
+
+// parse reads a stored token record, opening it first when it is sealed.
+func (s *TokenStore) parse(b []byte, name string) (tokenView, error) {
+	plain, err := openRecord(s.ring, b, name)
+	if err != nil {
+		return tokenView{}, err
+	}
+	return parseTokenView(plain)
+}
+
+// seal is the stored form of t under the record name.
+func (s *TokenStore) seal(t StoredTokens, name string) []byte {
+	return sealRecord(s.ring, encodeStoredTokens(t), name)
+}
+
+// decodeMemo decodes the token record named name for MemoryKV.getMemo; nil
+// when it does not decode (the general read then reports why).
+func (s *TokenStore) decodeMemo(name string, b []byte) any {
+	v, err := s.parse(b, name)
+	if err != nil {
+		return nil
+	}
+	return &tokenMemo{access: string(v.access), expiresAt: v.expiresAt, ring: s.ring}
 }
 
 // fresh reports whether a token expiring at expiresAt is valid for at least the skew.
@@ -237,13 +269,14 @@ func (s *TokenStore) validToken(ctx context.Context, userID, providerID string) 
 		return tok, expiresAt, nil
 	}
 	ctx = ctxOrBackground(ctx)
-	raw, v, err := s.readFrom(ctx, s.direct.kv, s.direct.tokenKey(userID, providerID))
+	key := s.direct.tokenKey(userID, providerID)
+	raw, v, err := s.readFrom(ctx, s.direct.kv, key, key[len(s.direct.prefix):])
 	if err != nil {
 		return "", 0, err
 	}
 	if s.fresh(v.expiresAt) {
-		// raw is this call's own and nothing writes it (KV.Get's contract):
-		// the token can be a view of it instead of a copy.
+		// raw (or what it opened to) is this call's own and nothing writes it
+		// (KV.Get's contract): the token can be a view of it instead of a copy.
 		return unsafe.String(unsafe.SliceData(v.access), len(v.access)), v.expiresAt, nil
 	}
 	if len(v.refresh) == 0 {
@@ -411,9 +444,10 @@ func (d directKV) memoryToken(s *TokenStore, userID, providerID string) (string,
 	}
 	var buf [128]byte
 	key := appendTokenKey(append(buf[:0], d.prefix...), userID, providerID)
-	_, memo, ok := d.mem.getMemo(key, decodeTokenMemo)
+	// The name is copied on the slow path only, so key stays in buf.
+	_, memo, ok := d.mem.getMemo(key, func(b []byte) any { return s.decodeMemo(string(key[len(d.prefix):]), b) })
 	t, _ := memo.(*tokenMemo)
-	if !ok || t == nil || !s.fresh(t.expiresAt) {
+	if !ok || t == nil || t.ring != s.ring || !s.fresh(t.expiresAt) {
 		return "", 0, false
 	}
 	return t.access, t.expiresAt, true
