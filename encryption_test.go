@@ -197,3 +197,216 @@ func isTokenOrSessionKey(key string) bool {
 	}
 	return true
 }
+
+// rotationStores are token stores over one KV: one writing plain, and one per ring.
+type rotationStores struct {
+	kv                 oauthflow.KV
+	p                  *fakeProvider
+	plain, k1, k21, k2 *oauthflow.TokenStore
+	now                time.Time
+	k1spec, k2spec     string
+}
+
+func newRotationStores(t *testing.T, kv oauthflow.KV) *rotationStores {
+	rs := &rotationStores{kv: kv, p: newFakeProvider("demo"), now: time.Now(),
+		k1spec: newKey(t, "k1"), k2spec: newKey(t, "k2")}
+	reg := oauthflow.NewRegistry()
+	require.NoError(t, reg.Register(rs.p))
+	store := func(ring *oauthflow.KeyRing) *oauthflow.TokenStore {
+		return oauthflow.NewTokenStore(kv, reg, oauthflow.WithEncryption(ring), oauthflow.WithLogger(slog.New(slog.DiscardHandler)),
+			oauthflow.WithClock(func() time.Time { return rs.now }))
+	}
+	rs.plain = store(nil)
+	rs.k1 = store(keyRing(t, rs.k1spec))
+	rs.k21 = store(keyRing(t, rs.k2spec, rs.k1spec))
+	rs.k2 = store(keyRing(t, rs.k2spec))
+	return rs
+}
+
+func (rs *rotationStores) raw(t *testing.T, user string) string {
+	t.Helper()
+	b, err := rs.kv.Get(context.Background(), "oauth:"+user+":demo")
+	require.NoError(t, err)
+	return string(b)
+}
+
+// Rotation: records written plain or under an old key read under a ring that
+// still holds it, and are rewritten under the ring's first key by their next
+// write, a refresh included. A record under a key the ring lacks is an error
+// that names the key ID, never "no token", and no read (a refresh due
+// included) and no disconnect deletes or rewrites it.
+func TestEncryptionKeyRotation(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			testEncryptionKeyRotation(t, newRotationStores(t, b.new(t)))
+		})
+	}
+}
+
+func testEncryptionKeyRotation(t *testing.T, rs *rotationStores) {
+	ctx := context.Background()
+	valid := oauthflow.StoredTokens{AccessToken: "at-valid", RefreshToken: "rt-1", ExpiresAt: rs.now.Add(time.Hour).UnixMilli(), Scope: "read"}
+	expired := valid
+	expired.AccessToken, expired.ExpiresAt = "at-expired", rs.now.Add(-time.Hour).UnixMilli()
+
+	require.NoError(t, rs.plain.StoreTokens(ctx, "old", "demo", valid))
+	require.True(t, strings.HasPrefix(rs.raw(t, "old"), "{"), "written before encryption: plain")
+	require.NoError(t, rs.k1.StoreTokens(ctx, "one", "demo", expired))
+	require.True(t, strings.HasPrefix(rs.raw(t, "one"), "enc1:k1:"))
+
+	tok, err := rs.k21.GetValidAccessToken(ctx, "old", "demo")
+	require.NoError(t, err, "a plain record stays readable")
+	require.Equal(t, "at-valid", tok)
+	got, err := rs.k21.GetTokens(ctx, "one", "demo")
+	require.NoError(t, err, "a record under the old key reads under the new ring")
+	require.Equal(t, expired, *got)
+
+	tok, err = rs.k21.GetValidAccessToken(ctx, "one", "demo") // due: a refresh rewrites it
+	require.NoError(t, err)
+	require.Equal(t, "access-1", tok)
+	require.True(t, strings.HasPrefix(rs.raw(t, "one"), "enc1:k2:"), "the refresh wrote under the current key")
+	require.NoError(t, rs.k21.StoreTokens(ctx, "old", "demo", valid))
+	require.True(t, strings.HasPrefix(rs.raw(t, "old"), "enc1:k2:"), "the next write seals the plain record")
+
+	// k2 alone, or no ring at all, meets a record under k1.
+	require.NoError(t, rs.k1.StoreTokens(ctx, "stale", "demo", expired))
+	before := rs.raw(t, "stale")
+	for name, s := range map[string]*oauthflow.TokenStore{"ring without k1": rs.k2, "no ring": rs.plain} {
+		_, err = s.GetValidAccessToken(ctx, "stale", "demo")
+		require.ErrorIs(t, err, oauthflow.ErrUnknownKey, name)
+		require.NotErrorIs(t, err, oauthflow.ErrNoToken, "%s: the user must not be sent to sign in again", name)
+		require.ErrorContains(t, err, `"k1"`, "%s: the error names the key ID", name)
+		_, err = s.GetTokens(ctx, "stale", "demo")
+		require.ErrorIs(t, err, oauthflow.ErrUnknownKey, name)
+		require.ErrorIs(t, s.DeleteTokens(ctx, "stale", "demo"), oauthflow.ErrUnknownKey,
+			"%s: a disconnect that cannot revoke the grant refuses, rather than drop it", name)
+	}
+	require.Equal(t, before, rs.raw(t, "stale"), "the record is neither deleted nor rewritten")
+	require.NoError(t, rs.k1.StoreTokens(ctx, "fresh", "demo", valid))
+	_, err = rs.k1.GetValidAccessToken(ctx, "fresh", "demo") // MemoryKV keeps what k1 opened beside the value
+	require.NoError(t, err)
+	_, err = rs.k2.GetValidAccessToken(ctx, "fresh", "demo")
+	require.ErrorIs(t, err, oauthflow.ErrUnknownKey, "what another ring opened is not handed to a ring without its key")
+	require.EqualValues(t, 1, rs.p.refreshes.Load(), "only the first refresh reached the provider")
+	tok, err = rs.k21.GetValidAccessToken(ctx, "stale", "demo")
+	require.NoError(t, err, "with k1 back in the ring it reads again")
+	require.Equal(t, "access-2", tok)
+}
+
+// A sealed record copied under another user's key does not open there: its
+// name is bound into it.
+func TestSealedRecordMovedToAnotherKeyDoesNotOpen(t *testing.T) {
+	t.Parallel()
+	rs := newRotationStores(t, oauthflow.NewMemoryKV())
+	ctx := context.Background()
+	require.NoError(t, rs.k1.StoreTokens(ctx, "victim", "demo", oauthflow.StoredTokens{AccessToken: "victims-token", Scope: "read"}))
+	require.NoError(t, rs.kv.Set(ctx, "oauth:mallory:demo", []byte(rs.raw(t, "victim")), 0))
+	_, err := rs.k1.GetValidAccessToken(ctx, "mallory", "demo")
+	require.ErrorIs(t, err, oauthflow.ErrCorruptRecord)
+	require.NotContains(t, err.Error(), "victims-token")
+}
+
+// A sign-in registered under one key is consumed by an instance whose ring
+// holds it; one whose ring lacks it reports the key ID and puts the sign-in
+// back, for an instance that has the key. Plain sessions stay readable.
+func TestEncryptedSessions(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			kv := b.new(t)
+			ctx := context.Background()
+			k1, k2 := newKey(t, "k1"), newKey(t, "k2")
+			svc := func(spec ...string) *oauthflow.SessionService {
+				var ring *oauthflow.KeyRing
+				if len(spec) > 0 {
+					ring = keyRing(t, spec...)
+				}
+				return oauthflow.NewSessionService(kv, oauthflow.WithSessionEncryption(ring))
+			}
+			s := oauthflow.Session{UserID: "alice", Provider: "demo", CodeVerifier: "the-verifier-of-alice"}
+			state, plainState := strings.Repeat("a", 43), strings.Repeat("b", 43)
+			require.NoError(t, svc(k1).Register(ctx, state, s))
+			raw, err := kv.Get(ctx, "oauth:session:"+state)
+			require.NoError(t, err)
+			require.True(t, strings.HasPrefix(string(raw), "enc1:k1:"))
+			require.NotContains(t, string(raw), s.CodeVerifier)
+
+			_, err = svc(k2).Consume(ctx, state)
+			require.ErrorIs(t, err, oauthflow.ErrUnknownKey)
+			require.ErrorContains(t, err, `"k1"`)
+			got, err := svc(k2, k1).Consume(ctx, state)
+			require.NoError(t, err, "the sign-in was put back for an instance with the key")
+			require.Equal(t, s.CodeVerifier, got.CodeVerifier)
+			_, err = svc(k2, k1).Consume(ctx, state)
+			require.ErrorIs(t, err, oauthflow.ErrSessionNotFound, "and is still single-use")
+
+			require.NoError(t, svc().Register(ctx, plainState, s))
+			got, err = svc(k2).Consume(ctx, plainState)
+			require.NoError(t, err, "a plain sign-in stays readable")
+			require.Equal(t, s.CodeVerifier, got.CodeVerifier)
+		})
+	}
+}
+
+// Reading a valid sealed token from Redis is still one round trip.
+func TestEncryptedHotReadIsOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	c, real := redistest.Any(t)
+	hook := &tripHook{}
+	c.AddHook(hook)
+	var kv oauthflow.KV = oauthflow.NewRedisKV(c)
+	if real {
+		kv = oauthflow.WithKeyPrefix(kv, redistest.Prefix(t, c))
+	}
+	s := oauthflow.NewTokenStore(kv, oauthflow.NewRegistry(), oauthflow.WithEncryption(keyRing(t, newKey(t, "k1"))))
+	ctx := context.Background()
+	require.NoError(t, s.StoreTokens(ctx, "alice", "demo", oauthflow.StoredTokens{AccessToken: "at-1", Scope: "read"}))
+	n := hook.n.Load()
+	tok, err := s.GetValidAccessToken(ctx, "alice", "demo")
+	require.NoError(t, err)
+	require.Equal(t, "at-1", tok)
+	require.Equal(t, []string{"get"}, hook.since(n))
+}
+
+// Key rings refuse what would seal badly, and their errors never print a key.
+func TestParseKeyRing(t *testing.T) {
+	t.Parallel()
+	good := newKey(t, "k1")
+	secret := strings.SplitN(good, ":", 2)[1]
+	for _, tc := range []struct{ spec, want string }{
+		{"", "kid:base64key"},
+		{"k1", "kid:base64key"},
+		{"k1:" + base64.StdEncoding.EncodeToString(make([]byte, 16)), "16 bytes, want 32"},
+		{"k1:not*base64", "not base64"},
+		{"bad id:" + secret, "encryption key ID"},
+		{good + "," + good, "given twice"},
+		{"k2:" + secret + ",:" + secret, "encryption key ID"},
+	} {
+		_, err := oauthflow.ParseKeyRing(tc.spec)
+		require.ErrorIs(t, err, oauthflow.ErrInvalidArgument, tc.spec)
+		require.ErrorContains(t, err, tc.want, tc.spec)
+		require.NotContains(t, err.Error(), secret)
+	}
+	r, err := oauthflow.ParseKeyRing(" k2:" + base64.RawURLEncoding.EncodeToString(make([]byte, 32)) + " , " + good)
+	require.NoError(t, err, "URL-safe and unpadded base64, spaces around items")
+	require.Equal(t, "k2", r.CurrentKeyID())
+}
+
+// New reads its ring from OAUTHFLOW_ENCRYPTION_KEYS and refuses a bad one.
+func TestModuleKeyRingFromEnv(t *testing.T) {
+	t.Setenv(oauthflow.EnvEncryptionKeys, "k1:short")
+	_, err := oauthflow.New(context.Background(), oauthflow.Config{KV: oauthflow.NewMemoryKV()})
+	require.ErrorContains(t, err, oauthflow.EnvEncryptionKeys)
+	t.Setenv(oauthflow.EnvEncryptionKeys, newKey(t, "envkey"))
+	kv := oauthflow.NewMemoryKV()
+	m, err := oauthflow.New(context.Background(), oauthflow.Config{KV: kv})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	require.NoError(t, m.Tokens.StoreTokens(context.Background(), "alice", "demo", oauthflow.StoredTokens{AccessToken: "at", Scope: "read"}))
+	raw, err := kv.Get(context.Background(), "oauth:alice:demo")
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(raw), "enc1:envkey:"))
+}
