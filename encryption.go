@@ -168,11 +168,15 @@ func (r *KeyRing) seal(plain []byte, name string) []byte {
 	nonceLen, raw := k.aead.NonceSize(), make([]byte, 0, k.aead.NonceSize()+len(plain)+k.aead.Overhead())
 	raw = raw[:nonceLen]
 	_, _ = rand.Read(raw)                                   // crypto/rand.Read never fails (Go 1.24)
-	raw = k.aead.Seal(raw, raw, plain, readOnlyBytes(name)) // GCM only reads the additional data
+	raw = k.aead.Seal(raw, raw, plain, boundTo(name))
 	out := make([]byte, 0, len(sealedMark)+len(k.id)+1+base64.RawURLEncoding.EncodedLen(len(raw)))
 	out = append(append(append(out, sealedMark...), k.id...), ':')
 	return base64.RawURLEncoding.AppendEncode(out, raw)
 }
+
+// boundTo is the additional data that binds a sealed record to its name
+// (GCM only reads it, so it can be the name's own memory).
+func boundTo(name string) []byte { return readOnlyBytes(name) }
 
 // sealedRecord reports whether b is a sealed record, as opposed to plain JSON.
 func sealedRecord(b []byte) bool { return bytes.HasPrefix(b, []byte(sealedMark)) }
@@ -212,7 +216,7 @@ func openRecord(ring *KeyRing, b []byte, name string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: sealed record under key %q is malformed", ErrCorruptRecord, id)
 	}
 	nonce, sealed := raw[:k.aead.NonceSize()], raw[k.aead.NonceSize():n]
-	plain, err := k.aead.Open(sealed[:0], nonce, sealed, readOnlyBytes(name))
+	plain, err := k.aead.Open(sealed[:0], nonce, sealed, boundTo(name))
 	if err != nil {
 		return nil, fmt.Errorf("%w: sealed record under key %q does not open here (altered, or moved from another key)", ErrCorruptRecord, id)
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -409,4 +410,204 @@ func TestModuleKeyRingFromEnv(t *testing.T) {
 	raw, err := kv.Get(context.Background(), "oauth:alice:demo")
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(string(raw), "enc1:envkey:"))
+}
+
+// Reencrypt seals every token record and pending sign-in under the current
+// key, from plain and from older keys, keeps their TTLs, leaves records under
+// unknown keys and other kinds of records alone, and resumes from its cursor.
+func TestReencrypt(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			testReencrypt(t, b.new(t))
+		})
+	}
+}
+
+func testReencrypt(t *testing.T, kv oauthflow.KV) {
+	ctx := context.Background()
+	k1, k2, k9 := newKey(t, "k1"), newKey(t, "k2"), newKey(t, "k9")
+	reg := oauthflow.NewRegistry()
+	store := func(spec ...string) *oauthflow.TokenStore {
+		var ring *oauthflow.KeyRing
+		if len(spec) > 0 {
+			ring = keyRing(t, spec...)
+		}
+		return oauthflow.NewTokenStore(kv, reg, oauthflow.WithEncryption(ring))
+	}
+	expiry := time.Now().Add(time.Hour).UnixMilli()
+	tokens := func(i int) oauthflow.StoredTokens {
+		return oauthflow.StoredTokens{AccessToken: fmt.Sprintf("at-%d", i), ExpiresAt: expiry, Scope: "read"}
+	}
+	users := map[string]*oauthflow.TokenStore{}
+	for i := range 12 { // plain, under k1, under k2 already; one user ID that is escaped in keys
+		s := []*oauthflow.TokenStore{store(), store(k1), store(k2)}[i%3]
+		user := fmt.Sprintf("user-%d", i)
+		if i == 11 {
+			user = "session:looks-like-a-kind"
+		}
+		require.NoError(t, s.StoreTokens(ctx, user, "demo", tokens(i)))
+		users[user] = s
+	}
+	require.NoError(t, store(k9).StoreTokens(ctx, "unknown", "demo", tokens(99)))
+	sessions := oauthflow.NewSessionService(kv, oauthflow.WithSessionEncryption(keyRing(t, k1)))
+	state := strings.Repeat("s", 43)
+	require.NoError(t, sessions.Register(ctx, state, oauthflow.Session{UserID: "alice", Provider: "demo", CodeVerifier: "v"}))
+	require.NoError(t, kv.Set(ctx, "oauth:run:r1", []byte(`{"plain":"run"}`), 0))
+	require.NoError(t, kv.Set(ctx, "oauth:lock:user-1:demo", []byte("owner"), time.Minute))
+	require.NoError(t, kv.Set(ctx, "other:key", []byte("not ours"), 0))
+	unknownBefore, err := kv.Get(ctx, "oauth:unknown:demo")
+	require.NoError(t, err)
+
+	ring := keyRing(t, k2, k1)
+	cctx, cancel := context.WithCancel(ctx)
+	var first *oauthflow.ReencryptProgress
+	p, err := oauthflow.Reencrypt(cctx, kv, ring, oauthflow.ReencryptOptions{Batch: 4, Progress: func(q oauthflow.ReencryptProgress) {
+		if first == nil {
+			first = &q
+			cancel()
+		}
+	}})
+	rewritten := 0
+	if first.Cursor != "" { // miniredis answers SCAN with every key at once
+		rewritten = first.Rewritten
+		require.ErrorIs(t, err, context.Canceled, "the walk stops with its context")
+		require.Equal(t, *first, p, "and says where to resume")
+		var last oauthflow.ReencryptProgress
+		p, err = oauthflow.Reencrypt(ctx, kv, ring, oauthflow.ReencryptOptions{Cursor: p.Cursor, Batch: 4,
+			Progress: func(q oauthflow.ReencryptProgress) { last = q }})
+		require.Equal(t, last, p, "the last progress is the result")
+	}
+	require.NoError(t, err)
+	require.Empty(t, p.Cursor)
+	require.Equal(t, 9, rewritten+p.Rewritten, "the plain records, those under k1 and the sign-in")
+	// Once more from the start: everything is current, nothing is rewritten.
+	again, err := oauthflow.Reencrypt(ctx, kv, ring, oauthflow.ReencryptOptions{})
+	require.NoError(t, err)
+	require.Zero(t, again.Rewritten)
+	require.Equal(t, 13, again.Current, "12 token records and the sign-in")
+	require.Equal(t, 1, again.Unknown)
+	require.Equal(t, 16, again.Scanned, "every key under oauth:, the run and the lock included")
+
+	for user := range users {
+		raw, err := kv.Get(ctx, "oauth:"+userSegment(user)+":demo")
+		require.NoError(t, err, user)
+		require.True(t, strings.HasPrefix(string(raw), "enc1:k2:"), "%s: %.20q", user, raw)
+		ttl, err := kv.TTL(ctx, "oauth:"+userSegment(user)+":demo")
+		require.NoError(t, err)
+		require.Greater(t, ttl, 59*time.Minute, "%s keeps its time to live", user)
+		require.LessOrEqual(t, ttl, time.Hour+time.Second)
+	}
+	got, err := store(k2, k1).GetTokens(ctx, "user-0", "demo")
+	require.NoError(t, err)
+	require.Equal(t, tokens(0), *got)
+	raw, err := kv.Get(ctx, "oauth:session:"+state)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(raw), "enc1:k2:"))
+	s, err := oauthflow.NewSessionService(kv, oauthflow.WithSessionEncryption(keyRing(t, k2))).Consume(ctx, state)
+	require.NoError(t, err)
+	require.Equal(t, "v", s.CodeVerifier)
+	for key, want := range map[string]string{"oauth:run:r1": `{"plain":"run"}`, "oauth:lock:user-1:demo": "owner",
+		"other:key": "not ours", "oauth:unknown:demo": string(unknownBefore)} {
+		raw, err := kv.Get(ctx, key)
+		require.NoError(t, err)
+		require.Equal(t, want, string(raw), "%s is left alone", key)
+	}
+}
+
+// userSegment is a user ID as token keys hold it (see the package's keyspace).
+func userSegment(user string) string {
+	if strings.HasPrefix(user, "session:") {
+		return "~" + base64.RawURLEncoding.EncodeToString([]byte(user))
+	}
+	return user
+}
+
+// A refresh whose rotated token could not be written (the store was down) is
+// kept in this process; a re-encryption of the record meanwhile changes its
+// bytes but not its tokens, so the kept write still lands, and the spent
+// refresh token is never used again.
+func TestReencryptKeepsARotatedTokenNotYetWritten(t *testing.T) {
+	t.Parallel()
+	k1, k2 := newKey(t, "k1"), newKey(t, "k2")
+	onEveryBackend(t, withFaults, func(t *testing.T, f *storeFixture) {
+		kv := f.kv.(*faultKV)
+		f.prov.setRefresh(newRotating("rt-1").answer)
+		kv.down.Store(true)
+		tok, err := f.store.GetValidAccessToken(ctx, "u", "acme")
+		require.NoError(t, err)
+		require.Equal(t, "access-1", tok)
+		waitEvent(t, f, oauthflow.EventRefreshUnsaved)
+		kv.down.Store(false)
+
+		p, err := oauthflow.Reencrypt(ctx, kv.KV, keyRing(t, k2, k1), oauthflow.ReencryptOptions{})
+		require.NoError(t, err)
+		require.Equal(t, 1, p.Rewritten, "the record that still holds rt-1 is sealed anew")
+
+		tok, err = f.store.GetValidAccessToken(ctx, "u", "acme")
+		require.NoError(t, err)
+		require.Equal(t, "access-1", tok, "the kept tokens are written and handed out")
+		got, err := f.store.GetTokens(ctx, "u", "acme")
+		require.NoError(t, err)
+		require.Equal(t, "rt-2", got.RefreshToken)
+		require.EqualValues(t, 1, f.prov.refreshes.Load(), "the spent rt-1 was not sent again")
+	}, oauthflow.WithRefreshTimeout(300*time.Millisecond), oauthflow.WithEncryption(keyRing(t, k1, k2)))
+}
+
+// resealMidRetryKV fails the first write of a token record (a store blip),
+// and re-encrypts the store just before the second, so that the refresh's
+// retried compare-and-swap meets the record sealed anew.
+type resealMidRetryKV struct {
+	oauthflow.KV
+	ring     *oauthflow.KeyRing
+	attempts atomic.Int64
+	resealed chan oauthflow.ReencryptProgress
+	retried  chan struct{}
+}
+
+func (r *resealMidRetryKV) CompareAndSwap(ctx context.Context, key string, old, v []byte, ttl time.Duration) (bool, error) {
+	switch r.attempts.Add(1) {
+	case 1:
+		return false, errBlip
+	case 2:
+		p, err := oauthflow.Reencrypt(ctx, r.KV, r.ring, oauthflow.ReencryptOptions{})
+		if err != nil {
+			panic(err)
+		}
+		r.resealed <- p
+		defer close(r.retried)
+	}
+	return r.KV.CompareAndSwap(ctx, key, old, v, ttl)
+}
+
+// The same, when the re-encryption lands while the refresh still retries its
+// write: the retry finds the record changed, and the rotated tokens must
+// outlive that, for the next read to write them.
+func TestReencryptDuringARefreshRetry(t *testing.T) {
+	t.Parallel()
+	k1, k2 := newKey(t, "k1"), newKey(t, "k2")
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			kv := &resealMidRetryKV{KV: b.new(t), ring: keyRing(t, k2, k1), resealed: make(chan oauthflow.ReencryptProgress, 1),
+				retried: make(chan struct{})}
+			f := newStoreFixture(t, kv, oauthflow.WithEncryption(keyRing(t, k1, k2)))
+			staleRecord(t, f, "u", "rt-1")
+			f.prov.setRefresh(newRotating("rt-1").answer)
+			tok, err := f.store.GetValidAccessToken(ctx, "u", "acme")
+			require.NoError(t, err)
+			require.Equal(t, "access-1", tok)
+			require.Equal(t, 1, (<-kv.resealed).Rewritten)
+			<-kv.retried
+
+			tok, err = f.store.GetValidAccessToken(ctx, "u", "acme")
+			require.NoError(t, err)
+			require.Equal(t, "access-1", tok, "the kept tokens are written and handed out")
+			got, err := f.store.GetTokens(ctx, "u", "acme")
+			require.NoError(t, err)
+			require.Equal(t, "rt-2", got.RefreshToken)
+			require.EqualValues(t, 1, f.prov.refreshes.Load(), "the spent rt-1 was not sent again")
+		})
+	}
 }

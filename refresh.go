@@ -119,7 +119,7 @@ func (r *refreshRun) doneElsewhere(ctx context.Context, seen []byte) (StoredToke
 	if err != nil {
 		return StoredTokens{}, true, err
 	}
-	if pw, ok := r.s.pending.get(r.key, raw); ok && r.s.fresh(pw.t.ExpiresAt) {
+	if pw, ok := r.s.pendingFor(r.key, raw); ok && r.s.fresh(pw.t.ExpiresAt) {
 		return pw.t, true, nil // this process refreshed it; the write is still being retried
 	}
 	if !r.s.current(raw, v, seen) {
@@ -162,7 +162,7 @@ func (r *refreshRun) locked(ctx context.Context, l *lease, seen []byte) (StoredT
 // round refreshes the record read as raw (base: its tokens, or the newer ones
 // this process could not write yet) and writes the result against raw.
 func (r *refreshRun) round(ctx context.Context, l *lease, raw []byte, base StoredTokens) (t StoredTokens, again bool, err error) {
-	if pw, ok := r.s.pending.get(r.key, raw); ok {
+	if pw, ok := r.s.pendingFor(r.key, raw); ok {
 		if r.s.fresh(pw.t.ExpiresAt) {
 			return r.save(ctx, l, raw, pw.t) // write what the last refresh could not
 		}
@@ -184,7 +184,7 @@ func (r *refreshRun) round(ctx context.Context, l *lease, raw []byte, base Store
 // until the refresh's deadline; whatever is still unwritten then is written by
 // the next refresh of this record in this process.
 func (r *refreshRun) save(ctx context.Context, l *lease, raw []byte, t StoredTokens) (StoredTokens, bool, error) {
-	w := pendingWrite{old: raw, new: r.s.seal(t, r.key), t: t}
+	w := pendingWrite{old: raw, oldPlain: r.s.plainOf(raw, r.key), new: r.s.seal(t, r.key), t: t}
 	switch err := r.write(ctx, l, w); {
 	case err == nil:
 		return t, false, nil
@@ -217,10 +217,10 @@ func (r *refreshRun) write(ctx context.Context, l *lease, w pendingWrite) error 
 	if err != nil {
 		return storeErr(ctx, "store refreshed tokens", err)
 	}
-	r.s.pending.drop(r.key)
 	if !ok {
-		return errSuperseded
+		return errSuperseded // the next read keeps w if only the sealing changed (pendingFor)
 	}
+	r.s.pending.drop(r.key)
 	r.s.events.emit(ctx, Event{Kind: EventTokensRefreshed, UserID: r.userID, ProviderID: r.providerID})
 	return nil
 }
@@ -300,10 +300,10 @@ func (s *TokenStore) merge(old StoredTokens, ts *TokenSet) StoredTokens {
 }
 
 // pendingWrite is a refreshed record this process could not write yet: new
-// lands only over old, the record the refresh read.
+// lands only over old, the record the refresh read (oldPlain: old opened).
 type pendingWrite struct {
-	old, new []byte
-	t        StoredTokens
+	old, oldPlain, new []byte
+	t                  StoredTokens
 }
 
 // pendingWrites holds, per token key, the refreshed record that is not written
@@ -324,16 +324,23 @@ func (p *pendingWrites) keep(key string, w pendingWrite) {
 }
 
 // get returns the pending write for key while the record still holds what it
-// was refreshed from; one that the world has moved past is dropped.
-func (p *pendingWrites) get(key string, raw []byte) (pendingWrite, bool) {
+// was refreshed from: the same bytes, or the same tokens sealed anew (a
+// re-encryption changes the bytes, not the tokens). open gives the plain form
+// of raw, nil when it has none. One that the world has moved past is dropped.
+func (p *pendingWrites) get(key string, raw []byte, open func([]byte) []byte) (pendingWrite, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	w, ok := p.m[key]
-	if ok && !bytes.Equal(w.old, raw) {
+	if ok && !bytes.Equal(w.old, raw) && !w.sameTokens(open(raw)) {
 		delete(p.m, key)
 		return pendingWrite{}, false
 	}
 	return w, ok
+}
+
+// sameTokens reports whether plain is the record w was refreshed from.
+func (w pendingWrite) sameTokens(plain []byte) bool {
+	return w.oldPlain != nil && plain != nil && bytes.Equal(w.oldPlain, plain)
 }
 
 func (p *pendingWrites) drop(key string) {

@@ -196,7 +196,7 @@ func (s *TokenStore) GetTokens(ctx context.Context, userID, providerID string) (
 		return nil, err
 	}
 	t := v.tokens()
-	if pw, ok := s.pending.get(key, raw); ok {
+	if pw, ok := s.pendingFor(key, raw); ok {
 		t = pw.t
 	}
 	return &t, nil
@@ -234,6 +234,21 @@ func (s *TokenStore) parse(b []byte, name string) (tokenView, error) {
 // seal is the stored form of t under the record name.
 func (s *TokenStore) seal(t StoredTokens, name string) []byte {
 	return sealRecord(s.ring, encodeStoredTokens(t), name)
+}
+
+// plainOf is the record stored as raw under name, opened; nil when it does not open.
+func (s *TokenStore) plainOf(raw []byte, name string) []byte {
+	plain, err := openRecord(s.ring, raw, name)
+	if err != nil {
+		return nil
+	}
+	return plain
+}
+
+// pendingFor is the write this process keeps for key while the record read as
+// raw still holds the tokens it was refreshed from.
+func (s *TokenStore) pendingFor(key string, raw []byte) (pendingWrite, bool) {
+	return s.pending.get(key, raw, func(b []byte) []byte { return s.plainOf(b, key) })
 }
 
 // decodeMemo decodes the token record named name for MemoryKV.getMemo; nil
@@ -305,7 +320,7 @@ func (s *TokenStore) DeleteTokens(ctx context.Context, userID, providerID string
 		return err
 	case err == nil:
 		t := v.tokens()
-		if pw, ok := s.pending.get(key, raw); ok {
+		if pw, ok := s.pendingFor(key, raw); ok {
 			t = pw.t
 		}
 		s.revoke(ctx, userID, providerID, t)

@@ -226,8 +226,8 @@ func table() []mutant {
 		{
 			Name: "refresh/kept-tokens-not-shared",
 			File: "refresh.go",
-			Old:  "if pw, ok := r.s.pending.get(r.key, raw); ok && r.s.fresh(pw.t.ExpiresAt) {",
-			New:  "if pw, ok := r.s.pending.get(r.key, raw); false && ok && r.s.fresh(pw.t.ExpiresAt) {",
+			Old:  "if pw, ok := r.s.pendingFor(r.key, raw); ok && r.s.fresh(pw.t.ExpiresAt) {",
+			New:  "if pw, ok := r.s.pendingFor(r.key, raw); false && ok && r.s.fresh(pw.t.ExpiresAt) {",
 			Why:  "a caller that comes while a write is retried gets the kept tokens",
 		},
 
@@ -388,6 +388,56 @@ func table() []mutant {
 			Old:  "tok, err := t.src.token(withValuesOf(req.Context(), t.src.values))",
 			New:  "tok, err := t.src.token(t.src.values)",
 			Why:  "a Client reads each token under the request's own context",
+		},
+
+		// Encryption at rest and re-encryption.
+		{
+			Name: "crypt/record-not-bound-to-its-name",
+			File: "encryption.go",
+			Old:  "func boundTo(name string) []byte { return readOnlyBytes(name) }",
+			New:  "func boundTo(name string) []byte { return nil }",
+			Why:  "a sealed record copied under another user's key does not open there",
+			Run:  "TestSealedRecordMovedToAnotherKeyDoesNotOpen",
+		},
+		{
+			Name: "crypt/unknown-key-is-corrupt",
+			File: "encryption.go",
+			Old:  "return nil, fmt.Errorf(\"%w: key ID %q\", ErrUnknownKey, id)",
+			New:  "return nil, fmt.Errorf(\"%w: %w: key ID %q\", ErrCorruptRecord, ErrUnknownKey, id)",
+			Why:  "a record under a key the ring lacks is never deleted, by a read or a disconnect",
+			Run:  "TestEncryptionKeyRotation",
+		},
+		{
+			Name: "crypt/memo-of-another-ring",
+			File: "tokenstore.go",
+			Old:  "if !ok || t == nil || t.ring != s.ring || !s.fresh(t.expiresAt) {",
+			New:  "if !ok || t == nil || !s.fresh(t.expiresAt) {",
+			Why:  "what one ring opened is not handed to a store whose ring lacks the key",
+			Run:  "TestEncryptionKeyRotation",
+		},
+		{
+			Name: "crypt/session-not-put-back",
+			File: "session.go",
+			Old:  "if consume && errors.Is(err, ErrUnknownKey) {",
+			New:  "if false {",
+			Why:  "a sign-in consumed by an instance without its key is put back for one that has it",
+			Run:  "TestEncryptedSessions",
+		},
+		{
+			Name: "crypt/kept-tokens-lost-to-resealing",
+			File: "refresh.go",
+			Old:  "\treturn w.oldPlain != nil && plain != nil && bytes.Equal(w.oldPlain, plain)\n",
+			New:  "\treturn false\n",
+			Why:  "a re-encryption changes a record's bytes, not its tokens: the rotated tokens kept in the process still land",
+			Run:  "TestReencrypt",
+		},
+		{
+			Name: "crypt/kept-tokens-dropped-when-superseded",
+			File: "refresh.go",
+			Old:  "\tif !ok {\n\t\treturn errSuperseded",
+			New:  "\tif !ok {\n\t\tr.s.pending.drop(r.key)\n\t\treturn errSuperseded",
+			Why:  "a retried write that meets the record sealed anew keeps the rotated tokens for the next read to judge",
+			Run:  "TestReencrypt",
 		},
 
 		// Not a guard: renewEvery stops renewing a lease that is in other hands,

@@ -1,0 +1,149 @@
+package oauthflow
+
+import (
+	"context"
+	"errors"
+	"strings"
+)
+
+// ReencryptOptions tunes a Reencrypt walk.
+type ReencryptOptions struct {
+	// Cursor resumes a walk where an earlier one stopped (its progress's
+	// Cursor); "" starts from the beginning.
+	Cursor string
+	// Batch is how many keys are asked of the store at a time. 0: 500.
+	Batch int
+	// Progress hears the running totals after each batch.
+	Progress func(ReencryptProgress)
+}
+
+// ReencryptProgress is how far a Reencrypt walk has come.
+type ReencryptProgress struct {
+	// Cursor resumes the walk after the last batch done; "" once it is over.
+	Cursor string
+	// Scanned counts the keys looked at, records or not.
+	Scanned int
+	// Rewritten counts the records sealed anew under the ring's current key.
+	Rewritten int
+	// Current counts the records already sealed under the current key.
+	Current int
+	// Changed counts the records written by someone else between the walk's
+	// read and its write; their writer sealed them, so they are left alone.
+	Changed int
+	// Unknown counts the records sealed under a key the ring lacks, and
+	// Corrupt those that do not open; both are left as they are.
+	Unknown, Corrupt int
+}
+
+const reencryptBatch = 500
+
+// Reencrypt seals every token record and pending sign-in of the module's
+// store under the current key of its key ring: plain records and records
+// under older keys alike. See the package function Reencrypt.
+func (m *Module) Reencrypt(ctx context.Context, opts ReencryptOptions) (ReencryptProgress, error) {
+	return Reencrypt(ctx, m.KV, m.ring, opts)
+}
+
+// Reencrypt walks kv (SCAN, on every master of a Cluster) and seals every
+// token record and pending sign-in under ring's current key, so that older
+// keys can leave the ring. Each record is rewritten with a compare-and-swap
+// that keeps its time to live: a record written meanwhile (by a sign-in, a
+// refresh, another walk) is left to its writer. A walk that stops (an error,
+// ctx ending) returns the progress so far, whose Cursor resumes it; running
+// it again from the start is also safe, and rewrites nothing twice.
+func Reencrypt(ctx context.Context, kv KV, ring *KeyRing, opts ReencryptOptions) (ReencryptProgress, error) {
+	if ring == nil {
+		return ReencryptProgress{}, invalidArg("no encryption key ring is configured")
+	}
+	scanner, ok := kv.(keyScanner)
+	if !ok {
+		return ReencryptProgress{}, errCannotScan
+	}
+	batch := opts.Batch
+	if batch <= 0 {
+		batch = reencryptBatch
+	}
+	p := ReencryptProgress{Cursor: opts.Cursor}
+	for {
+		if err := ctx.Err(); err != nil {
+			return p, err
+		}
+		keys, next, err := scanner.scanPrefix(ctx, "oauth:", p.Cursor, batch)
+		if err != nil {
+			return p, storeErr(ctx, "scan keys", err)
+		}
+		done := p
+		for _, key := range keys {
+			if err := reseal(ctx, kv, ring, key, &done); err != nil {
+				return p, err
+			}
+		}
+		p, p.Cursor = done, next
+		if opts.Progress != nil {
+			opts.Progress(p)
+		}
+		if next == "" {
+			return p, nil
+		}
+	}
+}
+
+// reseal rewrites the record under key (when it is one that is sealed at
+// rest) under ring's current key, counting what it found in p.
+func reseal(ctx context.Context, kv KV, ring *KeyRing, key string, p *ReencryptProgress) error {
+	p.Scanned++
+	if !sealedKind(key) {
+		return nil
+	}
+	b, err := kv.Get(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return storeErr(ctx, "read "+key, err)
+	}
+	if id, ok := sealedKeyID(b); ok && sealedRecord(b) && id == ring.CurrentKeyID() {
+		p.Current++
+		return nil
+	}
+	plain, err := openRecord(ring, b, key)
+	switch {
+	case errors.Is(err, ErrUnknownKey):
+		p.Unknown++
+		return nil
+	case err != nil:
+		p.Corrupt++
+		return nil
+	}
+	ttl, err := kv.TTL(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return storeErr(ctx, "read the ttl of "+key, err)
+	}
+	swapped, err := kv.CompareAndSwap(ctx, key, b, ring.seal(plain, key), ttl)
+	if err != nil {
+		return storeErr(ctx, "rewrite "+key, err)
+	}
+	if swapped {
+		p.Rewritten++
+	} else {
+		p.Changed++
+	}
+	return nil
+}
+
+// sealedKind reports whether key (without the app's prefix) names a record
+// that is sealed at rest: a token record or a pending sign-in.
+func sealedKind(key string) bool {
+	rest, ok := strings.CutPrefix(key, "oauth:")
+	if !ok {
+		return false
+	}
+	first, _, _ := strings.Cut(rest, ":")
+	if first == "session" {
+		return true
+	}
+	return !reservedSegment(first) // any other reserved word is another kind; the rest are users
+}
