@@ -167,7 +167,7 @@ func (r *KeyRing) seal(plain []byte, name string) []byte {
 	k := r.current
 	nonceLen, raw := k.aead.NonceSize(), make([]byte, 0, k.aead.NonceSize()+len(plain)+k.aead.Overhead())
 	raw = raw[:nonceLen]
-	_, _ = rand.Read(raw)                                   // crypto/rand.Read never fails (Go 1.24)
+	_, _ = rand.Read(raw) // crypto/rand.Read never fails (Go 1.24)
 	raw = k.aead.Seal(raw, raw, plain, boundTo(name))
 	out := make([]byte, 0, len(sealedMark)+len(k.id)+1+base64.RawURLEncoding.EncodedLen(len(raw)))
 	out = append(append(append(out, sealedMark...), k.id...), ':')
