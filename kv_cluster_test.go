@@ -36,6 +36,10 @@ func TestRedisClusterKV(t *testing.T) {
 		t.Parallel()
 		assertConsumedOnce(t, clusterKV(t, c))
 	})
+	t.Run("Reencrypt", func(t *testing.T) { // its SCAN must walk all three masters
+		t.Parallel()
+		testReencrypt(t, clusterKV(t, c))
+	})
 	t.Run("ConcurrentRefreshAcrossReplicas", func(t *testing.T) {
 		t.Parallel()
 		testClusterConcurrentRefresh(t, c, clusterKV(t, c))
