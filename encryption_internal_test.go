@@ -1,0 +1,96 @@
+package oauthflow
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// fuzzRing is a fixed two-key ring: "cur" seals, "old" also opens.
+func fuzzRing(t testing.TB) *KeyRing {
+	r, err := NewKeyRing(EncryptionKey{ID: "cur", Key: bytes.Repeat([]byte{1}, 32)},
+		EncryptionKey{ID: "old", Key: bytes.Repeat([]byte{2}, 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// A sealed token record decodes exactly as its plain form does: the same
+// records accepted, the same tokens, the same refusals (ErrCorruptRecord).
+// The sealed form opens under its own name only, and any change to its bytes
+// (at, to) makes it a refusal that is ErrCorruptRecord or ErrUnknownKey, never
+// other tokens.
+func FuzzDecodeSealedTokens(f *testing.F) {
+	for _, seed := range []string{
+		`{"accessToken":"a","refreshToken":"r","expiresAt":1700000000000,"scope":"read write"}`,
+		`{"accessToken":"a","expiresAt":0,"scope":""}`,
+		`{"accessToken":"a\u00e9","expiresAt":-0,"scope":"s"}`,
+		`{"accessToken":"a","expiresAt":1,"scope":"s","x":1}`,
+		`enc1:cur:AAAA`, `null`, ``,
+	} {
+		f.Add([]byte(seed), "oauth:alice:github", uint16(7), byte('x'))
+	}
+	ring := fuzzRing(f)
+	store := &TokenStore{ring: ring}
+	f.Fuzz(func(t *testing.T, plain []byte, name string, at uint16, to byte) {
+		want, wantErr := parseTokenView(plain)
+		sealed := ring.seal(plain, name)
+		got, err := store.parse(sealed, name)
+		if (err == nil) != (wantErr == nil) || err == nil && got.tokens() != want.tokens() {
+			t.Fatalf("sealed %q decodes as %+v, %v; plain as %+v, %v", plain, got.tokens(), err, want.tokens(), wantErr)
+		}
+		if err != nil && !errors.Is(err, ErrCorruptRecord) {
+			t.Fatalf("refusal %v does not wrap ErrCorruptRecord", err)
+		}
+		if _, err := openRecord(ring, sealed, name+"x"); !errors.Is(err, ErrCorruptRecord) {
+			t.Fatalf("a record opened under another name: %v", err)
+		}
+		i := int(at) % len(sealed)
+		if sealed[i] == to {
+			return
+		}
+		changed := bytes.Clone(sealed)
+		changed[i] = to
+		opened, err := openRecord(ring, changed, name)
+		switch {
+		case err == nil && !strings.HasPrefix(string(changed), sealedMark):
+			// no longer a sealed record: it is read as plain, as it is
+			if !bytes.Equal(opened, changed) {
+				t.Fatalf("plain record %q read as %q", changed, opened)
+			}
+		case err == nil:
+			// base64 can decode two spellings of the last bits to the same bytes
+			if !bytes.Equal(opened, plain) {
+				t.Fatalf("changed record %q opened to %q", changed, opened)
+			}
+		case !errors.Is(err, ErrCorruptRecord) && !errors.Is(err, ErrUnknownKey):
+			t.Fatalf("changed record: error %v is neither corrupt nor an unknown key", err)
+		}
+	})
+}
+
+// Whatever bytes a store hands back, opening them never panics and fails only
+// as ErrCorruptRecord or ErrUnknownKey (naming a key ID the ring lacks).
+func FuzzOpenRecord(f *testing.F) {
+	ring := fuzzRing(f)
+	for _, seed := range [][]byte{[]byte("enc1:cur:"), []byte("enc1:old:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"),
+		[]byte("enc1:zz:AA"), []byte("enc1::"), []byte("enc1:cur"), ring.seal([]byte(`{"a":1}`), "n"), []byte(`{}`)} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		plain, err := openRecord(ring, b, "n")
+		switch {
+		case err == nil && !sealedRecord(b) && !bytes.Equal(plain, b):
+			t.Fatalf("plain %q read as %q", b, plain)
+		case errors.Is(err, ErrUnknownKey):
+			id, ok := sealedKeyID(b)
+			if !ok || ring.find(id) != nil || !strings.Contains(err.Error(), id) {
+				t.Fatalf("unknown key error %v for %q", err, b)
+			}
+		case err != nil && !errors.Is(err, ErrCorruptRecord):
+			t.Fatalf("error %v for %q", err, b)
+		}
+	})
+}
