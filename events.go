@@ -23,6 +23,7 @@ const (
 	EventRevokeFailed    EventKind = "revoke_failed"    // DeleteTokens could not revoke at the provider (the record is deleted anyway)
 	EventConnected       EventKind = "connected"        // a sign-in flow completed
 	EventFlowFailed      EventKind = "flow_failed"      // a sign-in flow ended without tokens
+	EventSignInRefused   EventKind = "sign_in_refused"  // a completion did not come from the user or browser that started the sign-in
 )
 
 // Event is one thing that happened; Err says why for the failures.

@@ -40,6 +40,7 @@ type envOptions struct {
 	as       authserver.Options
 	kv       oauthflow.KV // nil: the real Redis (miniredis outside CI when none answers)
 	setup    func(m *oauthflow.Module)
+	config   func(c *oauthflow.Config) // changes each replica's Config before New
 }
 
 func newFlowEnv(t *testing.T, o envOptions) *flowEnv {
@@ -66,14 +67,14 @@ func newFlowEnv(t *testing.T, o envOptions) *flowEnv {
 			api = httptest.NewServer(mux)
 			t.Cleanup(api.Close)
 		}
-		mod := env.newModule(api0.URL+oauthflow.CallbackPath, o.setup)
+		mod := env.newModule(api0.URL+oauthflow.CallbackPath, o.setup, o.config)
 		mod.Mount(mux)
 		env.replicas = append(env.replicas, &replica{mod: mod, api: api})
 	}
 	return env
 }
 
-func (env *flowEnv) newModule(redirect string, setup func(*oauthflow.Module)) *oauthflow.Module {
+func (env *flowEnv) newModule(redirect string, setup func(*oauthflow.Module), config ...func(*oauthflow.Config)) *oauthflow.Module {
 	t := env.t
 	demo, err := providers.NewOAuth2(providers.Config{ID: "demo", DisplayName: "Demo <Cloud>", AuthURL: env.as.AuthURL(),
 		TokenURL: env.as.TokenURL(), RevocationURL: env.as.RevokeURL(), Scopes: []string{"read"}, AuthStyle: providers.AuthStyleHeader},
@@ -81,8 +82,13 @@ func (env *flowEnv) newModule(redirect string, setup func(*oauthflow.Module)) *o
 	require.NoError(t, err)
 	reg := oauthflow.NewRegistry()
 	require.NoError(t, reg.Register(demo))
-	mod, err := oauthflow.New(context.Background(), oauthflow.Config{KV: env.kv, Registry: reg,
-		Logger: slog.New(slog.DiscardHandler), OnEvent: env.events.hook})
+	cfg := oauthflow.Config{KV: env.kv, Registry: reg, Logger: slog.New(slog.DiscardHandler), OnEvent: env.events.hook}
+	for _, c := range config {
+		if c != nil {
+			c(&cfg)
+		}
+	}
+	mod, err := oauthflow.New(context.Background(), cfg)
 	require.NoError(t, err)
 	if setup != nil {
 		setup(mod)

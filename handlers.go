@@ -31,6 +31,7 @@ func (m *Module) Mount(mux *http.ServeMux) {
 	mux.Handle("GET "+CallbackPath, m.CallbackHandler())
 	mux.Handle("POST "+CompletePath, m.CompleteHandler())
 	mux.Handle("OPTIONS "+CompletePath, m.completePreflightHandler())
+	mux.Handle("POST "+StartPath, m.StartHandler())
 }
 
 // FrontendHandler serves the browser side of the flow, as embedded assets with no
@@ -84,6 +85,7 @@ const (
 	outcomeUnavailable
 	outcomeStoreDown
 	outcomeCanceled // the request's own context ended: the client went away
+	outcomeForbidden
 	outcomeInternal
 )
 
@@ -94,7 +96,8 @@ const statusClientClosedRequest = 499
 // complete finishes a sign-in from a callback's parameters. It consumes the
 // sign-in (once) and fires exchangeToken on its run as the run's user,
 // synchronously, so the answer tells the real outcome.
-func (m *Module) complete(ctx context.Context, p callbackParams) outcome {
+func (m *Module) complete(r *http.Request, p callbackParams) outcome {
+	ctx := r.Context()
 	if p.tooLong() {
 		return outcome{kind: outcomeInvalid, message: "The callback parameters are too long."}
 	}
@@ -102,10 +105,13 @@ func (m *Module) complete(ctx context.Context, p callbackParams) outcome {
 		return outcome{kind: outcomeInvalid, message: "The callback's state is not one this service issued."}
 	}
 	if p.Error != "" {
-		return m.completeProviderError(ctx, p)
+		return m.completeProviderError(r, p)
 	}
 	if p.Code == "" || p.State == "" {
 		return outcome{kind: outcomeInvalid, message: "The callback is missing its code or state."}
+	}
+	if out, ok := m.verify(r, p.State); !ok {
+		return out
 	}
 	s, err := m.Sessions.Consume(ctx, p.State)
 	if err != nil {
@@ -151,10 +157,34 @@ func (m *Module) exchangeSession(ctx context.Context, s *Session, p callbackPara
 	return err
 }
 
+// verify checks, when the module verifies completions, that r may complete
+// the sign-in under state (binding.go), before anything is consumed. A
+// sign-in that cannot be read is left for Consume to report.
+func (m *Module) verify(r *http.Request, state string) (outcome, bool) {
+	if !m.verifies() {
+		return outcome{}, true
+	}
+	s, err := m.Sessions.Peek(r.Context(), state)
+	if err != nil {
+		return outcome{}, true
+	}
+	if err := m.checkUser(r, s, state); err != nil {
+		return m.refused(s), false
+	}
+	return outcome{}, true
+}
+
+func (m *Module) refused(s *Session) outcome {
+	prov, _ := m.Registry.Get(s.Provider)
+	return outcome{provider: prov, kind: outcomeForbidden,
+		message: "This sign-in was started by another user or in another browser. Start it again from the app, signed in as yourself."}
+}
+
 // completeProviderError records a provider's error redirect on the pending
 // sign-in's prompt without consuming it: the user may try the same link again.
 // A redirect whose iss is not the expected issuer is refused and records nothing.
-func (m *Module) completeProviderError(ctx context.Context, p callbackParams) outcome {
+func (m *Module) completeProviderError(r *http.Request, p callbackParams) outcome {
+	ctx := r.Context()
 	out := outcome{kind: outcomeProviderError, message: signInErrorMessage(p.Error, p.ErrorDescription)}
 	if p.State == "" {
 		return out
@@ -167,6 +197,9 @@ func (m *Module) completeProviderError(ctx context.Context, p callbackParams) ou
 		return out
 	}
 	out.provider, _ = m.Registry.Get(s.Provider)
+	if m.verifies() && m.checkUser(r, s, p.State) != nil {
+		return m.refused(s)
+	}
 	if s.Issuer != "" && p.Iss != s.Issuer {
 		return outcome{provider: out.provider, kind: outcomeRejected, message: "The sign-in response came from an unexpected issuer."}
 	}
@@ -214,7 +247,7 @@ func (m *Module) CallbackHandler() http.Handler {
 		q := r.URL.Query()
 		p := callbackParams{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss"),
 			Error: q.Get("error"), ErrorDescription: q.Get("error_description"), ErrorURI: q.Get("error_uri")}
-		out := m.complete(r.Context(), p)
+		out := m.complete(r, p)
 		m.renderPage(w, out, p.State)
 	})
 }
@@ -231,7 +264,7 @@ func (m *Module) CompleteHandler() http.Handler {
 			writeJSONError(w, status, code, msg)
 			return
 		}
-		m.writeOutcome(w, m.complete(r.Context(), p))
+		m.writeOutcome(w, m.complete(r, p))
 	})
 }
 
@@ -279,6 +312,8 @@ func (m *Module) writeOutcome(w http.ResponseWriter, out outcome) {
 		status, code = http.StatusServiceUnavailable, "store_unavailable"
 	case outcomeCanceled:
 		status, code = statusClientClosedRequest, "request_cancelled"
+	case outcomeForbidden:
+		status, code = http.StatusForbidden, "forbidden"
 	default:
 		status, code = http.StatusInternalServerError, "internal_error"
 	}

@@ -20,6 +20,20 @@ type Config struct {
 	Now        func() time.Time
 	OnEvent    EventHook // hears tokens stored, refreshed, refresh failed, deleted, connected and flow failed
 
+	// VerifyUser, when set, is asked on both public endpoints whether the
+	// browser completing a sign-in belongs to userID, who started it (the
+	// app's own login cookie, say), before anything is consumed. An error
+	// refuses: the answer is 403, the sign-in stays usable by the right user
+	// until it expires, and EventSignInRefused is emitted.
+	VerifyUser func(r *http.Request, userID string) error
+	// BindSignIns binds each sign-in to the browser that opens it from the
+	// app, for apps without a login session on the API origin: the widget
+	// opens the provider through POST /api/v1/oauth/start, which sets a
+	// short-lived HttpOnly SameSite=Lax cookie, and a completion without it is
+	// refused. A link opened any other way (printed in a terminal, sent in a
+	// chat) cannot complete. See binding.go.
+	BindSignIns bool
+
 	// Encryption seals token records and pending sign-ins at rest (AES-256-GCM;
 	// see KeyRing). nil: the ring in OAUTHFLOW_ENCRYPTION_KEYS, and records
 	// stored plain when that is unset.
@@ -61,16 +75,18 @@ type Module struct {
 	ExchangeOAuthToken *Tool // exchange_oauth_token
 	KV                 KV
 
-	ring       *KeyRing // seals records at rest (encryption.go); nil: plain
-	log        *slog.Logger
-	httpClient *http.Client
-	events     notifier
-	ownsKV     bool
-	origins    frontendOrigins
-	pages      pageCache // rendered success pages (pages.go)
-	now        func() time.Time
-	signInTTL  time.Duration
-	work       *worker
+	ring        *KeyRing // seals records at rest (encryption.go); nil: plain
+	verifyUser  func(r *http.Request, userID string) error
+	bindSignIns bool
+	log         *slog.Logger
+	httpClient  *http.Client
+	events      notifier
+	ownsKV      bool
+	origins     frontendOrigins
+	pages       pageCache // rendered success pages (pages.go)
+	now         func() time.Time
+	signInTTL   time.Duration
+	work        *worker
 
 	completionTimeout, runLockLease time.Duration
 }
@@ -98,7 +114,8 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 		return nil, err
 	}
 	m := &Module{Registry: cfg.Registry, KV: kv, ring: ring, log: log, httpClient: cfg.HTTPClient, ownsKV: owned,
-		events: notifier{hook: cfg.OnEvent, log: log, now: now}, origins: origins, now: now, signInTTL: cfg.SignInTTL}
+		events: notifier{hook: cfg.OnEvent, log: log, now: now}, origins: origins, now: now, signInTTL: cfg.SignInTTL,
+		verifyUser: cfg.VerifyUser, bindSignIns: cfg.BindSignIns}
 	if m.signInTTL <= 0 {
 		m.signInTTL = DefaultSessionTTL
 	}

@@ -161,6 +161,7 @@ type Session struct {
 	RedirectURL  string   `json:"redirectUrl,omitempty"`
 	Issuer       string   `json:"issuer,omitempty"`
 	CreatedAt    int64    `json:"createdAt,omitempty"` // Unix milliseconds
+	Binding      string   `json:"binding,omitempty"`   // SHA-256 (hex) of the secret a bound sign-in's browser holds (binding.go)
 }
 
 // Sentinel errors callers branch on with errors.Is.

@@ -32,6 +32,9 @@ type BuildOAuthURLArgs struct {
 type BuildOAuthURLResult struct {
 	AuthURL string `json:"authUrl"`
 	State   string `json:"state"`
+	// Binding is the sign-in's secret when Config.BindSignIns is set: the
+	// oauth-prompt widget posts it to /api/v1/oauth/start (binding.go).
+	Binding string `json:"binding,omitempty"`
 }
 
 // ExchangeOAuthTokenArgs are exchange_oauth_token's arguments. Iss is the
@@ -114,10 +117,14 @@ func (m *Module) buildAuthURL(ctx context.Context, tc ToolContext, a BuildOAuthU
 	if err != nil {
 		return nil, err
 	}
+	var binding string
+	if m.bindSignIns {
+		binding, s.Binding = newBinding()
+	}
 	if err := m.Sessions.Register(ctx, state, s); err != nil {
 		return nil, err
 	}
-	return &BuildOAuthURLResult{AuthURL: authURL, State: state}, nil
+	return &BuildOAuthURLResult{AuthURL: authURL, State: state, Binding: binding}, nil
 }
 
 func callBuildAuthURL(p Provider, scopes []string, state string, opts []oauth2.AuthCodeOption) (u string, err error) {

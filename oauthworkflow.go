@@ -34,6 +34,9 @@ type OAuthPromptDocument struct {
 	State    string `json:"state"`
 	Status   string `json:"status"`
 	Message  string `json:"message,omitempty"`
+	// Binding is the sign-in's secret when Config.BindSignIns is set; the
+	// widget opens the sign-in with it. Show the document to its user only.
+	Binding string `json:"binding,omitempty"`
 }
 
 // OAuthWorkflowArgs are the OAuth workflow's arguments; Scopes default to the
@@ -117,7 +120,7 @@ func (m *Module) initiateOAuth(ctx context.Context, tc *TransitionContext) error
 		return err
 	}
 	return tc.SaveDocument(ctx, PromptDocumentName, PromptWidget, OAuthPromptDocument{
-		Provider: args.Provider, AuthURL: res.AuthURL, State: res.State, Status: PromptPending})
+		Provider: args.Provider, AuthURL: res.AuthURL, State: res.State, Status: PromptPending, Binding: res.Binding})
 }
 
 // jobLapse is the worker's job that ends a sign-in nobody finished in time.

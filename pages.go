@@ -96,6 +96,9 @@ func (m *Module) renderPage(w http.ResponseWriter, out outcome, state string) {
 		d.Hint = "Please try again later."
 	case outcomeCanceled:
 		status, d.Title = statusClientClosedRequest, "Sign-in interrupted"
+	case outcomeForbidden:
+		status, d.Title = http.StatusForbidden, "This sign-in is not yours"
+		d.Hint = "You can close this window."
 	default:
 		status, d.Title = http.StatusInternalServerError, "Something went wrong"
 	}

@@ -177,6 +177,7 @@ func fastDecodeSession(b []byte) (*Session, bool) {
 	if p.peekLit(`,"createdAt":`) {
 		s.CreatedAt = p.int()
 	}
+	s.Binding = p.optStr(`,"binding":`)
 	p.lit(`}`)
 	return &s, p.ok && p.i == len(p.b)
 }

@@ -449,6 +449,48 @@ func table() []mutant {
 			Run:  "TestRedisClusterKV",
 		},
 
+		// Sign-ins bound to the user who started them.
+		{
+			Name: "bind/callback-not-verified",
+			File: "handlers.go",
+			Old:  "\tif out, ok := m.verify(r, p.State); !ok {\n",
+			New:  "\tif out, ok := m.verify(r, p.State); false && !ok {\n",
+			Why:  "a completion from another user's browser is refused before its code is exchanged",
+			Run:  "TestVerifyUserOnBothEndpoints|TestBoundSignIn",
+		},
+		{
+			Name: "bind/error-redirect-not-verified",
+			File: "handlers.go",
+			Old:  "if m.verifies() && m.checkUser(r, s, p.State) != nil {",
+			New:  "if false {",
+			Why:  "another user cannot end a sign-in with an error redirect",
+			Run:  "TestVerifyUserOnBothEndpoints",
+		},
+		{
+			Name: "bind/cookie-not-checked",
+			File: "binding.go",
+			Old:  "if cerr != nil || !bindingMatches(s, c.Value) {",
+			New:  "if false {",
+			Why:  "a bound sign-in completes only in the browser that opened it through /start",
+			Run:  "TestBoundSignIn",
+		},
+		{
+			Name: "bind/start-from-any-origin",
+			File: "binding.go",
+			Old:  "\tif !m.sameOrAllowedOrigin(r) {\n",
+			New:  "\tif false {\n",
+			Why:  "only the app's own pages can bind a browser to a sign-in (no login CSRF from another site)",
+			Run:  "TestBoundSignIn",
+		},
+		{
+			Name: "bind/start-without-secret",
+			File: "binding.go",
+			Old:  "if err != nil || !bindingMatches(s, secret) {",
+			New:  "if err != nil {",
+			Why:  "a browser is bound only with the sign-in's secret, which no link carries",
+			Run:  "TestBoundSignIn",
+		},
+
 		// Not a guard: renewEvery stops renewing a lease that is in other hands,
 		// which saves commands but changes no outcome (the holder confirms the
 		// lease before every write), so "renewal result ignored" would survive.

@@ -1,0 +1,162 @@
+package oauthflow_test
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/oauthflow/oauthflow"
+	"github.com/stretchr/testify/require"
+)
+
+// do sends req with the client's cookies and no redirects followed, and
+// returns the status, body and headers.
+func do(t *testing.T, c *http.Client, req *http.Request) (int, string, http.Header) {
+	t.Helper()
+	nc := *c
+	nc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := nc.Do(req)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+func newRequest(t *testing.T, method, u string, body string, header ...string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, u, strings.NewReader(body))
+	require.NoError(t, err)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	return req
+}
+
+// appUserCookie is the host app's own login cookie in these tests.
+const appUserCookie = "app_user"
+
+// A completion from a browser whose app login is another user's is refused
+// on both endpoints, and for a provider's error redirect too: 403, an event,
+// no code exchanged, nothing recorded on the run, and the sign-in still
+// completes for the user who started it.
+func TestVerifyUserOnBothEndpoints(t *testing.T) {
+	t.Parallel()
+	env := newFlowEnv(t, envOptions{config: func(c *oauthflow.Config) {
+		c.VerifyUser = func(r *http.Request, userID string) error {
+			if c, err := r.Cookie(appUserCookie); err == nil && c.Value == userID {
+				return nil
+			}
+			return errors.New("not the app's user " + userID)
+		}
+	}})
+	api := env.replicas[0].api.URL
+	run, doc := env.startSignIn(0, "alice")
+	callback := env.consent(doc.AuthURL, 0)
+	q, _ := url.Parse(callback)
+	as := func(user string, req *http.Request) *http.Request {
+		req.AddCookie(&http.Cookie{Name: appUserCookie, Value: user})
+		return req
+	}
+
+	status, body, _ := do(t, http.DefaultClient, as("mallory", newRequest(t, "GET", callback, "")))
+	require.Equal(t, http.StatusForbidden, status)
+	require.Contains(t, body, "This sign-in is not yours")
+	e, ok := env.events.last(oauthflow.EventSignInRefused)
+	require.True(t, ok, "a refusal is an event")
+	require.Equal(t, "alice", e.UserID)
+	require.ErrorIs(t, e.Err, oauthflow.ErrSignInRefused)
+
+	complete := `{"code":"` + q.Query().Get("code") + `","state":"` + doc.State + `"}`
+	status, body, _ = do(t, http.DefaultClient, as("mallory", newRequest(t, "POST", api+oauthflow.CompletePath, complete,
+		"Content-Type", "application/json")))
+	require.Equal(t, http.StatusForbidden, status)
+	require.Equal(t, "forbidden", jsonField(t, body, "error"))
+	status, _, _ = do(t, http.DefaultClient, newRequest(t, "GET", callback, "")) // no app login at all
+	require.Equal(t, http.StatusForbidden, status)
+
+	denial := api + oauthflow.CallbackPath + "?error=access_denied&state=" + doc.State
+	status, _, _ = do(t, http.DefaultClient, as("mallory", newRequest(t, "GET", denial, "")))
+	require.Equal(t, http.StatusForbidden, status, "nor may another user end the sign-in with an error")
+	require.Equal(t, oauthflow.PromptPending, env.prompt(run.ID).Status, "nothing was recorded on the run")
+	require.Zero(t, env.as.Stats().CodeRequests, "no code was sent to the provider")
+
+	status, _, _ = do(t, http.DefaultClient, as("alice", newRequest(t, "GET", callback, "")))
+	require.Equal(t, http.StatusOK, status, "the sign-in is still alice's to complete")
+	_, err := env.mod(0).Tokens.GetValidAccessToken(t.Context(), "alice", "demo")
+	require.NoError(t, err)
+}
+
+func jsonField(t *testing.T, body, name string) any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &m), body)
+	return m[name]
+}
+
+// With BindSignIns, a sign-in completes only in the browser that opened it
+// through POST /start from the app; a forwarded link is refused and stays
+// usable, and /start refuses other origins and a wrong secret.
+func TestBoundSignIn(t *testing.T) {
+	t.Parallel()
+	const app = "https://app.example"
+	env := newFlowEnv(t, envOptions{config: func(c *oauthflow.Config) {
+		c.BindSignIns, c.FrontendOrigins = true, []string{app}
+	}})
+	api := env.replicas[0].api.URL
+	_, doc := env.startSignIn(0, "alice")
+	require.NotEmpty(t, doc.Binding, "the prompt carries the sign-in's secret")
+	require.NotContains(t, doc.AuthURL, doc.Binding, "and no link does")
+	form := func(binding string) string {
+		return url.Values{"state": {doc.State}, "binding": {binding}}.Encode()
+	}
+	start := func(c *http.Client, origin, binding string) (int, http.Header) {
+		status, _, h := do(t, c, newRequest(t, "POST", api+oauthflow.StartPath, form(binding),
+			"Content-Type", "application/x-www-form-urlencoded", "Origin", origin))
+		return status, h
+	}
+
+	for name, tc := range map[string]struct{ origin, binding string }{
+		"another origin": {"https://evil.example", doc.Binding},
+		"no origin":      {"", doc.Binding},
+		"wrong secret":   {app, doc.Binding[:len(doc.Binding)-1] + "x"},
+		"no secret":      {app, ""},
+	} {
+		status, h := start(http.DefaultClient, tc.origin, tc.binding)
+		require.Equal(t, http.StatusForbidden, status, name)
+		require.Empty(t, h.Values("Set-Cookie"), name)
+	}
+
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+	status, h := start(browser, app, doc.Binding)
+	require.Equal(t, http.StatusSeeOther, status)
+	require.Equal(t, doc.AuthURL, h.Get("Location"), "the browser goes on to the provider")
+	cookie := h.Get("Set-Cookie")
+	for _, attr := range []string{"oauthflow_signin_" + doc.State + "=", "Path=/api/v1/oauth/", "HttpOnly", "SameSite=Lax", "Max-Age="} {
+		require.Contains(t, cookie, attr)
+	}
+	status, _ = start(&http.Client{}, api, doc.Binding)
+	require.Equal(t, http.StatusSeeOther, status, "the API's own origin may start it too")
+
+	callback := env.consent(doc.AuthURL, 0)
+	status, _, _ = do(t, http.DefaultClient, newRequest(t, "GET", callback, "")) // the forwarded link
+	require.Equal(t, http.StatusForbidden, status)
+	_, ok := env.events.last(oauthflow.EventSignInRefused)
+	require.True(t, ok)
+	q, _ := url.Parse(callback)
+	status, _, _ = do(t, http.DefaultClient, newRequest(t, "POST", api+oauthflow.CompletePath,
+		`{"code":"`+q.Query().Get("code")+`","state":"`+doc.State+`"}`, "Content-Type", "application/json"))
+	require.Equal(t, http.StatusForbidden, status)
+	require.Zero(t, env.as.Stats().CodeRequests, "no code was sent to the provider")
+
+	status, _, _ = do(t, browser, newRequest(t, "GET", callback, ""))
+	require.Equal(t, http.StatusOK, status, "the browser that opened it completes it")
+	_, err := env.mod(0).Tokens.GetValidAccessToken(t.Context(), "alice", "demo")
+	require.NoError(t, err)
+}
