@@ -13,6 +13,9 @@ import (
 type frontendOrigins struct {
 	list []string            // in the order configured, without duplicates
 	set  map[string]struct{} // the same, for lookups by a request's Origin
+	// credentials allows credentialed requests (cookies) from these origins:
+	// set when completions are checked against the user (binding.go).
+	credentials bool
 }
 
 // parseFrontendOrigins checks every origin (see normaliseOrigin) and drops duplicates.
@@ -116,8 +119,9 @@ const corsMaxAge = "600"
 
 // allowOrigin adds the CORS response headers for a request from a configured
 // frontend origin, and nothing for any other request (a browser then withholds
-// the answer from the calling page). No credentials header: a completion is
-// authorised by its single-use state, never by cookies. The answers are never
+// the answer from the calling page). A completion is authorised by its
+// single-use state, so cookies are allowed only when the module checks the
+// completing browser's user (Config.VerifyUser, Config.BindSignIns). The answers are never
 // cached (Cache-Control: no-store), so one without Vary: Origin cannot be
 // replayed to an allowed origin.
 func (o frontendOrigins) allowOrigin(h http.Header, r *http.Request) bool {
@@ -126,6 +130,9 @@ func (o frontendOrigins) allowOrigin(h http.Header, r *http.Request) bool {
 		return false
 	}
 	h.Set("Access-Control-Allow-Origin", origin)
+	if o.credentials {
+		h.Set("Access-Control-Allow-Credentials", "true")
+	}
 	h.Add("Vary", "Origin")
 	return true
 }

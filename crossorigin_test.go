@@ -172,3 +172,28 @@ func TestCompleteCORS(t *testing.T) {
 		})
 	}
 }
+
+// A module that checks the completing browser's user lets allowed frontends
+// send their cookies with POST /complete; one that does not, never.
+func TestCompleteAllowsCredentialsOnlyWhenItChecksTheUser(t *testing.T) {
+	t.Parallel()
+	for name, cfg := range map[string]oauthflow.Config{
+		"VerifyUser":  {VerifyUser: func(*http.Request, string) error { return nil }},
+		"BindSignIns": {BindSignIns: true},
+		"neither":     {},
+	} {
+		cfg.KV, cfg.FrontendOrigins = oauthflow.NewMemoryKV(), []string{frontend}
+		m, err := oauthflow.New(context.Background(), cfg)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = m.Close() })
+		mux := http.NewServeMux()
+		m.Mount(mux)
+		want := "true"
+		if name == "neither" {
+			want = ""
+		}
+		res := preflight(mux, frontend)
+		assert.Equal(t, want, res.Header().Get("Access-Control-Allow-Credentials"), name)
+		assert.Equal(t, frontend, res.Header().Get("Access-Control-Allow-Origin"), name)
+	}
+}

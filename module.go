@@ -109,6 +109,7 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	if err != nil {
 		return nil, err
 	}
+	origins.credentials = cfg.VerifyUser != nil || cfg.BindSignIns
 	kv, owned, err := moduleKV(ctx, cfg, log)
 	if err != nil {
 		return nil, err
