@@ -87,12 +87,12 @@ func (s *redisSpace) dump(t *testing.T) map[string]string {
 	return out
 }
 
-// With a key ring, whole flows (a workflow sign-in completed by the callback,
+// With OAUTHFLOW_ENCRYPTION_KEYS set, whole flows (a workflow sign-in completed by the callback,
 // one left pending and then completed through POST /complete, the two tools,
 // a refresh, a disconnect) leave no token, refresh token, code or verifier in
 // any value of the keyspace, and every token record and pending sign-in is sealed.
 func TestEncryptedKeyspaceHoldsNoSecrets(t *testing.T) {
-	t.Parallel()
+	t.Setenv(oauthflow.EnvEncryptionKeys, newKey(t, "k1")) // New reads the ring from it
 	as := authserver.Start(authserver.Options{AccessTokenTTL: 30 * time.Second, RotateRefreshTokens: true})
 	t.Cleanup(as.Close)
 	space := newRedisSpace(t)
@@ -108,7 +108,7 @@ func TestEncryptedKeyspaceHoldsNoSecrets(t *testing.T) {
 	reg := oauthflow.NewRegistry()
 	require.NoError(t, reg.Register(demo))
 	m, err := oauthflow.New(context.Background(), oauthflow.Config{KV: space.kv, Registry: reg,
-		Logger: slog.New(slog.DiscardHandler), Encryption: keyRing(t, newKey(t, "k1"))})
+		Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = m.Close() })
 	m.Mount(mux)
