@@ -36,6 +36,20 @@ func benchStore(b *testing.B, kv oauthflow.KV) *oauthflow.TokenStore {
 	return store
 }
 
+// sealedBenchStore is benchStore with the record sealed under a key ring.
+func sealedBenchStore(b *testing.B, kv oauthflow.KV) *oauthflow.TokenStore {
+	b.Helper()
+	store := oauthflow.NewTokenStore(kv, oauthflow.NewRegistry(), oauthflow.WithLogger(slog.New(slog.DiscardHandler)),
+		oauthflow.WithEncryption(keyRing(b, newKey(b, "k1"))))
+	err := store.StoreTokens(context.Background(), "bench-user", "github", oauthflow.StoredTokens{
+		AccessToken: "gho_16C7e42F292c6912E7710c838347Ae178B4a", RefreshToken: "ghr_1B4a2e77838347a7E420ce178F2E7c6912E169246c34E1ccbF66C46812d16D5B1A9Dc86A1498",
+		ExpiresAt: 4102444800000, Scope: "repo read:user"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return store
+}
+
 // benchRedis gives a benchmark the shared real Redis: a client, a KV on it under
 // a key prefix of the benchmark's own, and that prefix, so the raw baselines can
 // name the same keys. Every key under the prefix is deleted when the benchmark
@@ -59,6 +73,25 @@ func BenchmarkGetValidAccessToken(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+	})
+	// Sealed at rest (AES-256-GCM): memory keeps the opened record beside the
+	// value; Redis opens it on every read.
+	b.Run("memory/sealed", func(b *testing.B) {
+		store := sealedBenchStore(b, oauthflow.NewMemoryKV())
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := store.GetValidAccessToken(ctx, "bench-user", "github"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("redis/sealed/goroutines=1", func(b *testing.B) {
+		kv, _, _ := benchRedis(b)
+		store := sealedBenchStore(b, kv)
+		inParallel(b, 1, func() error {
+			_, err := store.GetValidAccessToken(ctx, "bench-user", "github")
+			return err
+		})
 	})
 	for _, g := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("redis/goroutines=%d", g), func(b *testing.B) {
