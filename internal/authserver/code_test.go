@@ -96,7 +96,7 @@ func TestCodeReplayRevokesTokens(t *testing.T) {
 		t.Fatalf("API after replay: %d, want 401", resp.StatusCode)
 	}
 	wantError(t, refresh(t, srv, confidential, first.RefreshToken), http.StatusBadRequest, "invalid_grant")
-	if st := srv.Stats(); st.CodesExchanged != 1 || st.CodeRequests != 2 {
+	if st := srv.Stats(); st.CodesExchanged != 1 || st.CodeRequests != 2 || st.CodeReplays != 1 {
 		t.Fatalf("stats %+v", st)
 	}
 }

@@ -29,7 +29,7 @@ func TestRefreshWithRotation(t *testing.T) {
 	if resp, _ := callAPI(t, srv, third.AccessToken); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("API after reuse: %d, want 401", resp.StatusCode)
 	}
-	if st := srv.Stats(); st.Refreshes != 2 || st.RefreshRequests != 4 {
+	if st := srv.Stats(); st.Refreshes != 2 || st.RefreshRequests != 4 || st.RefreshReuses != 1 {
 		t.Fatalf("stats %+v", st)
 	}
 }

@@ -11,6 +11,8 @@ type Stats struct {
 	RefreshRequests int64 // POST /token with grant_type=refresh_token
 	CodesExchanged  int64 // codes successfully exchanged for tokens
 	Refreshes       int64 // successful refresh grants
+	CodeReplays     int64 // codes presented again after they were used (each revokes its grant)
+	RefreshReuses   int64 // rotated refresh tokens presented again (each revokes its grant)
 	Revocations     int64 // POST /revoke requests from an authenticated client
 	APICalls        int64 // GET /api/me answered 200
 }
@@ -19,6 +21,7 @@ type counters struct {
 	authorizations, denials                      atomic.Int64
 	tokenRequests, codeRequests, refreshRequests atomic.Int64
 	codesExchanged, refreshes                    atomic.Int64
+	codeReplays, refreshReuses                   atomic.Int64
 	revocations, apiCalls                        atomic.Int64
 }
 
@@ -33,6 +36,8 @@ func (s *Server) Stats() Stats {
 		RefreshRequests: c.refreshRequests.Load(),
 		CodesExchanged:  c.codesExchanged.Load(),
 		Refreshes:       c.refreshes.Load(),
+		CodeReplays:     c.codeReplays.Load(),
+		RefreshReuses:   c.refreshReuses.Load(),
 		Revocations:     c.revocations.Load(),
 		APICalls:        c.apiCalls.Load(),
 	}

@@ -63,6 +63,7 @@ func (s *Server) exchangeCode(client *Client, form url.Values) (*tokenResponse, 
 	}
 	if c.used {
 		c.grant.revoked = true
+		s.stats.codeReplays.Add(1)
 		return nil, errInvalidGrant("the code was already used")
 	}
 	c.used = true
@@ -115,6 +116,7 @@ func (s *Server) refreshGrant(client *Client, form url.Values) (*tokenResponse, 
 	}
 	if rt.rotated {
 		rt.grant.revoked = true
+		s.stats.refreshReuses.Add(1)
 		return nil, errInvalidGrant("the refresh token was already used")
 	}
 	if !rt.active(s.now()) {
