@@ -15,7 +15,7 @@ import (
 // The short form runs in CI; OAUTHFLOW_SOAK=long runs the load RELIABILITY.md reports.
 var (
 	shortPlan = Plan{Users: 40, Workers: 6, Storms: 8, StormReads: 24, FailPercent: 5}
-	longPlan  = Plan{Users: 1500, Workers: 12, Storms: 300, StormReads: 48, FailPercent: 5}
+	longPlan  = Plan{Users: 10000, Workers: 16, Storms: 2000, StormReads: 48, FailPercent: 5}
 )
 
 func plan() Plan {
@@ -56,8 +56,8 @@ func soak(t *testing.T, env Env) {
 	}
 	t.Logf("plan %+v", p)
 	t.Logf("report %+v", r)
-	t.Logf("markdown | %d | %d | %d | %v | %d | %d | %.2f | %d | %d | %d/%d | %d | %.2f | %d | %d | %d | %s |",
-		r.Started, r.Completed, r.Failed, r.FailedBy, r.CodesIssued, r.CodesExchanged,
+	t.Logf("markdown | %d | %d | %d | %v | %d | %d (%d not completed) | %.2f | %d | %d | %d/%d | %d | %.2f | %d | %d | %d | %s |",
+		r.Started, r.Completed, r.Failed, r.FailedBy, r.CodesIssued, r.CodesExchanged, r.CodesExchanged-int64(r.Completed),
 		float64(r.CodeRequests)/float64(max(r.CodesIssued, 1)), r.CodeReplays, r.Storms,
 		r.StormReads-r.StormFailed, r.StormReads, r.MaxStormRefreshes(),
 		float64(r.RefreshRequests)/float64(max(r.Refreshes, 1)), r.RefreshReuses, r.Connected, r.Lost, r.Elapsed.Round(1e8))
