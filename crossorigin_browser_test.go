@@ -41,14 +41,17 @@ const crossOriginPage = `<!doctype html>
 <script src="/oauth/oauth-prompt.js"></script></head>
 <body><main id="slot"></main></body></html>`
 
-func startCrossOrigin(t *testing.T) *crossOrigin {
+func startCrossOrigin(t *testing.T, config ...func(*oauthflow.Config)) *crossOrigin {
 	t.Helper()
 	apiSrv, frontSrv := httptest.NewUnstartedServer(nil), httptest.NewUnstartedServer(nil)
 	_, frontPort, err := net.SplitHostPort(frontSrv.Listener.Addr().String())
 	require.NoError(t, err)
 	c := &crossOrigin{api: "http://" + apiSrv.Listener.Addr().String(), frontend: "http://localhost:" + frontPort}
-	c.mod, err = oauthflow.New(context.Background(), oauthflow.Config{KV: oauthflow.NewMemoryKV(),
-		Logger: slog.New(slog.DiscardHandler), FrontendOrigins: []string{c.frontend}})
+	cfg := oauthflow.Config{KV: oauthflow.NewMemoryKV(), Logger: slog.New(slog.DiscardHandler), FrontendOrigins: []string{c.frontend}}
+	for _, f := range config {
+		f(&cfg)
+	}
+	c.mod, err = oauthflow.New(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.mod.Close() })
 

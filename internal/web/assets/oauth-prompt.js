@@ -9,6 +9,9 @@
  * served with by Module.FrontendHandler(apiBase), or this page's origin when it was given none.
  * The widget completes callbacks through {apiBase}/api/v1/oauth/complete and accepts the API
  * callback page's result from this page's origin and from apiBase's origin, nothing else.
+ * A document with a binding (Config.BindSignIns) is opened through a form POST of its state
+ * and binding to {apiBase}/api/v1/oauth/start in the popup, never as a plain link, and its
+ * completion is sent with the browser's cookies (credentials "include").
  *
  * DOM hooks: the root carries data-status="pending|working|success|error" (and data-reason
  * for why), buttons data-action="connect|retry", the text data-role="message".
@@ -31,6 +34,7 @@
 
   var document = window.document;
   var COMPLETE_PATH = "/api/v1/oauth/complete";
+  var START_PATH = "/api/v1/oauth/start"; // opens a sign-in bound to this browser (Config.BindSignIns)
   var POPUP_WIDTH = 520;
   var POPUP_HEIGHT = 680;
   var POLL_MS = 500;
@@ -46,6 +50,10 @@
 
   function completeURL(apiBase) {
     return String(apiBase || "").replace(/\/+$/, "") + COMPLETE_PATH;
+  }
+
+  function startURL(apiBase) {
+    return String(apiBase || "").replace(/\/+$/, "") + START_PATH;
   }
 
   // completionBody is the JSON body of POST /complete for a callback's fields:
@@ -97,12 +105,15 @@
     });
   }
 
-  function complete(apiBase, fields) {
+  // credentials: "same-origin" (the default) sends the app's cookies to an API on
+  // the page's own origin only; "include" also to one on another origin, for a
+  // bound sign-in's cookie (the server then allows it for its FrontendOrigins).
+  function complete(apiBase, fields, credentials) {
     var init = {
       method: "POST",
       headers: { "Content-Type": "application/json" },
       body: JSON.stringify(completionBody(fields)),
-      credentials: "omit",
+      credentials: credentials === "include" ? "include" : "same-origin",
       cache: "no-store"
     };
     var sent;
@@ -216,7 +227,8 @@
       authUrl: String(doc.authUrl || ""),
       state: String(doc.state || ""),
       status: doc.status === "success" || doc.status === "error" ? doc.status : "pending",
-      message: typeof doc.message === "string" ? doc.message : ""
+      message: typeof doc.message === "string" ? doc.message : "",
+      binding: typeof doc.binding === "string" ? doc.binding : ""
     };
   }
 
@@ -284,14 +296,19 @@
       }
       this.reset();
       var popup = null;
+      var name = "oauthflow-" + this.doc.state;
       try {
-        popup = window.open(this.doc.authUrl, "oauthflow-" + this.doc.state, popupFeatures());
+        // A bound sign-in opens empty, then goes through POST /start (startIn).
+        popup = window.open(this.doc.binding ? "" : this.doc.authUrl, name, popupFeatures());
       } catch (e) {
         popup = null;
       }
       if (!popup) {
         this.showBlocked();
         return;
+      }
+      if (this.doc.binding) {
+        this.startIn(name);
       }
       this.popup = popup;
       this.awaiting = true;
@@ -422,7 +439,7 @@
       var attempt = ++this.attempt;
       var self = this;
       this.render("working", "", "Completing sign-in…");
-      complete(this.apiBase(), fields).then(function (outcome) {
+      complete(this.apiBase(), fields, this.doc && this.doc.binding ? "include" : "same-origin").then(function (outcome) {
         if (attempt === self.attempt) {
           self.settle(outcome, !!fields.error);
         }
@@ -494,6 +511,26 @@
       }));
     }
 
+    // startIn opens a bound sign-in in the window named target: a form POST to
+    // {apiBase}/api/v1/oauth/start with the state and the sign-in's secret, which
+    // no link carries; the API sets the browser's cookie and sends it on.
+    startIn(target) {
+      var form = el("form", {
+        method: "POST",
+        action: startURL(this.apiBase()),
+        target: target,
+        enctype: "application/x-www-form-urlencoded"
+      });
+      form.appendChild(el("input", { type: "hidden", name: "state", value: this.doc.state }));
+      form.appendChild(el("input", { type: "hidden", name: "binding", value: this.doc.binding }));
+      document.body.appendChild(form);
+      try {
+        form.submit();
+      } finally {
+        document.body.removeChild(form);
+      }
+    }
+
     // ---- views ----
 
     render(status, reason, message) {
@@ -522,6 +559,14 @@
 
     showBlocked() {
       this.render("pending", "popup_blocked", "Popup blocked. Allow popups for this site and retry, or open the sign-in in this tab.");
+      if (this.doc.binding) {
+        // A bound sign-in cannot go through a plain link: it posts to /start in this tab.
+        var b = el("button", { type: "button", "data-role": "fallback-link" }, "Open the sign-in in this tab");
+        b.addEventListener("click", this.startIn.bind(this, "_self"));
+        this.element.appendChild(b);
+        this.button("retry", "Retry");
+        return;
+      }
       this.element.appendChild(el("a", {
         "data-role": "fallback-link",
         href: this.doc.authUrl,

@@ -95,7 +95,7 @@ test("opened directly it completes through POST /complete and shows Connected", 
   const call = t.fetchCalls[0];
   assert.equal(call.url, "https://api.example/api/v1/oauth/complete");
   assert.equal(call.init.method, "POST");
-  assert.equal(call.init.credentials, "omit");
+  assert.equal(call.init.credentials, "same-origin");
   assert.equal(call.init.headers["Content-Type"], "application/json");
   assert.deepEqual(call.body, { code: "C1", state: "S1", iss: "https://auth.example" });
   assert.equal(t.window.closed, false);

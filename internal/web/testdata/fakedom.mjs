@@ -275,9 +275,21 @@ export function makeBrowser(opts = {}) {
   document.documentElement = html;
   document.body = body;
   document.readyState = opts.readyState || "interactive";
+  const submits = []; // forms submitted: {action, method, target, enctype, fields, connected}
   document.createElement = (tag) => {
     const Ctor = registry.get(String(tag).toLowerCase());
-    return Ctor ? new Ctor() : new FakeElement(tag);
+    const node = Ctor ? new Ctor() : new FakeElement(tag);
+    if (node.tagName === "FORM") {
+      node.submit = () => {
+        const fields = {};
+        for (const input of node.childNodes) fields[input.getAttribute("name")] = input.getAttribute("value");
+        const attr = (name) => node.getAttribute(name);
+        submits.push({ action: attr("action"), method: attr("method"), target: attr("target"), enctype: attr("enctype"),
+          fields, connected: node.isConnected });
+        log.push(["submit", attr("action")]);
+      };
+    }
+    return node;
   };
   document.getElementById = (id) => html.find((n) => n.id === id);
 
@@ -356,6 +368,7 @@ export function makeBrowser(opts = {}) {
     log,
     fetchCalls,
     openCalls,
+    submits,
     // load runs an asset in the window. served.apiBase serves oauth-prompt.js as
     // web.Handler does for Options.APIBase: written into its DEFAULT_API_BASE line.
     load(name, served = {}) {

@@ -84,6 +84,55 @@ test("a blocked popup offers a same-tab link and a retry", () => {
   assert.equal(t.root.getAttribute("data-reason"), null);
 });
 
+// A bound sign-in (Config.BindSignIns) carries a secret no link does: the
+// popup opens empty and a POST to /start with the state and the secret takes
+// it to the provider, setting the browser's cookie on the way.
+const boundDoc = { ...doc, binding: "B1-secret" };
+
+test("a bound sign-in opens the popup empty and posts to /start in it", () => {
+  const popup = new FakePopup();
+  const t = setup({ open: () => popup }, { providerName: "GitHub", apiBase: "https://api.example/" }, boundDoc);
+  t.q("data-action", "connect").click();
+  assert.deepEqual(t.openCalls.map((c) => [c.url, c.name]), [["", "oauthflow-S1"]]);
+  assert.deepEqual(t.submits, [{
+    action: "https://api.example/api/v1/oauth/start", method: "POST", target: "oauthflow-S1",
+    enctype: "application/x-www-form-urlencoded", fields: { state: "S1", binding: "B1-secret" }, connected: true,
+  }]);
+  assert.equal(t.document.body.byAttr("action", "https://api.example/api/v1/oauth/start"), null, "the form is gone");
+  assert.equal(t.root.getAttribute("data-status"), "working");
+});
+
+test("an unbound sign-in posts nothing", () => {
+  const t = setupOpen();
+  assert.equal(t.openCalls[0].url, doc.authUrl);
+  assert.deepEqual(t.submits, []);
+});
+
+test("a bound sign-in whose popup is blocked offers /start in this tab, not a link", () => {
+  const t = setup({ open: () => null }, { providerName: "GitHub" }, boundDoc);
+  t.q("data-action", "connect").click();
+  assert.equal(t.root.getAttribute("data-reason"), "popup_blocked");
+  const fallback = t.q("data-role", "fallback-link");
+  assert.equal(fallback.tagName, "BUTTON");
+  assert.equal(fallback.getAttribute("href"), null);
+  assert.equal(t.submits.length, 0);
+  fallback.click();
+  assert.equal(t.submits.length, 1);
+  assert.equal(t.submits[0].target, "_self");
+  assert.equal(t.submits[0].action, "/api/v1/oauth/start");
+  assert.deepEqual(t.submits[0].fields, { state: "S1", binding: "B1-secret" });
+});
+
+test("a bound sign-in completes with the browser's cookies, for the API on another origin", async () => {
+  const popup = new FakePopup();
+  const t = setup({ open: () => popup }, { providerName: "GitHub", apiBase: "https://api.example" }, boundDoc);
+  t.q("data-action", "connect").click();
+  t.message(callback(), ORIGIN, popup);
+  await settle();
+  assert.equal(t.fetchCalls[0].init.credentials, "include");
+  assert.equal(t.root.getAttribute("data-status"), "success");
+});
+
 test("window.open throwing counts as blocked", () => {
   const t = setup({ open: () => { throw new Error("denied"); } });
   t.q("data-action", "connect").click();
@@ -133,7 +182,7 @@ test("a callback message is completed through POST /complete", async () => {
   const call = t.fetchCalls[0];
   assert.equal(call.url, "https://api.example/api/v1/oauth/complete");
   assert.equal(call.init.method, "POST");
-  assert.equal(call.init.credentials, "omit");
+  assert.equal(call.init.credentials, "same-origin", "the app's cookies go to its own origin only");
   assert.deepEqual({ ...call.init.headers }, { "Content-Type": "application/json" });
   assert.deepEqual(call.body, { code: "C1", state: "S1", iss: "https://auth.example" });
 
@@ -252,7 +301,7 @@ test("served with an API base, a callback from the page's own origin completes t
   t.message(callback(), ORIGIN, t.popup);
   await settle();
   assert.equal(t.fetchCalls[0].url, API + "/svc/api/v1/oauth/complete");
-  assert.equal(t.fetchCalls[0].init.credentials, "omit");
+  assert.equal(t.fetchCalls[0].init.credentials, "same-origin");
   assert.equal(t.root.getAttribute("data-status"), "success");
 });
 
