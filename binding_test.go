@@ -147,6 +147,10 @@ func TestBoundSignIn(t *testing.T) {
 	callback := env.consent(doc.AuthURL, 0)
 	status, _, _ = do(t, http.DefaultClient, newRequest(t, "GET", callback, "")) // the forwarded link
 	require.Equal(t, http.StatusForbidden, status)
+	forged := newRequest(t, "GET", callback, "")
+	forged.AddCookie(&http.Cookie{Name: "oauthflow_signin_" + doc.State, Value: "a-guess"})
+	status, _, _ = do(t, http.DefaultClient, forged)
+	require.Equal(t, http.StatusForbidden, status, "a cookie must hold the sign-in's own secret")
 	_, ok := env.events.last(oauthflow.EventSignInRefused)
 	require.True(t, ok)
 	q, _ := url.Parse(callback)
