@@ -103,7 +103,7 @@ func (m *Module) StartHandler() http.Handler {
 		ttl := m.signInTTL - m.now().Sub(time.UnixMilli(s.CreatedAt))
 		http.SetCookie(w, &http.Cookie{Name: bindingCookiePrefix + state, Value: r.PostFormValue("binding"),
 			Path: "/api/v1/oauth/", MaxAge: max(int(ttl/time.Second), 1), HttpOnly: true,
-			Secure: r.TLS != nil, SameSite: http.SameSiteLaxMode})
+			Secure: r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https", SameSite: http.SameSiteLaxMode})
 		authURL, err := m.authURLOf(s, state)
 		if err != nil {
 			m.renderPage(w, outcome{kind: outcomeInternal, message: "The sign-in could not be started."}, "")

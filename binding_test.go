@@ -143,6 +143,10 @@ func TestBoundSignIn(t *testing.T) {
 	}
 	status, _ = start(&http.Client{}, api, doc.Binding)
 	require.Equal(t, http.StatusSeeOther, status, "the API's own origin may start it too")
+	_, _, h = do(t, http.DefaultClient, newRequest(t, "POST", api+oauthflow.StartPath, form(doc.Binding),
+		"Content-Type", "application/x-www-form-urlencoded", "Origin", app, "X-Forwarded-Proto", "https"))
+	require.Contains(t, h.Get("Set-Cookie"), "Secure", "behind a TLS proxy the cookie is Secure")
+	require.NotContains(t, cookie, "Secure", "over plain HTTP (loopback) it cannot be")
 
 	callback := env.consent(doc.AuthURL, 0)
 	status, _, _ = do(t, http.DefaultClient, newRequest(t, "GET", callback, "")) // the forwarded link

@@ -149,6 +149,19 @@ func validKeyID(id string) bool {
 	return true
 }
 
+// usable reports whether r can seal: a ring made by NewKeyRing or
+// ParseKeyRing, not a zero KeyRing.
+func (r *KeyRing) usable() bool { return len(r.keys) > 0 }
+
+// checkRing panics on a zero KeyRing: a setup error, caught before any record
+// is written plain or a seal is attempted without a key.
+func checkRing(r *KeyRing) *KeyRing {
+	if r != nil && !r.usable() {
+		panic("oauthflow: a KeyRing must be made with NewKeyRing or ParseKeyRing")
+	}
+	return r
+}
+
 // CurrentKeyID is the ID of the key that seals new records.
 func (r *KeyRing) CurrentKeyID() string { return r.current.id }
 

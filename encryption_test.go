@@ -611,3 +611,15 @@ func TestReencryptDuringARefreshRetry(t *testing.T) {
 		})
 	}
 }
+
+// A zero KeyRing cannot seal: New refuses it, and so do the options and
+// Reencrypt, rather than store records plain or fail at the first write.
+func TestZeroKeyRingIsRefused(t *testing.T) {
+	t.Parallel()
+	_, err := oauthflow.New(context.Background(), oauthflow.Config{KV: oauthflow.NewMemoryKV(), Encryption: &oauthflow.KeyRing{}})
+	require.ErrorIs(t, err, oauthflow.ErrInvalidArgument)
+	require.Panics(t, func() { oauthflow.WithEncryption(&oauthflow.KeyRing{}) })
+	require.Panics(t, func() { oauthflow.WithSessionEncryption(&oauthflow.KeyRing{}) })
+	_, err = oauthflow.Reencrypt(context.Background(), oauthflow.NewMemoryKV(), &oauthflow.KeyRing{}, oauthflow.ReencryptOptions{})
+	require.ErrorIs(t, err, oauthflow.ErrInvalidArgument)
+}

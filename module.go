@@ -147,6 +147,9 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 // moduleKeyRing is cfg.Encryption, else the ring OAUTHFLOW_ENCRYPTION_KEYS names.
 func moduleKeyRing(cfg Config) (*KeyRing, error) {
 	if cfg.Encryption != nil {
+		if !cfg.Encryption.usable() {
+			return nil, invalidArg("Config.Encryption is an empty KeyRing: make it with NewKeyRing or ParseKeyRing")
+		}
 		return cfg.Encryption, nil
 	}
 	return KeyRingFromEnv()

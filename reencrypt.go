@@ -52,7 +52,7 @@ func (m *Module) Reencrypt(ctx context.Context, opts ReencryptOptions) (Reencryp
 // ctx ending) returns the progress so far, whose Cursor resumes it; running
 // it again from the start is also safe, and rewrites nothing twice.
 func Reencrypt(ctx context.Context, kv KV, ring *KeyRing, opts ReencryptOptions) (ReencryptProgress, error) {
-	if ring == nil {
+	if ring == nil || !ring.usable() {
 		return ReencryptProgress{}, invalidArg("no encryption key ring is configured")
 	}
 	scanner, ok := kv.(keyScanner)

@@ -46,6 +46,7 @@ func WithSessionClock(now func() time.Time) SessionOption {
 // WithSessionEncryption seals the sessions this service registers with ring's
 // current key (see KeyRing); plain sessions are still read. nil: plain.
 func WithSessionEncryption(ring *KeyRing) SessionOption {
+	checkRing(ring)
 	return func(s *SessionService) { s.ring = ring }
 }
 

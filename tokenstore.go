@@ -99,7 +99,10 @@ func WithLockLease(d time.Duration) TokenStoreOption {
 // WithEncryption seals the token records this store writes with ring's
 // current key, and opens records sealed under any of its keys (see KeyRing).
 // Plain records are still read. nil: records are written plain.
-func WithEncryption(ring *KeyRing) TokenStoreOption { return func(s *TokenStore) { s.ring = ring } }
+func WithEncryption(ring *KeyRing) TokenStoreOption {
+	checkRing(ring)
+	return func(s *TokenStore) { s.ring = ring }
+}
 
 // NewTokenStore returns a TokenStore over kv that refreshes through the providers in reg.
 func NewTokenStore(kv KV, reg *Registry, opts ...TokenStoreOption) *TokenStore {
