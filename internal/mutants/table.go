@@ -384,7 +384,7 @@ func table() []mutant {
 		},
 		{
 			Name: "ctx/client-keeps-makers-ctx",
-			File: "tokenstore.go",
+			File: "client.go",
 			Old:  "tok, err := t.src.token(withValuesOf(req.Context(), t.src.values))",
 			New:  "tok, err := t.src.token(t.src.values)",
 			Why:  "a Client reads each token under the request's own context",
