@@ -2,6 +2,8 @@ package oauthflow
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net/http"
 	"time"
 
@@ -47,6 +49,13 @@ func (ts *storeTokenSource) token(ctx context.Context) (*oauth2.Token, error) {
 // every request, reading (and refreshing) the user's token each time under that
 // request's own context. ctx gives those reads its values (trace IDs) only,
 // never its lifetime, so a Client made in one request serves later ones.
+//
+// When the API answers 401 to the token just sent (revoked early, say), the
+// Client forces one refresh, shared with every other caller that met the same
+// 401, and sends the request once more with the new token, when its body can
+// be replayed (no body, or GetBody set, as http.NewRequest does for in-memory
+// bodies). A refresh that finds the grant dead fails the request with
+// ErrNoToken; any other refresh failure leaves the caller the API's 401.
 func (s *TokenStore) Client(ctx context.Context, userID, providerID string) *http.Client {
 	src := &storeTokenSource{values: valuesOnly(ctx), s: s, userID: userID, providerID: providerID}
 	return &http.Client{Transport: &bearerTransport{src: src, base: http.DefaultTransport}}
@@ -59,14 +68,58 @@ type bearerTransport struct {
 }
 
 func (t *bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	tok, err := t.src.token(withValuesOf(req.Context(), t.src.values))
+	ctx := withValuesOf(req.Context(), t.src.values)
+	tok, err := t.src.token(ctx)
 	if err != nil {
 		if req.Body != nil {
 			_ = req.Body.Close() // a RoundTripper closes the body, even on error
 		}
 		return nil, err
 	}
+	resp, err := t.send(req, req.Body, tok.AccessToken)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized || !replayable(req) {
+		return resp, err
+	}
+	return t.recover(ctx, req, resp, tok.AccessToken)
+}
+
+// recover answers a 401 to the token sent: one forced refresh, one retry.
+func (t *bearerTransport) recover(ctx context.Context, req *http.Request, resp *http.Response, sent string) (*http.Response, error) {
+	s := t.src.s
+	fresh, err := s.refreshRejected(ctx, t.src.userID, t.src.providerID, sent)
+	switch {
+	case errors.Is(err, ErrNoToken):
+		discard(resp)
+		return nil, err
+	case err != nil, fresh == sent:
+		return resp, nil // the API's own answer: the refresh did not help
+	}
+	body := req.Body
+	if req.GetBody != nil {
+		if body, err = req.GetBody(); err != nil {
+			return resp, nil
+		}
+	}
+	discard(resp)
+	return t.send(req, body, fresh)
+}
+
+// send sends req with body and the bearer token tok.
+func (t *bearerTransport) send(req *http.Request, body io.ReadCloser, tok string) (*http.Response, error) {
 	r := req.Clone(req.Context())
-	tok.SetAuthHeader(r)
+	r.Body = body
+	r.Header.Set("Authorization", "Bearer "+tok)
 	return t.base.RoundTrip(r)
+}
+
+// replayable reports whether req can be sent a second time.
+func replayable(req *http.Request) bool {
+	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
+// discard reads a little of an answer that is dropped, so its connection can
+// be reused, and closes it.
+func discard(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	_ = resp.Body.Close()
 }

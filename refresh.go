@@ -26,10 +26,37 @@ const maxRefreshRounds = 3
 // the shared one under a context of its own so that no caller's cancellation
 // ends it. seen is the record as the caller read it.
 func (s *TokenStore) refresh(ctx context.Context, userID, providerID string, seen []byte) (StoredTokens, error) {
+	return s.refreshUnless(ctx, userID, providerID, seen, "")
+}
+
+// refreshRejected refreshes the user's token because an API refused rejected,
+// the access token it was sent, though the record may call it valid. A
+// stored token other than rejected (another caller refreshed it meanwhile) is
+// returned as it is; ErrNoToken when the grant turns out dead or there is no
+// refresh token.
+func (s *TokenStore) refreshRejected(ctx context.Context, userID, providerID, rejected string) (string, error) {
+	raw, v, err := s.read(ctx, tokenKey(userID, providerID))
+	if err != nil {
+		return "", err
+	}
+	if string(v.access) != rejected && s.fresh(v.expiresAt) {
+		return string(v.access), nil
+	}
+	if len(v.refresh) == 0 {
+		return "", fmt.Errorf("%w: the API refused the access token and there is no refresh token", ErrNoToken)
+	}
+	t, err := s.refreshUnless(ctx, userID, providerID, raw, rejected)
+	return t.AccessToken, err
+}
+
+// refreshUnless is refresh, where a record whose access token is rejected
+// (one an API refused) counts as due however long it has left.
+func (s *TokenStore) refreshUnless(ctx context.Context, userID, providerID string, seen []byte, rejected string) (StoredTokens, error) {
 	return s.flights.do(ctx, tokenKey(userID, providerID), func(publish func(StoredTokens, error)) (StoredTokens, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.refreshTimeout)
 		defer cancel()
-		r := &refreshRun{s: s, userID: userID, providerID: providerID, key: tokenKey(userID, providerID), publish: publish}
+		r := &refreshRun{s: s, userID: userID, providerID: providerID, key: tokenKey(userID, providerID), publish: publish,
+			rejected: rejected}
 		t, err := r.shared(rctx, seen)
 		if r.unsaved != nil { // told once the lock is free, so the next read can write them
 			s.events.emit(rctx, Event{Kind: EventRefreshUnsaved, UserID: userID, ProviderID: providerID, Err: r.unsaved})
@@ -44,6 +71,20 @@ type refreshRun struct {
 	userID, providerID, key string
 	publish                 func(StoredTokens, error) // answers the callers before the run ends
 	unsaved                 error                     // why refreshed tokens are kept unwritten, if they are
+	rejected                string                    // an access token an API refused: due, whatever its expiry
+}
+
+// current is TokenStore.current, where the rejected token never is.
+func (r *refreshRun) current(raw []byte, v tokenView, seen []byte) bool {
+	if r.rejected != "" && string(v.access) == r.rejected {
+		return false
+	}
+	return r.s.current(raw, v, seen)
+}
+
+// usable reports whether kept tokens can be handed out: fresh, and not the rejected token.
+func (r *refreshRun) usable(t StoredTokens) bool {
+	return r.s.fresh(t.ExpiresAt) && (r.rejected == "" || t.AccessToken != r.rejected)
 }
 
 // shared takes the cross-process lock and refreshes, or, while another process
@@ -119,10 +160,10 @@ func (r *refreshRun) doneElsewhere(ctx context.Context, seen []byte) (StoredToke
 	if err != nil {
 		return StoredTokens{}, true, err
 	}
-	if pw, ok := r.s.pendingFor(r.key, raw); ok && r.s.fresh(pw.t.ExpiresAt) {
+	if pw, ok := r.s.pendingFor(r.key, raw); ok && r.usable(pw.t) {
 		return pw.t, true, nil // this process refreshed it; the write is still being retried
 	}
-	if !r.s.current(raw, v, seen) {
+	if !r.current(raw, v, seen) {
 		return StoredTokens{}, false, nil
 	}
 	return v.tokens(), true, nil
@@ -147,7 +188,7 @@ func (r *refreshRun) locked(ctx context.Context, l *lease, seen []byte) (StoredT
 		if err != nil {
 			return StoredTokens{}, err
 		}
-		if r.s.current(raw, v, seen) {
+		if r.current(raw, v, seen) {
 			return v.tokens(), nil
 		}
 		seen = raw
@@ -163,7 +204,7 @@ func (r *refreshRun) locked(ctx context.Context, l *lease, seen []byte) (StoredT
 // this process could not write yet) and writes the result against raw.
 func (r *refreshRun) round(ctx context.Context, l *lease, raw []byte, base StoredTokens) (t StoredTokens, again bool, err error) {
 	if pw, ok := r.s.pendingFor(r.key, raw); ok {
-		if r.s.fresh(pw.t.ExpiresAt) {
+		if r.usable(pw.t) {
 			return r.save(ctx, l, raw, pw.t) // write what the last refresh could not
 		}
 		base = pw.t

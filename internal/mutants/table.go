@@ -226,8 +226,8 @@ func table() []mutant {
 		{
 			Name: "refresh/kept-tokens-not-shared",
 			File: "refresh.go",
-			Old:  "if pw, ok := r.s.pendingFor(r.key, raw); ok && r.s.fresh(pw.t.ExpiresAt) {",
-			New:  "if pw, ok := r.s.pendingFor(r.key, raw); false && ok && r.s.fresh(pw.t.ExpiresAt) {",
+			Old:  "if pw, ok := r.s.pendingFor(r.key, raw); ok && r.usable(pw.t) {",
+			New:  "if pw, ok := r.s.pendingFor(r.key, raw); false && ok && r.usable(pw.t) {",
 			Why:  "a caller that comes while a write is retried gets the kept tokens",
 		},
 
@@ -489,6 +489,32 @@ func table() []mutant {
 			New:  "if err != nil || secret == \"\" {",
 			Why:  "a browser is bound only with the sign-in's secret, which no link carries",
 			Run:  "TestBoundSignIn",
+		},
+
+		// The Client's recovery from a 401 (issue 12).
+		{
+			Name: "client/rejected-token-counts-as-current",
+			File: "refresh.go",
+			Old:  "\tif r.rejected != \"\" && string(v.access) == r.rejected {\n",
+			New:  "\tif false {\n",
+			Why:  "a token an API refused is refreshed however long it has left",
+			Run:  "TestClient",
+		},
+		{
+			Name: "client/retry-without-a-replayable-body",
+			File: "client.go",
+			Old:  "resp.StatusCode != http.StatusUnauthorized || !replayable(req) {",
+			New:  "resp.StatusCode != http.StatusUnauthorized {",
+			Why:  "a request whose body cannot be replayed is sent once, and forces no refresh",
+			Run:  "TestClient",
+		},
+		{
+			Name: "client/dead-grant-hidden-behind-the-401",
+			File: "client.go",
+			Old:  "\tcase errors.Is(err, ErrNoToken):\n",
+			New:  "\tcase false && errors.Is(err, ErrNoToken):\n",
+			Why:  "a 401 whose refresh finds the grant dead is ErrNoToken, so the tool says unauthorized",
+			Run:  "TestClient",
 		},
 
 		// Not a guard: renewEvery stops renewing a lease that is in other hands,
