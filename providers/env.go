@@ -1,7 +1,6 @@
 package providers
 
 import (
-	"fmt"
 	"maps"
 	"os"
 	"slices"
@@ -33,6 +32,7 @@ func FromLookup(id string, getenv func(string) (string, bool), opts ...Option) (
 	}
 	prefix := EnvPrefix(id)
 	c := Credentials{Params: map[string]string{}}
+	var missing []string
 	for _, v := range []struct {
 		dst          *string
 		name         string
@@ -44,17 +44,21 @@ func FromLookup(id string, getenv func(string) (string, bool), opts ...Option) (
 	} {
 		val, ok := getenv(v.name)
 		if !ok || (v.emptyIsUnset && strings.TrimSpace(val) == "") {
-			return nil, fmt.Errorf("%w: %s", ErrMissingEnv, v.name)
+			missing = append(missing, v.name)
+			continue
 		}
 		*v.dst = strings.TrimSpace(val)
 	}
-	if err := readParams(e, prefix, getenv, c.Params); err != nil {
-		return nil, err
+	missing = readParams(e, prefix, getenv, c.Params, missing)
+	if len(missing) > 0 {
+		return nil, &MissingEnvError{Names: missing}
 	}
 	return New(id, c, opts...)
 }
 
-func readParams(e entry, prefix string, getenv func(string) (string, bool), dst map[string]string) error {
+// readParams reads the entry's template values into dst, and returns missing
+// with the required ones that are not set added.
+func readParams(e entry, prefix string, getenv func(string) (string, bool), dst map[string]string, missing []string) []string {
 	for _, name := range slices.Sorted(maps.Keys(e.Params)) {
 		env := prefix + "_" + strings.ToUpper(name)
 		if v, ok := getenv(env); ok && strings.TrimSpace(v) != "" {
@@ -62,10 +66,10 @@ func readParams(e entry, prefix string, getenv func(string) (string, bool), dst 
 			continue
 		}
 		if e.Params[name].Default == "" && usesParam(e.Config, name) {
-			return fmt.Errorf("%w: %s (%s)", ErrMissingEnv, env, e.Params[name].Doc)
+			missing = append(missing, env+" ("+e.Params[name].Doc+")")
 		}
 	}
-	return nil
+	return missing
 }
 
 func usesParam(c Config, name string) bool {

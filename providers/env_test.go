@@ -2,6 +2,7 @@ package providers
 
 import (
 	"errors"
+	"github.com/oauthflow/oauthflow"
 	"strings"
 	"testing"
 )
@@ -63,6 +64,26 @@ func TestFromLookupMissing(t *testing.T) {
 				t.Fatalf("err = %v, want ErrMissingEnv naming %s", err, tt.missing)
 			}
 		})
+	}
+}
+
+// With nothing set, one error names every variable that is missing, once,
+// and says what it is without the wrapped sentinels' text in the way.
+func TestFromLookupNamesEveryMissingVariable(t *testing.T) {
+	t.Parallel()
+	_, err := FromLookup("keycloak", envMap(map[string]string{"KEYCLOAK_CLIENT_SECRET": ""}))
+	if !errors.Is(err, ErrMissingEnv) || !errors.Is(err, oauthflow.ErrInvalidArgument) {
+		t.Fatalf("err = %v, want ErrMissingEnv and ErrInvalidArgument", err)
+	}
+	want := "providers: missing environment variables: KEYCLOAK_CLIENT_ID, KEYCLOAK_OAUTH_REDIRECT_URI, " +
+		"KEYCLOAK_BASE_URL (the server URL, e.g. https://sso.example.com (add /auth for Keycloak 16 and older)), " +
+		"KEYCLOAK_REALM (the realm name)"
+	if err.Error() != want {
+		t.Fatalf("err = %q\nwant  %q", err, want)
+	}
+	var missing *MissingEnvError
+	if !errors.As(err, &missing) || len(missing.Names) != 4 {
+		t.Fatalf("err = %#v, want a *MissingEnvError with 4 names", err)
 	}
 }
 

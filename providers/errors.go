@@ -3,6 +3,7 @@ package providers
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/oauthflow/oauthflow"
 )
@@ -12,7 +13,8 @@ var (
 	// ErrMissingParam: a catalog template value (tenant, domain, shop, ...) is
 	// neither in Credentials.Params nor defaulted. The message names it.
 	ErrMissingParam = fmt.Errorf("providers: missing template parameter: %w", oauthflow.ErrInvalidArgument)
-	// ErrMissingEnv: FromEnv found no value for a required variable. The message names it.
+	// ErrMissingEnv: FromEnv found no value for required variables. The
+	// error is a *MissingEnvError, which names every one of them.
 	ErrMissingEnv = fmt.Errorf("providers: missing environment variable: %w", oauthflow.ErrInvalidArgument)
 	// ErrInvalidConfig: a Config or Credentials value is unusable (empty ID,
 	// relative URL, unknown auth style, ...).
@@ -35,6 +37,25 @@ var (
 	// for (RFC 8414 §3.3); the metadata is rejected.
 	ErrIssuerMismatch = fmt.Errorf("%w: issuer mismatch", ErrDiscovery)
 )
+
+// MissingEnvError names every variable FromEnv needed and did not find, each
+// with what it is for when the catalog says. It matches ErrMissingEnv and
+// oauthflow.ErrInvalidArgument with errors.Is.
+type MissingEnvError struct {
+	Names []string // "GITHUB_CLIENT_ID", "KEYCLOAK_REALM (the realm name)", ...
+}
+
+func (e *MissingEnvError) Error() string {
+	if len(e.Names) == 1 {
+		return "providers: missing environment variable: " + e.Names[0]
+	}
+	return "providers: missing environment variables: " + strings.Join(e.Names, ", ")
+}
+
+// Is reports whether target is ErrMissingEnv or what it wraps.
+func (e *MissingEnvError) Is(target error) bool {
+	return target == ErrMissingEnv || target == oauthflow.ErrInvalidArgument
+}
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)

@@ -29,5 +29,5 @@ func ExampleFromLookup() {
 	_, err := providers.FromLookup("keycloak", func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	fmt.Println(err)
 	// Output:
-	// providers: missing environment variable: oauthflow: invalid argument: KEYCLOAK_REALM (the realm name)
+	// providers: missing environment variable: KEYCLOAK_REALM (the realm name)
 }
