@@ -2,6 +2,9 @@ package providers
 
 import (
 	"errors"
+	"flag"
+	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"regexp"
@@ -118,7 +121,12 @@ func checkAuthURL(t *testing.T, p *OAuth2) {
 	}
 }
 
-// TestDocListsCatalog keeps the package doc's provider list equal to the catalog.
+var updateDoc = flag.Bool("update", false, "rewrite the catalog section of doc.go from catalog.json")
+
+// TestDocListsCatalog keeps the catalog section of the package doc (what
+// go doc ./providers shows) equal to the catalog: each entry's endpoints,
+// scopes, client authentication, PKCE, parameters and notes. Run it with
+// -update to rewrite the section after changing catalog.json.
 func TestDocListsCatalog(t *testing.T) {
 	t.Parallel()
 	src, err := os.ReadFile("doc.go")
@@ -129,27 +137,76 @@ func TestDocListsCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	line := regexp.MustCompile(`(?m)^//   - ([a-z0-9]+): (.+)$`)
-	var got, want []string
-	for _, m := range line.FindAllStringSubmatch(string(src), -1) {
-		got = append(got, m[1]+": "+m[2])
+	const begin, end = "// Entries, from catalog.json:\n//\n", "package providers\n"
+	i, j := strings.Index(string(src), begin), strings.LastIndex(string(src), end)
+	if i < 0 || j < i {
+		t.Fatalf("doc.go lacks the section that starts %q", begin)
 	}
+	want := docCatalog(cat)
+	if got := string(src[i+len(begin) : j]); got != want {
+		if *updateDoc {
+			if err := os.WriteFile("doc.go", []byte(string(src[:i+len(begin)])+want+end), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		t.Errorf("doc.go's catalog section is out of date; run go test ./providers -run TestDocListsCatalog -update\ngot:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// docCatalog renders the catalog as doc comment lines, one list item an entry.
+func docCatalog(cat map[string]entry) string {
+	var b strings.Builder
 	for _, id := range Known() {
 		e := cat[id]
-		s := id + ": " + e.DisplayName
-		if len(e.Params) > 0 {
-			names := make([]string, 0, len(e.Params))
-			for n := range e.Params {
-				names = append(names, n)
-			}
-			slices.Sort(names)
-			s += " (params: " + strings.Join(names, ", ") + ")"
+		fmt.Fprintf(&b, "//   - %s: %s.\n", id, e.DisplayName)
+		line := func(format string, args ...any) { fmt.Fprintf(&b, "//     "+format+"\n", args...) }
+		line("Authorize at %s;", e.AuthURL)
+		line("token at %s;", e.TokenURL)
+		if e.RefreshURL != "" {
+			line("refresh at %s;", e.RefreshURL)
 		}
-		want = append(want, s)
+		if e.RevocationURL != "" {
+			line("revoke (RFC 7009) at %s.", e.RevocationURL)
+		} else {
+			line("no RFC 7009 revocation (RevokeToken returns ErrRevocationUnsupported).")
+		}
+		sep := e.ScopeSeparator
+		if sep == "" {
+			sep = " "
+		}
+		line("Default scopes %q, joined with %q.", strings.Join(e.Scopes, " "), sep)
+		auth := map[AuthStyle]string{AuthStyleHeader: "HTTP Basic", AuthStyleParams: "client_id and client_secret in the form",
+			AuthStyleAuto: "tried as HTTP Basic, then in the form"}[e.AuthStyle]
+		if e.JSONTokenRequest {
+			auth += ", JSON token requests"
+		}
+		pkce := string(e.PKCE)
+		if pkce == "" {
+			pkce = "supported"
+		}
+		line("Client authentication: %s. PKCE: %s.", auth, pkce)
+		for _, name := range slices.Sorted(maps.Keys(e.Params)) {
+			p := e.Params[name]
+			def := ""
+			if p.Default != "" {
+				def = " (default " + p.Default + ")"
+			}
+			line("Parameter %s (env %s_%s)%s: %s.", name, EnvPrefix(id), strings.ToUpper(name), def, p.Doc)
+		}
+		if len(e.DeadGrants) > 0 {
+			codes := make([]string, len(e.DeadGrants))
+			for i, d := range e.DeadGrants {
+				codes[i] = d.Code
+			}
+			line("Dead grant codes besides invalid_grant: %s.", strings.Join(codes, ", "))
+		}
+		if e.Notes != "" {
+			line("Quirks: %s", e.Notes)
+		}
+		line("Documented at %s", e.Docs)
 	}
-	if !slices.Equal(got, want) {
-		t.Errorf("doc.go lists\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	return b.String()
 }
 
 func TestNewUnknown(t *testing.T) {
