@@ -70,6 +70,7 @@ func run() error {
 		err = runTerminal(ctx, app, terminalUser, os.Stdout)
 	} else {
 		fmt.Printf("oauthflow agent: open %s/ in your browser (Ctrl-C to stop)\n", base)
+		fmt.Println("  no browser? go run ./examples/agent -terminal prints the sign-in link and waits for it")
 		select {
 		case <-ctx.Done():
 		case err := <-served: // the listener failed
