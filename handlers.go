@@ -321,11 +321,11 @@ func (m *Module) writeOutcome(w http.ResponseWriter, out outcome) {
 		writeJSONError(w, status, code, out.message)
 		return
 	}
-	provider := ""
+	provider, name := "", ""
 	if out.provider != nil {
-		provider = out.provider.ProviderID()
+		provider, name = out.provider.ProviderID(), displayName(out.provider)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "provider": provider})
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "provider": provider, "providerName": name})
 }
 
 func writeJSONError(w http.ResponseWriter, status int, code, msg string) {

@@ -233,7 +233,7 @@ func TestCompleteEndpoint(t *testing.T) {
 			env.kv.down.Store(false)
 			assert.Equal(t, tt.want.status, status, "answer %v", out)
 			if tt.want.error == "" {
-				assert.Equal(t, map[string]any{"ok": true, "provider": "demo"}, out)
+				assert.Equal(t, map[string]any{"ok": true, "provider": "demo", "providerName": "Demo <Cloud>"}, out)
 			} else {
 				assert.Equal(t, false, out["ok"])
 				assert.Equal(t, tt.want.error, out["error"])

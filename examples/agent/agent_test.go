@@ -322,7 +322,7 @@ func TestTerminalPrintsLinkWaitsAndListsRepos(t *testing.T) {
 	require.NoError(t, err)
 	status, body := do(t, http.DefaultClient, http.MethodPost, srv.URL+oauthflow.CompletePath, "application/json", string(payload))
 	require.Equal(t, http.StatusOK, status, string(body))
-	assert.JSONEq(t, `{"ok":true,"provider":"demo"}`, string(body))
+	assert.JSONEq(t, `{"ok":true,"provider":"demo","providerName":"Demo Cloud"}`, string(body))
 
 	require.NoError(t, waitFor(ctx, t, errc))
 	waitFor(ctx, t, out.done)

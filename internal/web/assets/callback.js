@@ -87,7 +87,8 @@
     window.OAuthFlow.complete(root.getAttribute("data-api-base") || "", fields).then(function (outcome) {
       window.OAuthFlow.announce(fields.state, outcome);
       if (outcome.status === "success") {
-        var account = outcome.provider ? "Your " + outcome.provider + " account" : "Your account";
+        var name = outcome.providerName || outcome.provider;
+        var account = name ? "Your " + name + " account" : "Your account";
         show(root, "success", "Connected", account + " is connected. You can close this window.");
       } else {
         show(root, "error", "Sign-in not completed", outcome.message);

@@ -93,7 +93,8 @@
       return null;
     }).then(function (body) {
       if (res.ok && body && body.ok === true) {
-        return { status: "success", provider: String(body.provider || ""), error: "", message: "" };
+        var name = String(body.providerName || body.provider || "");
+        return { status: "success", provider: String(body.provider || ""), providerName: name, error: "", message: "" };
       }
       var message = body && typeof body.message === "string" && body.message;
       return {

@@ -107,6 +107,14 @@ test("opened directly it completes through POST /complete and shows Connected", 
   assert.match(t.text("message"), /github/);
 });
 
+test("the success names the provider as the server does (its display name)", async () => {
+  const t = open(okQuery, { apiBase: "https://api.example",
+    fetch: () => Promise.resolve(jsonResponse(200, { ok: true, provider: "demo", providerName: "Demo Cloud" })) });
+  await settle();
+  assert.equal(t.root.getAttribute("data-status"), "success");
+  assert.equal(t.text("message"), "Your Demo Cloud account is connected. You can close this window.");
+});
+
 test("without iss the body omits it; the default API base is the page's origin", async () => {
   const t = open("?code=C1&state=S1");
   await settle();
