@@ -107,3 +107,28 @@ func logSafeError(err error) string {
 	}
 	return err.Error()
 }
+
+// LogEvents is a hook that writes each event to l as a structured record: the
+// message "oauthflow: <kind>", the user, provider and run, and for a failure
+// the error (never a token or a response body) and grant_dead, at Warn; Info
+// otherwise. The Module already logs events to Config.Logger; this is for a
+// logger of their own (an audit trail, say).
+func LogEvents(l *slog.Logger) EventHook {
+	return func(ctx context.Context, e Event) {
+		if l.Enabled(ctx, eventLevel(e)) {
+			l.LogAttrs(ctx, eventLevel(e), "oauthflow: "+string(e.Kind), eventAttrs(e)...)
+		}
+	}
+}
+
+// AllEvents is a hook that hands each event to every one of hooks in turn
+// (LogEvents and a metrics adapter, say). A nil hook is skipped.
+func AllEvents(hooks ...EventHook) EventHook {
+	return func(ctx context.Context, e Event) {
+		for _, h := range hooks {
+			if h != nil {
+				h(ctx, e)
+			}
+		}
+	}
+}
