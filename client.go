@@ -34,7 +34,7 @@ func (ts *storeTokenSource) Token() (*oauth2.Token, error) {
 }
 
 func (ts *storeTokenSource) token(ctx context.Context) (*oauth2.Token, error) {
-	access, expiresAt, err := ts.s.validToken(ctx, ts.userID, ts.providerID)
+	access, expiresAt, err := ts.s.validToken(ctx, ts.userID, ts.providerID, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -272,22 +272,31 @@ func (s *TokenStore) fresh(expiresAt int64) bool {
 // error is transient and the stored record is kept. When ctx ends first, its
 // error is returned (errors.Is(err, context.Canceled) holds).
 func (s *TokenStore) GetValidAccessToken(ctx context.Context, userID, providerID string) (string, error) {
-	tok, _, err := s.validToken(ctx, userID, providerID)
+	tok, _, err := s.validToken(ctx, userID, providerID, nil)
 	return tok, err
 }
 
-func (s *TokenStore) validToken(ctx context.Context, userID, providerID string) (string, int64, error) {
+// validToken is the token valid now and its expiry; need, when given, are
+// scopes the grant must hold (scopes.go).
+func (s *TokenStore) validToken(ctx context.Context, userID, providerID string, need []string) (string, int64, error) {
 	if err := checkIDs(userID, providerID); err != nil {
 		return "", 0, err
 	}
-	if tok, expiresAt, ok := s.direct.memoryToken(s, userID, providerID); ok {
-		return tok, expiresAt, nil
+	if len(need) == 0 {
+		if tok, expiresAt, ok := s.direct.memoryToken(s, userID, providerID); ok {
+			return tok, expiresAt, nil
+		}
 	}
 	ctx = ctxOrBackground(ctx)
 	key := s.direct.tokenKey(userID, providerID)
 	raw, v, err := s.readFrom(ctx, s.direct.kv, key, key[len(s.direct.prefix):])
 	if err != nil {
 		return "", 0, err
+	}
+	if len(need) > 0 {
+		if err := lacking(providerID, v.scope, need); err != nil {
+			return "", 0, err
+		}
 	}
 	if s.fresh(v.expiresAt) {
 		// raw (or what it opened to) is this call's own and nothing writes it

@@ -76,7 +76,7 @@ func (t *Tool) Call(ctx context.Context, tc ToolContext, args json.RawMessage) (
 	defer recoverInto(&err, "tool "+t.Name)
 	out, err := t.call(ctx, tc, args)
 	if errors.Is(err, ErrNoToken) {
-		return ToolResultUnauthorized, nil
+		return unauthorizedResult(err), nil
 	}
 	if err != nil {
 		return nil, err
