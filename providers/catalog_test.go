@@ -186,6 +186,13 @@ func docCatalog(cat map[string]entry) string {
 			pkce = "supported"
 		}
 		line("Client authentication: %s. PKCE: %s.", auth, pkce)
+		if len(e.AuthParams) > 0 {
+			var kv []string
+			for _, k := range slices.Sorted(maps.Keys(e.AuthParams)) {
+				kv = append(kv, k+"="+e.AuthParams[k])
+			}
+			line("Sign-ins also send %s.", strings.Join(kv, ", "))
+		}
 		for _, name := range slices.Sorted(maps.Keys(e.Params)) {
 			p := e.Params[name]
 			def := ""

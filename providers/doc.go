@@ -81,6 +81,7 @@
 //     no RFC 7009 revocation (RevokeToken returns ErrRevocationUnsupported).
 //     Default scopes "read:me offline_access", joined with " ".
 //     Client authentication: client_id and client_secret in the form. PKCE: unsupported.
+//     Sign-ins also send audience=api.atlassian.com, prompt=consent.
 //     Quirks: OAuth 2.0 (3LO): audience=api.atlassian.com and prompt=consent are required; offline_access yields a rotating refresh token.
 //     Documented at https://developer.atlassian.com/cloud/jira/platform/oauth-2-3lo-apps/
 //   - auth0: Auth0.
@@ -130,6 +131,7 @@
 //     no RFC 7009 revocation (RevokeToken returns ErrRevocationUnsupported).
 //     Default scopes "", joined with " ".
 //     Client authentication: client_id and client_secret in the form. PKCE: supported.
+//     Sign-ins also send token_access_type=offline.
 //     Quirks: token_access_type=offline is needed for a refresh token; short-lived access tokens (4 h); refresh answers carry no new refresh token. Scopes default to the app's permissions. Revocation is a bearer-authenticated RPC, not RFC 7009.
 //     Documented at https://developers.dropbox.com/oauth-guide
 //   - figma: Figma.
@@ -165,6 +167,7 @@
 //     revoke (RFC 7009) at https://oauth2.googleapis.com/revoke.
 //     Default scopes "openid email profile", joined with " ".
 //     Client authentication: client_id and client_secret in the form. PKCE: supported.
+//     Sign-ins also send access_type=offline, include_granted_scopes=true, prompt=consent.
 //     Quirks: A refresh token comes only with access_type=offline, and again on later sign-ins only with prompt=consent. Refresh answers carry no new refresh token.
 //     Documented at https://developers.google.com/identity/protocols/oauth2/web-server
 //   - heroku: Heroku.
@@ -233,6 +236,7 @@
 //     no RFC 7009 revocation (RevokeToken returns ErrRevocationUnsupported).
 //     Default scopes "", joined with " ".
 //     Client authentication: HTTP Basic, JSON token requests. PKCE: unsupported.
+//     Sign-ins also send owner=user.
 //     Quirks: Token requests are JSON with HTTP Basic client authentication; owner=user is required on authorize. No scopes: the user picks pages.
 //     Documented at https://developers.notion.com/reference/create-a-token
 //   - okta: Okta.
@@ -267,6 +271,7 @@
 //     revoke (RFC 7009) at https://www.reddit.com/api/v1/revoke_token.
 //     Default scopes "identity", joined with " ".
 //     Client authentication: HTTP Basic. PKCE: unsupported.
+//     Sign-ins also send duration=permanent.
 //     Quirks: The token endpoint accepts HTTP Basic only; duration=permanent is needed for a refresh token. Access tokens last one hour.
 //     Documented at https://github.com/reddit-archive/reddit/wiki/OAuth2
 //   - salesforce: Salesforce.
@@ -311,6 +316,7 @@
 //     no RFC 7009 revocation (RevokeToken returns ErrRevocationUnsupported).
 //     Default scopes "read", joined with ",".
 //     Client authentication: client_id and client_secret in the form. PKCE: unsupported.
+//     Sign-ins also send approval_prompt=auto.
 //     Quirks: Scopes are comma-separated; the granted scope arrives on the redirect, not in the token answer. Access tokens last six hours; refresh may return a new refresh token.
 //     Documented at https://developers.strava.com/docs/authentication/
 //   - twitch: Twitch.

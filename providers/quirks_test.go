@@ -147,7 +147,7 @@ func TestAuthorizeParamQuirks(t *testing.T) {
 		id   string
 		want map[string]string
 	}{
-		{"google", map[string]string{"access_type": "offline", "prompt": "consent", "scope": "openid email profile"}},
+		{"google", map[string]string{"access_type": "offline", "prompt": "consent", "include_granted_scopes": "true", "scope": "openid email profile"}},
 		{"atlassian", map[string]string{"audience": "api.atlassian.com", "prompt": "consent", "scope": "read:me offline_access"}},
 		{"dropbox", map[string]string{"token_access_type": "offline"}},
 		{"reddit", map[string]string{"duration": "permanent", "scope": "identity"}},
