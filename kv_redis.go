@@ -15,6 +15,9 @@ type RedisKV struct {
 	c     redis.UniversalClient
 	owned bool
 	hub   pubsubHub // watchers of lock releases (lockwatch.go)
+	// channelTag tells this store's release channels from those of stores on
+	// other databases of the same server (lockwatch.go).
+	channelTag string
 }
 
 var _ KV = (*RedisKV)(nil)
@@ -27,7 +30,7 @@ func WithOwnedClient() RedisOption { return func(r *RedisKV) { r.owned = true } 
 
 // NewRedisKV wraps c. The caller keeps ownership of c unless WithOwnedClient is given.
 func NewRedisKV(c redis.UniversalClient, opts ...RedisOption) *RedisKV {
-	r := &RedisKV{c: c}
+	r := &RedisKV{c: c, channelTag: channelTag(c)}
 	for _, o := range opts {
 		o(r)
 	}

@@ -2,6 +2,7 @@ package oauthflow
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"time"
 
@@ -28,17 +29,27 @@ type releaseWatcher interface {
 // confirm a subscription; past it the waiter proceeds and relies on polling.
 const watchSubscribeWait = time.Second
 
-// releaseChannel is the channel a release of key is announced on.
-func releaseChannel(key string) string { return key + ":released" }
+// releaseChannel is the channel a release of key is announced on. Pub/sub
+// channels are shared by all the databases of a server, so a store on a
+// database other than 0 tags its channels with the database's number.
+func (r *RedisKV) releaseChannel(key string) string { return r.channelTag + key + ":released" }
+
+// channelTag is what releaseChannel puts before a key for c.
+func channelTag(c redis.UniversalClient) string {
+	if nc, ok := c.(*redis.Client); ok && nc.Options().DB != 0 {
+		return "db" + strconv.Itoa(nc.Options().DB) + ":"
+	}
+	return ""
+}
 
 // watchRelease implements releaseWatcher over pub/sub: one subscription
 // connection per RedisKV, opened on the first watch and closed after the last.
 func (r *RedisKV) watchRelease(ctx context.Context, key string) (<-chan struct{}, func(), bool) {
-	return r.hub.watch(ctx, r.c, releaseChannel(key))
+	return r.hub.watch(ctx, r.c, r.releaseChannel(key))
 }
 
 func (r *RedisKV) announceRelease(ctx context.Context, key string) {
-	_ = r.c.Publish(context.WithoutCancel(ctxOrBackground(ctx)), releaseChannel(key), "").Err()
+	_ = r.c.Publish(context.WithoutCancel(ctxOrBackground(ctx)), r.releaseChannel(key), "").Err()
 }
 
 func (p *prefixKV) watchRelease(ctx context.Context, key string) (<-chan struct{}, func(), bool) {

@@ -2,6 +2,7 @@ package oauthflow
 
 import (
 	"context"
+	"github.com/redis/go-redis/v9"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -100,7 +101,7 @@ func TestReleaseWatchFansOutAndLetsGo(t *testing.T) {
 	kv := WithKeyPrefix(NewRedisKV(c), redistest.Prefix(t, c))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	ch := releaseChannel(kv.(*prefixKV).prefix + "lock")
+	ch := kv.(*prefixKV).kv.(*RedisKV).releaseChannel(kv.(*prefixKV).prefix + "lock")
 	a, stopA, okA := watchRelease(ctx, kv, "lock")
 	b, stopB, okB := watchRelease(ctx, kv, "lock")
 	if !okA || !okB {
@@ -126,5 +127,24 @@ func TestReleaseWatchFansOutAndLetsGo(t *testing.T) {
 		if err := ctx.Err(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Pub/sub channels are shared by every database of a Redis server: a release
+// announced by an app on DB 1 must not wake the waiters of one on DB 0 that
+// uses the same key names.
+func TestReleaseChannelsAreApartPerDatabase(t *testing.T) {
+	t.Parallel()
+	db0 := NewRedisKV(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DB: 0}))
+	db1 := NewRedisKV(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DB: 1}))
+	t.Cleanup(func() { _ = db0.c.Close(); _ = db1.c.Close() })
+	key := "oauth:lock:alice:github"
+	if db0.releaseChannel(key) == db1.releaseChannel(key) {
+		t.Fatalf("DB 0 and DB 1 announce %s's release on the same channel %q", key, db0.releaseChannel(key))
+	}
+	other := NewRedisKV(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}))
+	t.Cleanup(func() { _ = other.c.Close() })
+	if db0.releaseChannel(key) != other.releaseChannel(key) {
+		t.Fatal("two stores on one database must share the channel")
 	}
 }
