@@ -2,13 +2,13 @@ package oauthflow
 
 import (
 	"context"
-	"github.com/redis/go-redis/v9"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/redistest"
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/oauth2"
 )
 
@@ -146,5 +146,65 @@ func TestReleaseChannelsAreApartPerDatabase(t *testing.T) {
 	t.Cleanup(func() { _ = other.c.Close() })
 	if db0.releaseChannel(key) != other.releaseChannel(key) {
 		t.Fatal("two stores on one database must share the channel")
+	}
+}
+
+// releasedWhileSubscribingKV lets the refresh lock go (another process's
+// holder finishing) at the worst moment for a waiter: after its take failed,
+// before its subscription is in place, so no announcement can reach it.
+type releasedWhileSubscribingKV struct {
+	KV
+	release func()
+}
+
+func (k *releasedWhileSubscribingKV) watchRelease(ctx context.Context, key string) (<-chan struct{}, func(), bool) {
+	k.release()
+	return k.KV.(releaseWatcher).watchRelease(ctx, key)
+}
+
+func (k *releasedWhileSubscribingKV) announceRelease(ctx context.Context, key string) {
+	k.KV.(releaseWatcher).announceRelease(ctx, key)
+}
+
+// A waiter whose watch begins just after the holder let go looks at the lock
+// once more before it waits, takes it and refreshes: it never waits for an
+// announcement that was made before it listened.
+func TestRefreshWaiterLooksAgainOnceListening(t *testing.T) {
+	t.Parallel()
+	c, real := redistest.Any(t)
+	var base KV = NewRedisKV(c)
+	if real {
+		base = WithKeyPrefix(base, redistest.Prefix(t, c))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	lock := lockKey("u1", "gated")
+	kv := &releasedWhileSubscribingKV{KV: base, release: func() { _ = base.Del(ctx, lock) }}
+	p := &gatedProvider{entered: make(chan struct{}, 1), open: make(chan struct{})}
+	close(p.open)
+	reg := NewRegistry()
+	if err := reg.Register(p); err != nil {
+		t.Fatal(err)
+	}
+	waiter := NewTokenStore(kv, reg)
+	waiter.lockWait = lockWait{first: time.Hour, max: time.Hour, watched: time.Hour}
+	var waits atomic.Int64
+	waiter.onLockWait = func() { waits.Add(1); cancel() } // a wait here would be for nothing: fail fast
+	expired := StoredTokens{AccessToken: "stale", RefreshToken: "old", ExpiresAt: time.Now().Add(-time.Minute).UnixMilli()}
+	if err := waiter.StoreTokens(ctx, "u1", "gated", expired); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := base.SetNX(ctx, lock, []byte("another-process"), time.Minute); err != nil || !ok {
+		t.Fatalf("taking the lock as another process: %v %v", ok, err)
+	}
+	tok, err := waiter.GetValidAccessToken(ctx, "u1", "gated")
+	if err != nil || tok != "fresh" {
+		t.Fatalf("GetValidAccessToken = %q, %v; want the token it refreshed itself after looking again", tok, err)
+	}
+	if n := waits.Load(); n != 0 {
+		t.Fatalf("the waiter waited %d times for a release it had missed", n)
+	}
+	if n := p.calls.Load(); n != 1 {
+		t.Fatalf("the provider was called %d times; want 1", n)
 	}
 }

@@ -517,6 +517,15 @@ func table() []mutant {
 			Run:  "TestClient",
 		},
 
+		{
+			Name: "refresh/no-second-look-once-listening",
+			File: "refresh.go",
+			Old:  "\t\t\t\treleased, wait.max, backoff = ch, wait.watched, wait.watched\n\t\t\t\tcontinue\n",
+			New:  "\t\t\t\treleased, wait.max, backoff = ch, wait.watched, wait.watched\n",
+			Why:  "a waiter whose watch began after the holder let go looks again instead of waiting for an announcement it missed",
+			Run:  "TestRefreshWaiterLooksAgainOnceListening",
+		},
+
 		// Not a guard: renewEvery stops renewing a lease that is in other hands,
 		// which saves commands but changes no outcome (the holder confirms the
 		// lease before every write), so "renewal result ignored" would survive.
