@@ -488,7 +488,7 @@ func testReencrypt(t *testing.T, kv oauthflow.KV) {
 	require.Zero(t, again.Rewritten)
 	require.Equal(t, 13, again.Current, "12 token records and the sign-in")
 	require.Equal(t, 1, again.Unknown)
-	require.Equal(t, 16, again.Scanned, "every key under oauth:, the run and the lock included")
+	require.GreaterOrEqual(t, again.Scanned, 16, "every key under oauth:, the run and the lock included (and on Redis the connection indexes)")
 
 	for user := range users {
 		raw, err := kv.Get(ctx, "oauth:"+userSegment(user)+":demo")

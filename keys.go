@@ -14,6 +14,7 @@ import (
 //	oauth:run:{runId}                  workflow run
 //	oauth:lock:run:{runId}             run lock
 //	oauth:doc:{runId}:{name}           run document
+//	oauth:conn:{user}                  the user's connection index (a sorted set)
 //
 // {user} is the user ID itself (the seed's key names, so existing data stays
 // readable) unless the ID could be mistaken for another kind: when its first

@@ -174,11 +174,15 @@ func (s *TokenStore) ttl(t StoredTokens) time.Duration {
 	return time.Duration(max(left, 1)) * time.Second
 }
 
+// write stores t and, in the same round trip, enters the provider in the
+// user's connection index (connections.go). An index write that fails is
+// repaired by the next listing.
 func (s *TokenStore) write(ctx context.Context, userID, providerID string, t StoredTokens) error {
 	key := tokenKey(userID, providerID)
-	err := s.kv.Set(ctx, key, s.seal(t, key), s.ttl(t))
-	if err != nil {
-		return storeErr(ctx, "store tokens", err)
+	set := &kvOp{kind: opSet, key: key, value: s.seal(t, key), ttl: s.ttl(t)}
+	runBatch(ctx, s.kv, set, &kvOp{kind: opSchedule, key: connIndexKey(userID), member: providerID, due: s.now()})
+	if set.err != nil {
+		return storeErr(ctx, "store tokens", set.err)
 	}
 	return nil
 }
@@ -337,6 +341,7 @@ func (s *TokenStore) DeleteTokens(ctx context.Context, userID, providerID string
 	if err := s.kv.Del(ctx, key); err != nil {
 		return storeErr(ctx, "delete tokens", err)
 	}
+	_ = s.kv.Unschedule(ctx, connIndexKey(userID), providerID) // a failure is repaired by the next listing
 	s.pending.drop(key)
 	s.events.emit(ctx, Event{Kind: EventTokensDeleted, UserID: userID, ProviderID: providerID})
 	return nil

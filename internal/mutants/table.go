@@ -526,6 +526,32 @@ func table() []mutant {
 			Run:  "TestRefreshWaiterLooksAgainOnceListening",
 		},
 
+		// A user's connections (issue 12).
+		{
+			Name: "conn/sign-in-not-indexed",
+			File: "tokenstore.go",
+			Old:  "\trunBatch(ctx, s.kv, set, &kvOp{kind: opSchedule, key: connIndexKey(userID), member: providerID, due: s.now()})\n",
+			New:  "\trunBatch(ctx, s.kv, set)\n",
+			Why:  "a sign-in enters the provider in the user's connection index, so providers outside the registry are listed",
+			Run:  "TestConnectionsListAndRepair",
+		},
+		{
+			Name: "conn/stale-entry-kept",
+			File: "connections.go",
+			Old:  "\tcase !found && listed:\n",
+			New:  "\tcase false:\n",
+			Why:  "an index entry whose record is gone is removed by the listing",
+			Run:  "TestConnectionsListAndRepair",
+		},
+		{
+			Name: "conn/unindexed-record-left-out",
+			File: "connections.go",
+			Old:  "\tcase found && !listed:\n",
+			New:  "\tcase false:\n",
+			Why:  "a record without an index entry is indexed by the listing",
+			Run:  "TestConnectionsListAndRepair",
+		},
+
 		// Not a guard: renewEvery stops renewing a lease that is in other hands,
 		// which saves commands but changes no outcome (the holder confirms the
 		// lease before every write), so "renewal result ignored" would survive.

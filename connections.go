@@ -1,0 +1,161 @@
+package oauthflow
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Connections: a user's connections, listed without a token. Each user has
+// an index (oauth:conn:{user}, a sorted set of provider IDs scored by when
+// they connected) that a sign-in writes in the same round trip as the token
+// record. Listing reads the index and the records together and repairs the
+// index both ways: an entry whose record is gone (a dead grant, an expiry) is
+// removed, and a record without an entry (written before the index existed,
+// or by another writer) is found through the registry and added.
+
+// Connection is one of a user's connections. It holds no token.
+type Connection struct {
+	ProviderID      string
+	Scopes          []string  // granted
+	ExpiresAt       time.Time // of the access token; zero when it never expires
+	HasRefreshToken bool
+	ConnectedAt     time.Time // zero when unknown (a record older than the index)
+	Health          string    // HealthHealthy, or HealthUnreadable with Err
+	Err             error     // why the record cannot be read (an unknown key, a corrupt record)
+}
+
+// Health of a connection.
+const (
+	HealthHealthy    = "healthy"
+	HealthUnreadable = "unreadable"
+)
+
+// connIndexKey names userID's connection index.
+func connIndexKey(userID string) string {
+	var buf [128]byte
+	return string(appendUserSegment(append(buf[:0], "oauth:conn:"...), userID))
+}
+
+// indexReader is a KV that can list an index's members with their due times
+// (Unix milliseconds). A KV without it lists connections through the registry.
+type indexReader interface {
+	members(ctx context.Context, index string) (map[string]int64, error)
+}
+
+// Connections lists userID's connections, sorted by provider ID, repairing
+// the user's index as it goes.
+func (s *TokenStore) Connections(ctx context.Context, userID string) ([]Connection, error) {
+	if userID == "" || len(userID) > maxUserIDLen {
+		return nil, invalidArg("user ID must be 1 to %d bytes", maxUserIDLen)
+	}
+	ctx = ctxOrBackground(ctx)
+	index := connIndexKey(userID)
+	indexed := map[string]int64{}
+	if r, ok := s.kv.(indexReader); ok {
+		var err error
+		if indexed, err = r.members(ctx, index); err != nil {
+			return nil, storeErr(ctx, "read connection index", err)
+		}
+	}
+	ids := slices.Sorted(maps.Keys(indexed))
+	for _, id := range s.reg.IDs() {
+		if _, ok := indexed[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	reads := make([]*kvOp, len(ids))
+	for i, id := range ids {
+		reads[i] = &kvOp{kind: opGet, key: tokenKey(userID, id)}
+	}
+	runBatch(ctx, s.kv, reads...)
+	var out []Connection
+	for i, id := range ids {
+		c, found, err := s.connection(ctx, reads[i], id, indexed)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.repairIndex(ctx, index, id, found, indexed); err != nil {
+			return nil, err
+		}
+		if found {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// connection reads one record of the listing; found is false when it is gone.
+func (s *TokenStore) connection(ctx context.Context, read *kvOp, id string, indexed map[string]int64) (Connection, bool, error) {
+	if errors.Is(read.err, ErrNotFound) || !validProviderID(id) {
+		return Connection{}, false, nil
+	}
+	if read.err != nil {
+		return Connection{}, false, storeErr(ctx, "read tokens", read.err)
+	}
+	c := Connection{ProviderID: id, Health: HealthHealthy}
+	if at := indexed[id]; at > 0 {
+		c.ConnectedAt = time.UnixMilli(at)
+	}
+	v, err := s.parse(read.got, read.key)
+	if err != nil {
+		c.Health, c.Err = HealthUnreadable, err
+		return c, true, nil
+	}
+	c.Scopes, c.HasRefreshToken = strings.Fields(string(v.scope)), len(v.refresh) > 0
+	if v.expiresAt != 0 {
+		c.ExpiresAt = time.UnixMilli(v.expiresAt)
+	}
+	return c, true, nil
+}
+
+// repairIndex makes the index agree with what the listing found.
+func (s *TokenStore) repairIndex(ctx context.Context, index, id string, found bool, indexed map[string]int64) error {
+	_, listed := indexed[id]
+	var err error
+	switch {
+	case found && !listed:
+		err = s.kv.Schedule(ctx, index, id, time.UnixMilli(0)) // connected at an unknown time
+	case !found && listed:
+		err = s.kv.Unschedule(ctx, index, id)
+	}
+	if err != nil {
+		return storeErr(ctx, "repair connection index", err)
+	}
+	return nil
+}
+
+// members lists index's members with their due times.
+func (m *MemoryKV) members(_ context.Context, index string) (map[string]int64, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return maps.Clone(m.idx[index]), nil
+}
+
+// members lists index's members with their scores (ZRANGE WITHSCORES).
+func (r *RedisKV) members(ctx context.Context, index string) (map[string]int64, error) {
+	zs, err := r.c.ZRangeWithScores(ctxOrBackground(ctx), index, 0, -1).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int64, len(zs))
+	for _, z := range zs {
+		if m, ok := z.Member.(string); ok {
+			out[m] = int64(z.Score)
+		}
+	}
+	return out, nil
+}
+
+func (p *prefixKV) members(ctx context.Context, index string) (map[string]int64, error) {
+	r, ok := p.kv.(indexReader)
+	if !ok {
+		return map[string]int64{}, nil
+	}
+	return r.members(ctx, p.prefix+index)
+}
