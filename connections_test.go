@@ -50,7 +50,7 @@ func TestConnectionsListAndRepair(t *testing.T) {
 
 			require.NoError(t, s.DeleteTokens(ctx, "alice", "google"))
 			require.NoError(t, kv.Del(ctx, "oauth:alice:mcp-notes")) // gone behind the store's back (expired, say)
-			require.NoError(t, kv.Set(ctx, "oauth:alice:slack", // written before the index existed
+			require.NoError(t, kv.Set(ctx, "oauth:alice:slack",      // written before the index existed
 				[]byte(`{"accessToken":"x","expiresAt":0,"scope":"chat:write"}`), 0))
 			list, err = s.Connections(ctx, "alice")
 			require.NoError(t, err)
