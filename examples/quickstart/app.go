@@ -98,6 +98,9 @@ type providerView struct {
 	Connected bool       `json:"connected"`
 	Token     *tokenView `json:"token,omitempty"`
 	Refreshes int        `json:"refreshes"`
+	// From the store's list of the user's connections (Tokens.Connections).
+	Health      string `json:"health,omitempty"`
+	ConnectedAt int64  `json:"connectedAt,omitempty"` // Unix ms; 0 = unknown
 }
 
 // tokenView shows a token without revealing it: a fingerprint and its expiry.
@@ -114,6 +117,15 @@ func fingerprint(token string) string {
 }
 
 func (a *app) session(w http.ResponseWriter, r *http.Request, user string) {
+	conns, err := a.mod.Tokens.Connections(r.Context(), user)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	byProvider := map[string]oauthflow.Connection{}
+	for _, c := range conns {
+		byProvider[c.ProviderID] = c
+	}
 	var views []providerView
 	for _, id := range a.mod.Registry.IDs() {
 		p, _ := a.mod.Registry.Get(id)
@@ -125,6 +137,11 @@ func (a *app) session(w http.ResponseWriter, r *http.Request, user string) {
 			v.Connected = true
 			v.Token = &tokenView{Fingerprint: fingerprint(t.AccessToken), ExpiresAt: t.ExpiresAt, Scope: t.Scope,
 				Refreshable: t.RefreshToken != ""}
+			c := byProvider[id]
+			v.Health = c.Health
+			if !c.ConnectedAt.IsZero() {
+				v.ConnectedAt = c.ConnectedAt.UnixMilli()
+			}
 		} else if !errors.Is(err, oauthflow.ErrNoToken) {
 			a.fail(w, err)
 			return

@@ -198,8 +198,12 @@ func TestBrowserPopupConnectCallRefreshDisconnect(t *testing.T) {
 	browsertest.WaitClosed(t, ctx, popup)
 	waitConnected(t, ctx)
 
-	var shown string
-	browsertest.Run(t, ctx, "read the fingerprint", text(card+` [data-role="fingerprint"]`, &shown))
+	var shown, health, connectedAt string
+	browsertest.Run(t, ctx, "read the fingerprint and the connection's health", text(card+` [data-role="fingerprint"]`, &shown),
+		text(card+` [data-role="health"]`, &health), text(card+` [data-role="connected-at"]`, &connectedAt))
+	if health != "healthy" || connectedAt == "" || connectedAt == "unknown" {
+		t.Errorf("the card shows health %q, connected %q; want healthy and a time", health, connectedAt)
+	}
 	first, repos := me(t, callAPI(t, ctx, "0"))
 	if first != shown {
 		t.Errorf("the API was called with token %s, the card shows %s", first, shown)

@@ -49,6 +49,8 @@
       part(card, "scope").textContent = view.token.scope || "(none)";
       part(card, "refreshes").textContent = String(view.refreshes);
       part(card, "expiry").textContent = expiryText(view.token.expiresAt);
+      part(card, "health").textContent = view.health || "unknown";
+      part(card, "connected-at").textContent = view.connectedAt ? new Date(view.connectedAt).toLocaleString() : "unknown";
     } else if (!part(card, "prompt").firstChild) {
       var button = document.createElement("button");
       button.type = "button";
