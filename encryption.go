@@ -194,8 +194,12 @@ func boundTo(name string) []byte { return readOnlyBytes(name) }
 // sealedRecord reports whether b is a sealed record, as opposed to plain JSON.
 func sealedRecord(b []byte) bool { return bytes.HasPrefix(b, []byte(sealedMark)) }
 
-// sealedKeyID returns the key ID a sealed record names.
+// sealedKeyID returns the key ID a sealed record names; ok is false for a
+// plain record and for a sealed one without a valid key ID.
 func sealedKeyID(b []byte) (string, bool) {
+	if !sealedRecord(b) {
+		return "", false
+	}
 	id, _, ok := bytes.Cut(b[len(sealedMark):], []byte(":"))
 	if !ok || !validKeyID(string(id)) {
 		return "", false

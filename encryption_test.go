@@ -623,3 +623,14 @@ func TestZeroKeyRingIsRefused(t *testing.T) {
 	_, err = oauthflow.Reencrypt(context.Background(), oauthflow.NewMemoryKV(), &oauthflow.KeyRing{}, oauthflow.ReencryptOptions{})
 	require.ErrorIs(t, err, oauthflow.ErrInvalidArgument)
 }
+
+// A walk meets records of every length: one shorter than the sealed mark (a
+// corrupt or foreign value under a token key) is counted, never a panic.
+func TestReencryptCountsAShortRecord(t *testing.T) {
+	t.Parallel()
+	kv := oauthflow.NewMemoryKV()
+	require.NoError(t, kv.Set(context.Background(), "oauth:alice:github", []byte("{}"), 0))
+	p, err := oauthflow.Reencrypt(context.Background(), kv, keyRing(t, newKey(t, "k1")), oauthflow.ReencryptOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, p.Corrupt)
+}

@@ -102,7 +102,7 @@ func reseal(ctx context.Context, kv KV, ring *KeyRing, key string, p *ReencryptP
 	if err != nil {
 		return storeErr(ctx, "read "+key, err)
 	}
-	if id, ok := sealedKeyID(b); ok && sealedRecord(b) && id == ring.CurrentKeyID() {
+	if id, ok := sealedKeyID(b); ok && id == ring.CurrentKeyID() {
 		p.Current++
 		return nil
 	}
