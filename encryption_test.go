@@ -624,13 +624,16 @@ func TestZeroKeyRingIsRefused(t *testing.T) {
 	require.ErrorIs(t, err, oauthflow.ErrInvalidArgument)
 }
 
-// A walk meets records of every length: one shorter than the sealed mark (a
-// corrupt or foreign value under a token key) is counted, never a panic.
-func TestReencryptCountsAShortRecord(t *testing.T) {
+// A walk meets records of every length: one shorter than the sealed mark is
+// a plain record like any other and is sealed as it is, never a panic.
+func TestReencryptSealsAShortRecord(t *testing.T) {
 	t.Parallel()
 	kv := oauthflow.NewMemoryKV()
 	require.NoError(t, kv.Set(context.Background(), "oauth:alice:github", []byte("{}"), 0))
 	p, err := oauthflow.Reencrypt(context.Background(), kv, keyRing(t, newKey(t, "k1")), oauthflow.ReencryptOptions{})
 	require.NoError(t, err)
-	require.Equal(t, 1, p.Corrupt)
+	require.Equal(t, 1, p.Rewritten)
+	b, err := kv.Get(context.Background(), "oauth:alice:github")
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(b), "enc1:k1:"), "%s", b)
 }
