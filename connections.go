@@ -24,11 +24,21 @@ type Connection struct {
 	ExpiresAt       time.Time // of the access token; zero when it never expires
 	HasRefreshToken bool
 	ConnectedAt     time.Time // zero when unknown (a record older than the index)
-	Health          string    // HealthHealthy, or HealthUnreadable with Err
-	Err             error     // why the record cannot be read (an unknown key, a corrupt record)
+	RefreshedAt     time.Time // the last successful refresh of these tokens; zero when none
+	Health          string    // HealthHealthy, HealthRefreshFailing, or HealthUnreadable with Err
+
+	// While Health is HealthRefreshFailing: failed refreshes in a row, the
+	// last one's error (as logged) and when a refresh may call the provider
+	// again (health.go).
+	Attempts    int
+	LastError   string
+	NextAttempt time.Time
+
+	Err error // why the record cannot be read (an unknown key, a corrupt record)
 }
 
-// Health of a connection.
+// Health of a connection. A connection whose grant is dead is gone: it is
+// not listed.
 const (
 	HealthHealthy    = "healthy"
 	HealthUnreadable = "unreadable"
@@ -69,14 +79,15 @@ func (s *TokenStore) Connections(ctx context.Context, userID string) ([]Connecti
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	reads := make([]*kvOp, len(ids))
+	reads := make([]*kvOp, 2*len(ids)) // each record, then its health
 	for i, id := range ids {
-		reads[i] = &kvOp{kind: opGet, key: tokenKey(userID, id)}
+		reads[2*i] = &kvOp{kind: opGet, key: tokenKey(userID, id)}
+		reads[2*i+1] = &kvOp{kind: opGet, key: metaKey(userID, id)}
 	}
 	runBatch(ctx, s.kv, reads...)
 	var out []Connection
 	for i, id := range ids {
-		c, found, err := s.connection(ctx, reads[i], id, indexed)
+		c, found, err := s.connection(ctx, reads[2*i], reads[2*i+1], id, indexed)
 		if err != nil {
 			return nil, err
 		}
@@ -90,8 +101,9 @@ func (s *TokenStore) Connections(ctx context.Context, userID string) ([]Connecti
 	return out, nil
 }
 
-// connection reads one record of the listing; found is false when it is gone.
-func (s *TokenStore) connection(ctx context.Context, read *kvOp, id string, indexed map[string]int64) (Connection, bool, error) {
+// connection reads one record of the listing and its health record (meta);
+// found is false when it is gone.
+func (s *TokenStore) connection(ctx context.Context, read, meta *kvOp, id string, indexed map[string]int64) (Connection, bool, error) {
 	if errors.Is(read.err, ErrNotFound) || !validProviderID(id) {
 		return Connection{}, false, nil
 	}
@@ -111,7 +123,25 @@ func (s *TokenStore) connection(ctx context.Context, read *kvOp, id string, inde
 	if v.expiresAt != 0 {
 		c.ExpiresAt = time.UnixMilli(v.expiresAt)
 	}
+	if meta.err == nil {
+		c.health(decodeMeta(meta.got), v.tokens())
+	}
 	return c, true, nil
+}
+
+// health fills in what m says of the connection's tokens t; a record about
+// other tokens (those a sign-in replaced) says nothing.
+func (c *Connection) health(m connMeta, t StoredTokens) {
+	if !m.about(fingerprint(t)) {
+		return
+	}
+	if m.RefreshedAt > 0 {
+		c.RefreshedAt = time.UnixMilli(m.RefreshedAt)
+	}
+	if m.Failures > 0 {
+		c.Health, c.Attempts, c.LastError = HealthRefreshFailing, m.Failures, m.LastError
+		c.NextAttempt = time.UnixMilli(m.NextAttempt)
+	}
 }
 
 // repairIndex makes the index agree with what the listing found.

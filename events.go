@@ -24,6 +24,12 @@ const (
 	EventConnected       EventKind = "connected"        // a sign-in flow completed
 	EventFlowFailed      EventKind = "flow_failed"      // a sign-in flow ended without tokens
 	EventSignInRefused   EventKind = "sign_in_refused"  // a completion did not come from the user or browser that started the sign-in
+
+	// A connection's health (health.go): the first of a run of transient
+	// refresh failures, and the refresh that ends one. Attempts counts the
+	// failures; each failure is also an EventRefreshFailed.
+	EventConnectionFailing   EventKind = "connection_failing"
+	EventConnectionRecovered EventKind = "connection_recovered"
 )
 
 // Event is one thing that happened; Err says why for the failures.
@@ -34,6 +40,7 @@ type Event struct {
 	RunID      string // the sign-in run, for flow events
 	Err        error
 	GrantDead  bool // the provider said the grant is gone: the user must sign in again
+	Attempts   int  // failed refreshes in a row, for refresh and health events
 	Time       time.Time
 }
 
@@ -83,6 +90,9 @@ func eventAttrs(e Event) []slog.Attr {
 	}
 	if e.Err != nil {
 		attrs = append(attrs, slog.String("error", logSafeError(e.Err)), slog.Bool("grant_dead", e.GrantDead))
+	}
+	if e.Attempts > 0 {
+		attrs = append(attrs, slog.Int("attempts", e.Attempts))
 	}
 	return attrs
 }

@@ -15,6 +15,7 @@ import (
 //	oauth:lock:run:{runId}             run lock
 //	oauth:doc:{runId}:{name}           run document
 //	oauth:conn:{user}                  the user's connection index (a sorted set)
+//	oauth:meta:{user}:{providerId}     the connection's health (health.go)
 //
 // {user} is the user ID itself (the seed's key names, so existing data stays
 // readable) unless the ID could be mistaken for another kind: when its first

@@ -59,6 +59,11 @@ type Config struct {
 	// RunLockLease is how long a run's lock outlives an instance that died
 	// holding it. 0: 30 seconds.
 	RunLockLease time.Duration
+	// RefreshBackoff is how long a connection whose refresh failed
+	// transiently waits before a refresh calls its provider again: reads of a
+	// token that has expired get a RefreshFailingError until then, reads of
+	// one still valid get it as usual. Zero fields: DefaultRefreshBackoff.
+	RefreshBackoff Backoff
 	// WorkerInterval is how often the background worker looks for due work
 	// (one store command when there is none). 0: one second.
 	WorkerInterval time.Duration
@@ -128,7 +133,7 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 		m.httpClient = defaultHTTPClient()
 	}
 	m.Tokens = NewTokenStore(kv, m.Registry, WithClock(now), WithLogger(log), WithEventHook(cfg.OnEvent),
-		WithEncryption(ring))
+		WithEncryption(ring), WithRefreshBackoff(cfg.RefreshBackoff))
 	m.Sessions = NewSessionService(kv, WithSessionClock(now), WithSessionTTL(m.signInTTL), WithSessionEncryption(ring))
 	m.Engine = NewEngine(kv, WithEngineClock(now), WithEngineLogger(log), WithFinishedRunTTL(cfg.FinishedRunTTL),
 		WithRunLease(m.runLockLease))

@@ -220,7 +220,8 @@ func IsTransient(err error) bool {
 	if err == nil || IsGrantDead(err) {
 		return false
 	}
-	if errors.Is(err, ErrStoreUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+	var failing *RefreshFailingError
+	if errors.Is(err, ErrStoreUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &failing) {
 		return true
 	}
 	if status := providerStatus(err); status == http.StatusTooManyRequests || status >= 500 {

@@ -212,12 +212,20 @@ func (r *refreshRun) round(ctx context.Context, l *lease, raw []byte, base Store
 	if base.RefreshToken == "" {
 		return StoredTokens{}, false, fmt.Errorf("%w: the access token expired and there is no refresh token", ErrNoToken)
 	}
+	health := r.s.readMeta(ctx, r.userID, r.providerID)
+	if err := r.s.coolingDown(health, base, r.providerID); err != nil {
+		return StoredTokens{}, false, err
+	}
 	ts, err := r.s.callRefresh(ctx, r.providerID, base.RefreshToken)
 	if err != nil {
-		again, err = r.failed(ctx, l, raw, err)
+		again, err = r.failed(ctx, l, raw, err, health, base)
 		return StoredTokens{}, again, err
 	}
-	return r.save(ctx, l, raw, r.s.merge(base, ts))
+	t, again, err = r.save(ctx, l, raw, r.s.merge(base, ts))
+	if !again && err == nil {
+		r.s.refreshed(ctx, r.userID, r.providerID, health, base, t)
+	}
+	return t, again, err
 }
 
 // save writes t over the record read as raw. When the store fails, the callers
@@ -287,11 +295,13 @@ func (r *refreshRun) retry(ctx context.Context, l *lease, w pendingWrite) {
 
 // failed applies the rule: a dead grant deletes the record (the user must sign
 // in again), fenced like a write; anything else keeps it, so a transient fault
-// loses nothing. again asks for a new round: the record changed meanwhile.
-func (r *refreshRun) failed(ctx context.Context, l *lease, raw []byte, err error) (again bool, _ error) {
+// loses nothing, and is written in the connection's health record (health,
+// as read before the refresh of base). again asks for a new round: the record
+// changed meanwhile.
+func (r *refreshRun) failed(ctx context.Context, l *lease, raw []byte, err error, health connMeta, base StoredTokens) (again bool, _ error) {
 	p, _ := r.s.reg.Get(r.providerID)
 	if !grantDead(p, err) {
-		r.s.events.emit(ctx, Event{Kind: EventRefreshFailed, UserID: r.userID, ProviderID: r.providerID, Err: err})
+		r.s.refreshFailed(ctx, r.userID, r.providerID, health, base, err)
 		return false, fmt.Errorf("oauthflow: refresh %s token: %w", r.providerID, err)
 	}
 	held, cerr := l.confirm(ctx)
@@ -309,6 +319,7 @@ func (r *refreshRun) failed(ctx context.Context, l *lease, raw []byte, err error
 	if !deleted {
 		return true, nil
 	}
+	r.s.forget(ctx, r.userID, r.providerID)
 	r.s.events.emit(ctx, Event{Kind: EventRefreshFailed, UserID: r.userID, ProviderID: r.providerID, Err: err, GrantDead: true})
 	return false, fmt.Errorf("%w: the provider refused the refresh token: %w", ErrNoToken, err)
 }

@@ -39,6 +39,7 @@ type TokenStore struct {
 	pending        pendingWrites
 	direct         directKV // kv without its key prefix, for the hot read
 	ring           *KeyRing // seals records at rest; nil: plain
+	backoff        Backoff  // between transient refresh failures (health.go)
 }
 
 // TokenStoreOption configures a TokenStore.
@@ -93,6 +94,13 @@ func WithLockLease(d time.Duration) TokenStoreOption {
 	}
 }
 
+// WithRefreshBackoff sets how long a connection whose refresh failed
+// transiently waits before a refresh calls the provider again (health.go).
+// A zero field takes DefaultRefreshBackoff's.
+func WithRefreshBackoff(b Backoff) TokenStoreOption {
+	return func(s *TokenStore) { s.backoff = b.orDefault() }
+}
+
 // WithEncryption seals the token records this store writes with ring's
 // current key, and opens records sealed under any of its keys (see KeyRing).
 // Plain records are still read. nil: records are written plain.
@@ -108,7 +116,7 @@ func NewTokenStore(kv KV, reg *Registry, opts ...TokenStoreOption) *TokenStore {
 	}
 	s := &TokenStore{kv: kv, reg: reg, now: time.Now, skew: DefaultSkew,
 		refreshTimeout: DefaultRefreshTimeout, lockLease: DefaultLockLease, lockWait: defaultLockWait,
-		events: notifier{log: slog.Default()}}
+		events: notifier{log: slog.Default()}, backoff: DefaultRefreshBackoff}
 	for _, o := range opts {
 		o(s)
 	}
@@ -342,6 +350,7 @@ func (s *TokenStore) DeleteTokens(ctx context.Context, userID, providerID string
 		return storeErr(ctx, "delete tokens", err)
 	}
 	_ = s.kv.Unschedule(ctx, connIndexKey(userID), providerID) // a failure is repaired by the next listing
+	s.forget(ctx, userID, providerID)
 	s.pending.drop(key)
 	s.events.emit(ctx, Event{Kind: EventTokensDeleted, UserID: userID, ProviderID: providerID})
 	return nil

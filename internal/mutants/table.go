@@ -552,6 +552,65 @@ func table() []mutant {
 			Run:  "TestConnectionsListAndRepair",
 		},
 
+		// Health: the backoff between failed refreshes, and the fingerprint
+		// that ties a health record to the tokens it speaks of.
+		{
+			Name: "health/no-cooldown",
+			File: "health.go",
+			Old:  "s.now().UnixMilli() >= m.NextAttempt",
+			New:  "true",
+			Why:  "a connection whose refreshes fail is not refreshed by every read until its next attempt",
+			Run:  "TestRefreshBackoff",
+		},
+		{
+			Name: "health/cooldown-of-other-tokens",
+			File: "health.go",
+			Old:  "if m.Failures == 0 || !m.about(fingerprint(base)) ||",
+			New:  "if m.Failures == 0 ||",
+			Why:  "a sign-in after failed refreshes is refreshed at once: the backoff was the old tokens'",
+			Run:  "TestHealthFollowsTheTokens",
+		},
+		{
+			Name: "health/failures-not-counted",
+			File: "health.go",
+			Old:  "next.RefreshedAt, next.Failures = m.RefreshedAt, m.Failures+1",
+			New:  "next.RefreshedAt = m.RefreshedAt",
+			Why:  "failures in a row are counted, and the backoff grows with them",
+			Run:  "TestRefreshBackoff",
+		},
+		{
+			Name: "health/recovered-for-other-tokens",
+			File: "health.go",
+			Old:  "if m.Failures > 0 && m.about(fingerprint(base)) {",
+			New:  "if m.Failures > 0 {",
+			Why:  "recovered is told only for tokens that were failing, not for a sign-in that replaced them",
+			Run:  "TestHealthFollowsTheTokens",
+		},
+		{
+			Name: "health/listing-ignores-fingerprint",
+			File: "connections.go",
+			Old:  "\tif !m.about(fingerprint(t)) {\n\t\treturn\n\t}\n",
+			New:  "",
+			Why:  "the listing shows a new sign-in healthy, whatever its predecessor's record says",
+			Run:  "TestHealthFollowsTheTokens",
+		},
+		{
+			Name: "health/kept-after-disconnect",
+			File: "tokenstore.go",
+			Old:  "\ts.forget(ctx, userID, providerID)\n",
+			New:  "",
+			Why:  "a disconnect deletes the connection's health record",
+			Run:  "TestHealthFollowsTheTokens",
+		},
+		{
+			Name: "health/kept-after-dead-grant",
+			File: "refresh.go",
+			Old:  "\tr.s.forget(ctx, r.userID, r.providerID)\n",
+			New:  "",
+			Why:  "a dead grant deletes the connection's health record",
+			Run:  "TestHealthFollowsTheTokens",
+		},
+
 		// Not a guard: renewEvery stops renewing a lease that is in other hands,
 		// which saves commands but changes no outcome (the holder confirms the
 		// lease before every write), so "renewal result ignored" would survive.

@@ -260,7 +260,10 @@ func storm(ctx context.Context, fleet *fleet, user string, n int) (ok, failed in
 // census reads every connected user's token once more, which refreshes it
 // (each is due by now): a user whose stored refresh token is not the live one
 // at the provider, or whose record is gone, has lost the connection. A read
-// that fails on a provider 503 is tried again.
+// that fails on a provider 503 is tried again, after the connection's backoff
+// when it is in one.
+const refreshRetryWait = 100 * time.Millisecond
+
 func census(ctx context.Context, fleet *fleet, users []string) (connected, lost int) {
 	for _, user := range users {
 		for attempt := 0; ; attempt++ {
@@ -278,6 +281,9 @@ func census(ctx context.Context, fleet *fleet, users []string) (connected, lost 
 			if attempt == 20 {
 				lost++ // not gone, but unreadable: counted against us
 				break
+			}
+			if errors.As(err, &he) && he.body.Error == "refresh_failing" {
+				time.Sleep(refreshRetryWait) // the connection's backoff: the app's is far shorter than this
 			}
 		}
 	}

@@ -4,7 +4,7 @@
 // endpoints and a small control API the soak drives it with:
 //
 //	POST /soak/start?user=U   starts U's sign-in: {"state","authUrl"}
-//	GET  /soak/token?user=U   reads U's valid token: {"token"} or {"error":"no_token"|"failed","message"}
+//	GET  /soak/token?user=U   reads U's valid token: {"token"} or {"error":"no_token"|"refresh_failing"|"failed","message"}
 //
 // It is configured from the environment: SOAK_ADDR (listen address),
 // SOAK_REDIS ("host:port", or "cluster:host:port,host:port,..."), SOAK_PREFIX
@@ -59,7 +59,7 @@ func run() error {
 	}
 	m, err := oauthflow.New(ctx, oauthflow.Config{KV: oauthflow.NewRedisKV(client), KeyPrefix: os.Getenv("SOAK_PREFIX"),
 		Registry: reg, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		WorkerInterval: 100 * time.Millisecond})
+		WorkerInterval: 100 * time.Millisecond, RefreshBackoff: oauthflow.Backoff{First: 20 * time.Millisecond, Max: 80 * time.Millisecond}})
 	if err != nil {
 		return err
 	}
@@ -76,7 +76,10 @@ func run() error {
 	})
 	mux.HandleFunc("GET /soak/token", func(w http.ResponseWriter, r *http.Request) {
 		tok, err := m.Tokens.GetValidAccessToken(r.Context(), r.URL.Query().Get("user"), "demo")
+		var failing *oauthflow.RefreshFailingError
 		switch {
+		case errors.As(err, &failing):
+			answer(w, http.StatusServiceUnavailable, map[string]string{"error": "refresh_failing", "message": err.Error()})
 		case errors.Is(err, oauthflow.ErrNoToken):
 			answer(w, http.StatusNotFound, map[string]string{"error": "no_token", "message": err.Error()})
 		case err != nil:
