@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Connections: a user's connections, listed without a token. Each user has
@@ -54,6 +56,8 @@ func connIndexKey(userID string) string {
 // (Unix milliseconds). A KV without it lists connections through the registry.
 type indexReader interface {
 	members(ctx context.Context, index string) (map[string]int64, error)
+	// score is member's due time in index; ok is false when it is not there.
+	score(ctx context.Context, index, member string) (ms int64, ok bool, err error)
 }
 
 // Connections lists userID's connections, sorted by provider ID, repairing
@@ -188,4 +192,27 @@ func (p *prefixKV) members(ctx context.Context, index string) (map[string]int64,
 		return map[string]int64{}, nil
 	}
 	return r.members(ctx, p.prefix+index)
+}
+
+func (m *MemoryKV) score(_ context.Context, index, member string) (int64, bool, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	ms, ok := m.idx[index][member]
+	return ms, ok, nil
+}
+
+func (r *RedisKV) score(ctx context.Context, index, member string) (int64, bool, error) {
+	f, err := r.c.ZScore(ctxOrBackground(ctx), index, member).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, false, nil
+	}
+	return int64(f), err == nil, err
+}
+
+func (p *prefixKV) score(ctx context.Context, index, member string) (int64, bool, error) {
+	r, ok := p.kv.(indexReader)
+	if !ok {
+		return 0, false, errors.ErrUnsupported
+	}
+	return r.score(ctx, p.prefix+index, member)
 }

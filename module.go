@@ -64,6 +64,17 @@ type Config struct {
 	// token that has expired get a RefreshFailingError until then, reads of
 	// one still valid get it as usual. Zero fields: DefaultRefreshBackoff.
 	RefreshBackoff Backoff
+	// RefreshAhead, when set, has the background worker refresh a
+	// connection's tokens this long before they expire, so that reads never
+	// wait on the provider; it is raised to twice the 60 s skew when less.
+	// Every instance refreshes its share, each connection once between them.
+	// A connection is kept alive by reads: one not read for RefreshAheadIdle
+	// (0: 7 days) is left to refresh on its next read. 0 (the default): off,
+	// tokens are refreshed on read only; refreshing ahead spends provider
+	// calls (and rate limits) on connections that may not be read again, and
+	// rotates refresh tokens in the background, so it is the app's choice.
+	// Set it on every instance alike: one without it takes connections out.
+	RefreshAhead, RefreshAheadIdle time.Duration
 	// WorkerInterval is how often the background worker looks for due work
 	// (one store command when there is none). 0: one second.
 	WorkerInterval time.Duration
@@ -133,7 +144,7 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 		m.httpClient = defaultHTTPClient()
 	}
 	m.Tokens = NewTokenStore(kv, m.Registry, WithClock(now), WithLogger(log), WithEventHook(cfg.OnEvent),
-		WithEncryption(ring), WithRefreshBackoff(cfg.RefreshBackoff))
+		WithEncryption(ring), WithRefreshBackoff(cfg.RefreshBackoff), WithRefreshAhead(cfg.RefreshAhead, cfg.RefreshAheadIdle))
 	m.Sessions = NewSessionService(kv, WithSessionClock(now), WithSessionTTL(m.signInTTL), WithSessionEncryption(ring))
 	m.Engine = NewEngine(kv, WithEngineClock(now), WithEngineLogger(log), WithFinishedRunTTL(cfg.FinishedRunTTL),
 		WithRunLease(m.runLockLease))
@@ -145,6 +156,7 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	m.work.handle(jobLapse, m.lapse)
 	m.work.handle(jobDeliver, m.Engine.deliver)
 	m.work.handle(jobAbandon, m.abandon)
+	m.work.handle(jobAhead, m.Tokens.refreshAhead)
 	m.work.start()
 	return m, nil
 }

@@ -26,7 +26,7 @@ const maxRefreshRounds = 3
 // the shared one under a context of its own so that no caller's cancellation
 // ends it. seen is the record as the caller read it.
 func (s *TokenStore) refresh(ctx context.Context, userID, providerID string, seen []byte) (StoredTokens, error) {
-	return s.refreshUnless(ctx, userID, providerID, seen, "")
+	return s.runRefresh(ctx, userID, providerID, seen, refreshWhen{})
 }
 
 // refreshRejected refreshes the user's token because an API refused rejected,
@@ -45,18 +45,24 @@ func (s *TokenStore) refreshRejected(ctx context.Context, userID, providerID, re
 	if len(v.refresh) == 0 {
 		return "", fmt.Errorf("%w: the API refused the access token and there is no refresh token", ErrNoToken)
 	}
-	t, err := s.refreshUnless(ctx, userID, providerID, raw, rejected)
+	t, err := s.runRefresh(ctx, userID, providerID, raw, refreshWhen{rejected: rejected})
 	return t.AccessToken, err
 }
 
-// refreshUnless is refresh, where a record whose access token is rejected
-// (one an API refused) counts as due however long it has left.
-func (s *TokenStore) refreshUnless(ctx context.Context, userID, providerID string, seen []byte, rejected string) (StoredTokens, error) {
+// refreshWhen says when a record is due besides the rule (expired, or about
+// to within the skew).
+type refreshWhen struct {
+	rejected string // an access token an API refused: due, whatever its expiry
+	ahead    bool   // due though valid, unless rewritten since it was seen (refresh ahead, ahead.go)
+}
+
+// runRefresh is refresh, where a record is also due as when says.
+func (s *TokenStore) runRefresh(ctx context.Context, userID, providerID string, seen []byte, when refreshWhen) (StoredTokens, error) {
 	return s.flights.do(ctx, tokenKey(userID, providerID), func(publish func(StoredTokens, error)) (StoredTokens, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.refreshTimeout)
 		defer cancel()
 		r := &refreshRun{s: s, userID: userID, providerID: providerID, key: tokenKey(userID, providerID), publish: publish,
-			rejected: rejected}
+			when: when}
 		t, err := r.shared(rctx, seen)
 		if r.unsaved != nil { // told once the lock is free, so the next read can write them
 			s.events.emit(rctx, Event{Kind: EventRefreshUnsaved, UserID: userID, ProviderID: providerID, Err: r.unsaved})
@@ -71,20 +77,25 @@ type refreshRun struct {
 	userID, providerID, key string
 	publish                 func(StoredTokens, error) // answers the callers before the run ends
 	unsaved                 error                     // why refreshed tokens are kept unwritten, if they are
-	rejected                string                    // an access token an API refused: due, whatever its expiry
+	when                    refreshWhen               // due besides the rule
 }
 
-// current is TokenStore.current, where the rejected token never is.
+// current is TokenStore.current, where the rejected token never is, and a
+// refresh ahead takes only a record rewritten since the worker found it due
+// (by another instance's refresh, a sign-in) as current.
 func (r *refreshRun) current(raw []byte, v tokenView, seen []byte) bool {
-	if r.rejected != "" && string(v.access) == r.rejected {
+	if r.when.rejected != "" && string(v.access) == r.when.rejected {
 		return false
+	}
+	if r.when.ahead {
+		return v.expiresAt == 0 || !bytes.Equal(raw, seen) && r.s.fresh(v.expiresAt)
 	}
 	return r.s.current(raw, v, seen)
 }
 
 // usable reports whether kept tokens can be handed out: fresh, and not the rejected token.
 func (r *refreshRun) usable(t StoredTokens) bool {
-	return r.s.fresh(t.ExpiresAt) && (r.rejected == "" || t.AccessToken != r.rejected)
+	return r.s.fresh(t.ExpiresAt) && (r.when.rejected == "" || t.AccessToken != r.when.rejected)
 }
 
 // shared takes the cross-process lock and refreshes, or, while another process

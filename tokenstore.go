@@ -37,9 +37,10 @@ type TokenStore struct {
 	events         notifier
 	flights        flightGroup
 	pending        pendingWrites
-	direct         directKV // kv without its key prefix, for the hot read
-	ring           *KeyRing // seals records at rest; nil: plain
-	backoff        Backoff  // between transient refresh failures (health.go)
+	direct         directKV    // kv without its key prefix, for the hot read
+	ring           *KeyRing    // seals records at rest; nil: plain
+	backoff        Backoff     // between transient refresh failures (health.go)
+	ahead          *aheadState // refresh ahead (ahead.go); nil: off
 }
 
 // TokenStoreOption configures a TokenStore.
@@ -122,6 +123,9 @@ func NewTokenStore(kv KV, reg *Registry, opts ...TokenStoreOption) *TokenStore {
 	}
 	s.events.now = s.now
 	s.direct = directKVOf(kv)
+	if s.ahead != nil {
+		s.ahead.before = max(s.ahead.before, 2*s.skew)
+	}
 	return s
 }
 
@@ -186,11 +190,19 @@ func (s *TokenStore) ttl(t StoredTokens) time.Duration {
 // user's connection index (connections.go). An index write that fails is
 // repaired by the next listing.
 func (s *TokenStore) write(ctx context.Context, userID, providerID string, t StoredTokens) error {
-	key := tokenKey(userID, providerID)
+	key, now := tokenKey(userID, providerID), s.now()
 	set := &kvOp{kind: opSet, key: key, value: s.seal(t, key), ttl: s.ttl(t)}
-	runBatch(ctx, s.kv, set, &kvOp{kind: opSchedule, key: connIndexKey(userID), member: providerID, due: s.now()})
+	ops := []*kvOp{set, {kind: opSchedule, key: connIndexKey(userID), member: providerID, due: now}}
+	ahead := s.ahead != nil && t.RefreshToken != "" && t.ExpiresAt != 0
+	if ahead { // a sign-in counts as a read
+		ops = append(ops, s.ahead.markOps(userID, providerID, now, t.ExpiresAt)...)
+	}
+	runBatch(ctx, s.kv, ops...)
 	if set.err != nil {
 		return storeErr(ctx, "store tokens", set.err)
+	}
+	if ahead && ops[2].err == nil && ops[3].err == nil {
+		s.ahead.remember(connRef{userID, providerID}, now)
 	}
 	return nil
 }
@@ -289,8 +301,18 @@ func (s *TokenStore) GetValidAccessToken(ctx context.Context, userID, providerID
 }
 
 // validToken is the token valid now and its expiry; need, when given, are
-// scopes the grant must hold (scopes.go).
+// scopes the grant must hold (scopes.go). With refresh ahead, a read marks
+// the connection read (ahead.go).
 func (s *TokenStore) validToken(ctx context.Context, userID, providerID string, need []string) (string, int64, error) {
+	tok, expiresAt, err := s.readValid(ctx, userID, providerID, need)
+	if s.ahead != nil && err == nil {
+		s.markRead(ctxOrBackground(ctx), userID, providerID, expiresAt)
+	}
+	return tok, expiresAt, err
+}
+
+// readValid is validToken without the mark.
+func (s *TokenStore) readValid(ctx context.Context, userID, providerID string, need []string) (string, int64, error) {
 	if err := checkIDs(userID, providerID); err != nil {
 		return "", 0, err
 	}

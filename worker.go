@@ -2,6 +2,7 @@ package oauthflow
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -122,7 +123,11 @@ func (w *worker) do(ctx context.Context, member string) {
 	if !ok {
 		return // work of a newer version of the library: left to the instances that know it
 	}
-	if err := runJob(ctx, j, id); err != nil {
+	err := runJob(ctx, j, id)
+	if errors.Is(err, errHandled) {
+		return // the job placed its entry itself
+	}
+	if err != nil {
 		w.log.WarnContext(ctx, "oauthflow: due work failed; it is retried when its lease lapses",
 			"job", name, "id", id, "error", logSafeError(err))
 		return

@@ -611,6 +611,73 @@ func table() []mutant {
 			Run:  "TestHealthFollowsTheTokens",
 		},
 
+		// Refresh ahead: once across instances, idle connections parked, and
+		// the races of the worker's removals with reads and sign-ins.
+		{
+			Name: "ahead/refreshes-a-refreshed-record",
+			File: "refresh.go",
+			Old:  "return v.expiresAt == 0 || !bytes.Equal(raw, seen) && r.s.fresh(v.expiresAt)",
+			New:  "return v.expiresAt == 0",
+			Why:  "two instances that found a connection due refresh it once: the second finds it refreshed",
+			Run:  "TestRefreshDueOnceForTwoClaims",
+		},
+		{
+			Name: "ahead/never-due",
+			File: "refresh.go",
+			Old:  "\tif r.when.ahead {\n",
+			New:  "\tif false {\n",
+			Why:  "a connection within the ahead time of its expiry is refreshed though still valid",
+			Run:  "TestRefreshAheadAcrossInstances",
+		},
+		{
+			Name: "ahead/idle-kept-alive",
+			File: "ahead.go",
+			Old:  "\tcase now.Sub(seen) > a.idle:\n",
+			New:  "\tcase false:\n",
+			Why:  "a connection not read for the idle time is left alone",
+			Run:  "TestRefreshAheadAcrossInstances",
+		},
+		{
+			Name: "ahead/reads-not-marked",
+			File: "ahead.go",
+			Old:  "\tif ok && now.UnixMilli()-last < a.markEvery().Milliseconds() {\n",
+			New:  "\tif ok && last >= 0 {\n",
+			Why:  "reads keep a connection under refresh ahead",
+			Run:  "TestRefreshAheadAcrossInstances",
+		},
+		{
+			Name: "ahead/park-loses-a-read",
+			File: "ahead.go",
+			Old:  "\tif err != nil || !ok || !again.After(seen) {\n",
+			New:  "\tif _, _ = again, ok; err == nil {\n",
+			Why:  "a read that lands while the worker parks an idle connection brings it back",
+			Run:  "TestParkKeepsARaceWithARead",
+		},
+		{
+			Name: "ahead/leave-loses-a-sign-in",
+			File: "ahead.go",
+			Old:  "\tif err != nil || v.expiresAt == 0 || len(v.refresh) == 0 {\n\t\treturn errHandled\n\t}\n\trunBatch(",
+			New:  "\t_ = err\n\treturn errHandled\n\trunBatch(",
+			Why:  "a sign-in that lands while the worker takes a connection out keeps it in",
+			Run:  "TestLeaveKeepsARaceWithASignIn",
+		},
+		{
+			Name: "ahead/short-tokens-every-pass",
+			File: "ahead.go",
+			Old:  "\t\tdue = a.next(time.UnixMilli(m.RefreshedAt), v.expiresAt) // short tokens: halfway\n",
+			New:  "",
+			Why:  "tokens that live less than the ahead time are refreshed halfway through their life, not by every pass",
+			Run:  "TestRefreshAheadOfShortTokens",
+		},
+		{
+			Name: "ahead/off-keeps-entries",
+			File: "ahead.go",
+			Old:  "\t\treturn s.leave(ctx, member) // refresh ahead was turned off, or the entry is not ours\n",
+			New:  "\t\treturn nil\n",
+			Why:  "an instance without refresh ahead takes the entries out",
+			Run:  "TestRefreshAheadOffTakesEntriesOut",
+		},
+
 		// Not a guard: renewEvery stops renewing a lease that is in other hands,
 		// which saves commands but changes no outcome (the holder confirms the
 		// lease before every write), so "renewal result ignored" would survive.

@@ -1,0 +1,257 @@
+package oauthflow
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Refresh ahead: with WithRefreshAhead (Config.RefreshAhead) the Module's
+// background worker refreshes a connection's tokens before they expire, so
+// reads never wait on the provider. Each connection that is read has an
+// entry "ahead:{provider}:{user}" in the worker's due index, due the given
+// time before its access token expires. Claiming the entry leases it to one
+// instance; the refresh itself takes the same lock and writes through the
+// same fenced compare-and-swap as a refresh on read, so however many
+// instances run, a due connection is refreshed once.
+//
+// Reads are what keep a connection alive: a sign-in, and then a read at most
+// every idle/8 per instance (an in-process memo keeps the hot read free of
+// store commands in between), set the connection's score in the seen index
+// (oauth:sys:seen, Unix ms of the last read). A connection not read for
+// idle is left alone: its entry waits until its record would have lapsed
+// (RefreshableTokenTTL after the last read), and the next read brings it
+// forward again. A connection that is gone (deleted, dead grant, no refresh
+// token) leaves both indexes.
+
+// DefaultRefreshAheadIdle is how long refresh ahead keeps a connection alive
+// without a read.
+const DefaultRefreshAheadIdle = 7 * 24 * time.Hour
+
+const (
+	jobAhead  = "ahead"
+	seenIndex = "oauth:sys:seen"
+)
+
+// WithRefreshAhead makes the store keep connections that are read due for a
+// refresh ahead time before their access tokens expire, and refresh them
+// when a Module's worker finds them due (the Module does this for
+// Config.RefreshAhead). ahead is raised to twice the skew when it is less, so
+// that the worker comes before the reads would. A connection not read for
+// idle (0: DefaultRefreshAheadIdle) is left to refresh on read.
+func WithRefreshAhead(ahead, idle time.Duration) TokenStoreOption {
+	return func(s *TokenStore) {
+		if ahead <= 0 {
+			s.ahead = nil
+			return
+		}
+		s.ahead = &aheadState{before: ahead, idle: orDefault(idle, DefaultRefreshAheadIdle)}
+	}
+}
+
+// aheadState is a TokenStore's refresh ahead.
+type aheadState struct {
+	before, idle time.Duration
+
+	mu     sync.RWMutex
+	marked map[connRef]int64 // when this process last marked a connection read (Unix ms)
+	pruned int               // len(marked) after the last prune
+}
+
+type connRef struct{ userID, providerID string }
+
+// member names a connection in the due and seen indexes; provider IDs never
+// hold ":", so it splits one way only.
+func aheadMember(userID, providerID string) string { return providerID + ":" + userID }
+
+// markEvery is how often one process marks a connection read.
+func (a *aheadState) markEvery() time.Duration { return a.idle / 8 }
+
+// due is when tokens expiring at expiresAt (Unix ms) are refreshed.
+func (a *aheadState) due(expiresAt int64) time.Time {
+	return time.UnixMilli(expiresAt).Add(-a.before)
+}
+
+// next is when tokens refreshed at now, expiring at expiresAt, are due: the
+// ahead time before they expire, or halfway there for tokens that live less
+// than the ahead time, which would otherwise be refreshed by every pass.
+func (a *aheadState) next(now time.Time, expiresAt int64) time.Time {
+	due, half := a.due(expiresAt), now.Add(time.UnixMilli(expiresAt).Sub(now)/2)
+	if due.Before(half) {
+		return half
+	}
+	return due
+}
+
+// markOps are the commands that mark a connection read at now, its tokens
+// expiring at expiresAt: the seen index first, so that a worker that finds
+// the due entry moved can tell a read came (see park).
+func (a *aheadState) markOps(userID, providerID string, now time.Time, expiresAt int64) []*kvOp {
+	member := aheadMember(userID, providerID)
+	return []*kvOp{
+		{kind: opSchedule, key: seenIndex, member: member, due: now},
+		{kind: opSchedule, key: dueIndex, member: jobAhead + ":" + member, due: a.due(expiresAt)},
+	}
+}
+
+// markRead marks the connection read, unless this process did so lately. It is
+// on the hot read: in between marks it costs a map lookup under a read lock.
+func (s *TokenStore) markRead(ctx context.Context, userID, providerID string, expiresAt int64) {
+	a := s.ahead
+	if expiresAt == 0 {
+		return // never expires: nothing to refresh
+	}
+	now := s.now()
+	ref := connRef{userID, providerID}
+	a.mu.RLock()
+	last, ok := a.marked[ref]
+	a.mu.RUnlock()
+	if ok && now.UnixMilli()-last < a.markEvery().Milliseconds() {
+		return
+	}
+	ops := a.markOps(userID, providerID, now, expiresAt)
+	runBatch(ctx, s.kv, ops...)
+	if ops[0].err != nil || ops[1].err != nil {
+		return // the next read tries again
+	}
+	a.remember(ref, now)
+}
+
+// remember notes that this process marked ref read at now, and now and then
+// forgets the marks older than markEvery, which are spent.
+func (a *aheadState) remember(ref connRef, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.marked == nil {
+		a.marked = make(map[connRef]int64)
+	}
+	a.marked[ref] = now.UnixMilli()
+	if len(a.marked) < 2*a.pruned+1024 {
+		return
+	}
+	for r, at := range a.marked {
+		if now.UnixMilli()-at >= a.markEvery().Milliseconds() {
+			delete(a.marked, r)
+		}
+	}
+	a.pruned = len(a.marked)
+}
+
+// refreshAhead is the worker's job for a connection "{provider}:{user}":
+// refresh it when it is due, and keep its entry at its next due time. It
+// returns errHandled once it has placed the entry itself.
+func (s *TokenStore) refreshAhead(ctx context.Context, member string) error {
+	providerID, userID, _ := strings.Cut(member, ":")
+	if s.ahead == nil || checkIDs(userID, providerID) != nil {
+		return s.leave(ctx, member) // refresh ahead was turned off, or the entry is not ours
+	}
+	a, now := s.ahead, s.now()
+	seen, ok, err := s.seenAt(ctx, member)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !ok:
+		return s.leave(ctx, member) // never marked read (a race with leave): marked anew if it is still there
+	case now.Sub(seen) > a.idle:
+		return s.park(ctx, member, seen)
+	}
+	raw, v, err := s.read(ctx, tokenKey(userID, providerID))
+	switch {
+	case errors.Is(err, ErrNoToken), errors.Is(err, ErrCorruptRecord), errors.Is(err, ErrUnknownKey):
+		return s.leave(ctx, member)
+	case err != nil:
+		return err
+	case v.expiresAt == 0 || len(v.refresh) == 0:
+		return s.leave(ctx, member)
+	}
+	due := a.due(v.expiresAt)
+	if m := s.readMeta(ctx, userID, providerID); m.RefreshedAt > 0 && m.about(fingerprint(v.tokens())) {
+		due = a.next(time.UnixMilli(m.RefreshedAt), v.expiresAt) // short tokens: halfway
+	}
+	if due.After(now) {
+		return s.reschedule(ctx, member, due)
+	}
+	t, err := s.refreshDue(ctx, userID, providerID, raw)
+	var failing *RefreshFailingError
+	switch {
+	case err == nil && t.ExpiresAt != 0:
+		return s.reschedule(ctx, member, a.next(now, t.ExpiresAt))
+	case err == nil, errors.Is(err, ErrNoToken):
+		return s.leave(ctx, member)
+	case errors.As(err, &failing):
+		return s.reschedule(ctx, member, failing.NextAttempt)
+	}
+	if m := s.readMeta(ctx, userID, providerID); m.Failures > 0 && m.NextAttempt > now.UnixMilli() {
+		return s.reschedule(ctx, member, time.UnixMilli(m.NextAttempt)) // the failure it recorded
+	}
+	return err // tried again when the claim's lease lapses
+}
+
+// refreshDue refreshes the record read as raw, unless it was rewritten by the
+// time the lock is held.
+func (s *TokenStore) refreshDue(ctx context.Context, userID, providerID string, raw []byte) (StoredTokens, error) {
+	return s.runRefresh(ctx, userID, providerID, raw, refreshWhen{ahead: true})
+}
+
+// errHandled tells the worker that a job has placed its own entry.
+var errHandled = errors.New("oauthflow: the job rescheduled itself")
+
+func (s *TokenStore) reschedule(ctx context.Context, member string, due time.Time) error {
+	if err := s.kv.Schedule(ctx, dueIndex, jobAhead+":"+member, due); err != nil {
+		return storeErr(ctx, "schedule refresh ahead", err)
+	}
+	return errHandled
+}
+
+// park puts off an idle connection until its record would have lapsed
+// without a refresh; a read brings it forward again. seen is the last read
+// the worker saw: if another came while it parked the entry, the entry may
+// have been moved by that read's mark and overwritten here, so it is made
+// due again.
+func (s *TokenStore) park(ctx context.Context, member string, seen time.Time) error {
+	if err := s.reschedule(ctx, member, seen.Add(RefreshableTokenTTL)); !errors.Is(err, errHandled) {
+		return err
+	}
+	again, ok, err := s.seenAt(ctx, member)
+	if err != nil || !ok || !again.After(seen) {
+		return errHandled
+	}
+	return s.reschedule(ctx, member, s.now())
+}
+
+// leave takes a connection out of refresh ahead: it is gone, or cannot be
+// refreshed. A sign-in that wrote it meanwhile is put back.
+func (s *TokenStore) leave(ctx context.Context, member string) error {
+	runBatch(ctx, s.kv, &kvOp{kind: opUnschedule, key: dueIndex, member: jobAhead + ":" + member},
+		&kvOp{kind: opUnschedule, key: seenIndex, member: member})
+	providerID, userID, _ := strings.Cut(member, ":")
+	if s.ahead == nil || checkIDs(userID, providerID) != nil {
+		return errHandled
+	}
+	_, v, err := s.read(ctx, tokenKey(userID, providerID))
+	if err != nil || v.expiresAt == 0 || len(v.refresh) == 0 {
+		return errHandled
+	}
+	runBatch(ctx, s.kv, s.ahead.markOps(userID, providerID, s.now(), v.expiresAt)...)
+	return errHandled
+}
+
+// seenAt is when the connection was last marked read; ok is false when it
+// never was. A KV that cannot tell counts every connection as just read.
+func (s *TokenStore) seenAt(ctx context.Context, member string) (time.Time, bool, error) {
+	r, ok := s.kv.(indexReader)
+	if !ok {
+		return s.now(), true, nil
+	}
+	ms, ok, err := r.score(ctx, seenIndex, member)
+	if errors.Is(err, errors.ErrUnsupported) {
+		return s.now(), true, nil
+	}
+	if err != nil {
+		return time.Time{}, false, storeErr(ctx, "read when a connection was last read", err)
+	}
+	return time.UnixMilli(ms), ok, nil
+}
