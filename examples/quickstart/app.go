@@ -101,6 +101,11 @@ type providerView struct {
 	// From the store's list of the user's connections (Tokens.Connections).
 	Health      string `json:"health,omitempty"`
 	ConnectedAt int64  `json:"connectedAt,omitempty"` // Unix ms; 0 = unknown
+	RefreshedAt int64  `json:"refreshedAt,omitempty"` // Unix ms of the last refresh; 0 = none
+	// While the health is refresh_failing: failures in a row, the last one, and the next attempt (Unix ms).
+	Attempts    int    `json:"attempts,omitempty"`
+	LastError   string `json:"lastError,omitempty"`
+	NextAttempt int64  `json:"nextAttempt,omitempty"`
 }
 
 // tokenView shows a token without revealing it: a fingerprint and its expiry.
@@ -109,6 +114,14 @@ type tokenView struct {
 	ExpiresAt   int64  `json:"expiresAt"` // Unix ms; 0 = never
 	Scope       string `json:"scope"`
 	Refreshable bool   `json:"refreshable"`
+}
+
+// unixMilli is t in Unix ms, 0 for the zero time.
+func unixMilli(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }
 
 func fingerprint(token string) string {
@@ -138,10 +151,8 @@ func (a *app) session(w http.ResponseWriter, r *http.Request, user string) {
 			v.Token = &tokenView{Fingerprint: fingerprint(t.AccessToken), ExpiresAt: t.ExpiresAt, Scope: t.Scope,
 				Refreshable: t.RefreshToken != ""}
 			c := byProvider[id]
-			v.Health = c.Health
-			if !c.ConnectedAt.IsZero() {
-				v.ConnectedAt = c.ConnectedAt.UnixMilli()
-			}
+			v.Health, v.Attempts, v.LastError = c.Health, c.Attempts, c.LastError
+			v.ConnectedAt, v.RefreshedAt, v.NextAttempt = unixMilli(c.ConnectedAt), unixMilli(c.RefreshedAt), unixMilli(c.NextAttempt)
 		} else if !errors.Is(err, oauthflow.ErrNoToken) {
 			a.fail(w, err)
 			return

@@ -49,7 +49,7 @@
       part(card, "scope").textContent = view.token.scope || "(none)";
       part(card, "refreshes").textContent = String(view.refreshes);
       part(card, "expiry").textContent = expiryText(view.token.expiresAt);
-      part(card, "health").textContent = view.health || "unknown";
+      part(card, "health").textContent = healthText(view);
       part(card, "connected-at").textContent = view.connectedAt ? new Date(view.connectedAt).toLocaleString() : "unknown";
     } else if (!part(card, "prompt").firstChild) {
       var button = document.createElement("button");
@@ -61,6 +61,17 @@
       part(card, "prompt").appendChild(button);
       part(card, "result").hidden = true;
     }
+  }
+
+  // healthText says how the connection's refreshes are going.
+  function healthText(view) {
+    if (view.health === "refresh_failing") {
+      return "refresh failing: " + view.attempts + " in a row (" + view.lastError + "), next try " +
+        new Date(view.nextAttempt).toLocaleTimeString();
+    }
+    var text = view.health || "unknown";
+    if (view.refreshedAt) text += ", refreshed " + new Date(view.refreshedAt).toLocaleTimeString();
+    return text;
   }
 
   function load() {
