@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/chromedp/chromedp"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oauthflow/oauthflow"
@@ -30,11 +28,5 @@ func TestBrowserBoundSignIn(t *testing.T) {
 	require.False(t, c.connected(t, "alice"))
 
 	showPrompt(t, ctx, c.frontend, doc)
-	popup := browsertest.Popup(t, ctx, "click Connect", chromedp.Click(chromedp.CSS(`oauth-prompt [data-action="connect"]`)))
-	browsertest.Consent(t, popup, browsertest.Allow)
-	browsertest.WaitClosed(t, ctx, popup)
-	seen := widgetDone(t, ctx)
-	require.Len(t, seen, 1, "the widget reported %+v", seen)
-	assert.Equal(t, crossOriginDone{Status: "success", Message: "Connected to Demo Cloud."}, seen[0])
-	assert.True(t, c.connected(t, "alice"), "the token is stored")
+	connectWithWidget(t, ctx, c)
 }

@@ -137,13 +137,7 @@ func TestBrowserCrossOriginPopupSuccess(t *testing.T) {
 	ctx := browsertest.New(t)
 	showPrompt(t, ctx, c.frontend, c.startSignIn(t, "alice"))
 
-	popup := browsertest.Popup(t, ctx, "click Connect", chromedp.Click(chromedp.CSS(`oauth-prompt [data-action="connect"]`)))
-	browsertest.Consent(t, popup, browsertest.Allow)
-	browsertest.WaitClosed(t, ctx, popup)
-	seen := widgetDone(t, ctx)
-	require.Len(t, seen, 1, "the widget reported %+v", seen)
-	assert.Equal(t, crossOriginDone{Status: "success", Message: "Connected to Demo Cloud."}, seen[0])
-	assert.True(t, c.connected(t, "alice"), "the token is stored")
+	connectWithWidget(t, ctx, c)
 }
 
 // A denial reaches the widget the same way, as the provider's error, not as a
@@ -215,4 +209,17 @@ func TestBrowserCrossOriginDirectDenial(t *testing.T) {
 		want = "Access was denied."
 	}
 	assert.Equal(t, want, prompt.Message, "said once, without a repeated heading")
+}
+
+// connectWithWidget clicks Connect on the widget shown, consents, and checks
+// that the widget reports success and alice's token is stored.
+func connectWithWidget(t *testing.T, ctx context.Context, c *crossOrigin) {
+	t.Helper()
+	popup := browsertest.Popup(t, ctx, "click Connect", chromedp.Click(chromedp.CSS(`oauth-prompt [data-action="connect"]`)))
+	browsertest.Consent(t, popup, browsertest.Allow)
+	browsertest.WaitClosed(t, ctx, popup)
+	seen := widgetDone(t, ctx)
+	require.Len(t, seen, 1, "the widget reported %+v", seen)
+	assert.Equal(t, crossOriginDone{Status: "success", Message: "Connected to Demo Cloud."}, seen[0])
+	assert.True(t, c.connected(t, "alice"), "the token is stored")
 }

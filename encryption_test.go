@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -18,7 +17,6 @@ import (
 	"github.com/oauthflow/oauthflow"
 	"github.com/oauthflow/oauthflow/internal/authserver"
 	"github.com/oauthflow/oauthflow/internal/redistest"
-	"github.com/oauthflow/oauthflow/providers"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -97,21 +95,7 @@ func TestEncryptedKeyspaceHoldsNoSecrets(t *testing.T) {
 	t.Cleanup(as.Close)
 	space := newRedisSpace(t)
 	wire := &wireSecrets{secrets: map[string]bool{}}
-	mux := http.NewServeMux()
-	api := httptest.NewServer(mux)
-	t.Cleanup(api.Close)
-	demo, err := providers.NewOAuth2(providers.Config{ID: "demo", AuthURL: as.AuthURL(), TokenURL: as.TokenURL(),
-		RevocationURL: as.RevokeURL(), Scopes: []string{"read"}, AuthStyle: providers.AuthStyleHeader},
-		providers.Credentials{ClientID: authserver.DefaultClientID, ClientSecret: "demo-secret", RedirectURL: api.URL + oauthflow.CallbackPath},
-		providers.WithHTTPClient(&http.Client{Transport: wire}))
-	require.NoError(t, err)
-	reg := oauthflow.NewRegistry()
-	require.NoError(t, reg.Register(demo))
-	m, err := oauthflow.New(context.Background(), oauthflow.Config{KV: space.kv, Registry: reg,
-		Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = m.Close() })
-	m.Mount(mux)
+	m, api := wiredModule(t, as, wire, oauthflow.Config{KV: space.kv, Logger: slog.New(slog.DiscardHandler)})
 	ctx := context.Background()
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	consent := func(authURL, user string) url.Values {
@@ -545,13 +529,7 @@ func TestReencryptKeepsARotatedTokenNotYetWritten(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1, p.Rewritten, "the record that still holds rt-1 is sealed anew")
 
-		tok, err = f.store.GetValidAccessToken(ctx, "u", "acme")
-		require.NoError(t, err)
-		require.Equal(t, "access-1", tok, "the kept tokens are written and handed out")
-		got, err := f.store.GetTokens(ctx, "u", "acme")
-		require.NoError(t, err)
-		require.Equal(t, "rt-2", got.RefreshToken)
-		require.EqualValues(t, 1, f.prov.refreshes.Load(), "the spent rt-1 was not sent again")
+		keptTokensWritten(t, f)
 	}, oauthflow.WithRefreshTimeout(300*time.Millisecond), oauthflow.WithEncryption(keyRing(t, k1, k2)))
 }
 
@@ -601,15 +579,22 @@ func TestReencryptDuringARefreshRetry(t *testing.T) {
 			require.Equal(t, 1, (<-kv.resealed).Rewritten)
 			<-kv.retried
 
-			tok, err = f.store.GetValidAccessToken(ctx, "u", "acme")
-			require.NoError(t, err)
-			require.Equal(t, "access-1", tok, "the kept tokens are written and handed out")
-			got, err := f.store.GetTokens(ctx, "u", "acme")
-			require.NoError(t, err)
-			require.Equal(t, "rt-2", got.RefreshToken)
-			require.EqualValues(t, 1, f.prov.refreshes.Load(), "the spent rt-1 was not sent again")
+			keptTokensWritten(t, f)
 		})
 	}
+}
+
+// keptTokensWritten checks that the next read writes and hands out the
+// tokens a refresh of rt-1 kept unwritten, without sending rt-1 again.
+func keptTokensWritten(t *testing.T, f *storeFixture) {
+	t.Helper()
+	tok, err := f.store.GetValidAccessToken(ctx, "u", "acme")
+	require.NoError(t, err)
+	require.Equal(t, "access-1", tok, "the kept tokens are written and handed out")
+	got, err := f.store.GetTokens(ctx, "u", "acme")
+	require.NoError(t, err)
+	require.Equal(t, "rt-2", got.RefreshToken)
+	require.EqualValues(t, 1, f.prov.refreshes.Load(), "the spent rt-1 was not sent again")
 }
 
 // A zero KeyRing cannot seal: New refuses it, and so do the options and

@@ -84,21 +84,8 @@ func TestFlowsWriteNoSecrets(t *testing.T) {
 	var out lockedWriter
 	out.w = &bytes.Buffer{}
 	log := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	mux := http.NewServeMux()
-	api := httptest.NewServer(mux)
-	t.Cleanup(api.Close)
-	demo, err := providers.NewOAuth2(providers.Config{ID: "demo", AuthURL: as.AuthURL(), TokenURL: as.TokenURL(),
-		RevocationURL: as.RevokeURL(), Scopes: []string{"read"}, AuthStyle: providers.AuthStyleHeader},
-		providers.Credentials{ClientID: authserver.DefaultClientID, ClientSecret: "demo-secret", RedirectURL: api.URL + oauthflow.CallbackPath},
-		providers.WithHTTPClient(&http.Client{Transport: wire}))
-	require.NoError(t, err)
-	reg := oauthflow.NewRegistry()
-	require.NoError(t, reg.Register(demo))
-	m, err := oauthflow.New(context.Background(), oauthflow.Config{KV: sharedRedisAny(t), Registry: reg, Logger: log,
+	m, _ := wiredModule(t, as, wire, oauthflow.Config{KV: sharedRedisAny(t), Logger: log,
 		OnEvent: func(_ context.Context, e oauthflow.Event) { fmt.Fprintf(&out, "event %+v err=%v\n", e, e.Err) }})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = m.Close() })
-	m.Mount(mux)
 	ctx := context.Background()
 	var states []string
 	errs := &bytes.Buffer{}
@@ -133,7 +120,7 @@ func TestFlowsWriteNoSecrets(t *testing.T) {
 	callback("alice", "")                                                                                       // success
 	callback("bob", "deny")                                                                                     // denial
 	callback("carol", "", authserver.Failure{Grant: authserver.GrantAuthorizationCode, Error: "invalid_grant"}) // provider error
-	_, err = m.Tokens.GetValidAccessToken(ctx, "alice", "demo")                                                 // a refresh (30 s is inside the skew)
+	_, err := m.Tokens.GetValidAccessToken(ctx, "alice", "demo")                                                // a refresh (30 s is inside the skew)
 	note(err)
 	callback("dave", "")
 	as.FailNext(authserver.Failure{Grant: authserver.GrantRefreshToken, Error: "invalid_grant"})
@@ -159,4 +146,25 @@ func TestFlowsWriteNoSecrets(t *testing.T) {
 			t.Errorf("a state was written: %q", s)
 		}
 	}
+}
+
+// wiredModule is a Module made from cfg with one provider, "demo" on as,
+// whose calls to as go through wire, mounted on a test server.
+func wiredModule(t *testing.T, as *authserver.Server, wire *wireSecrets, cfg oauthflow.Config) (*oauthflow.Module, *httptest.Server) {
+	t.Helper()
+	mux := http.NewServeMux()
+	api := httptest.NewServer(mux)
+	t.Cleanup(api.Close)
+	demo, err := providers.NewOAuth2(providers.Config{ID: "demo", AuthURL: as.AuthURL(), TokenURL: as.TokenURL(),
+		RevocationURL: as.RevokeURL(), Scopes: []string{"read"}, AuthStyle: providers.AuthStyleHeader},
+		providers.Credentials{ClientID: authserver.DefaultClientID, ClientSecret: "demo-secret", RedirectURL: api.URL + oauthflow.CallbackPath},
+		providers.WithHTTPClient(&http.Client{Transport: wire}))
+	require.NoError(t, err)
+	cfg.Registry = oauthflow.NewRegistry()
+	require.NoError(t, cfg.Registry.Register(demo))
+	m, err := oauthflow.New(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	m.Mount(mux)
+	return m, api
 }
