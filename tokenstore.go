@@ -304,23 +304,27 @@ func (s *TokenStore) GetValidAccessToken(ctx context.Context, userID, providerID
 // scopes the grant must hold (scopes.go). With refresh ahead, a read marks
 // the connection read (ahead.go).
 func (s *TokenStore) validToken(ctx context.Context, userID, providerID string, need []string) (string, int64, error) {
-	tok, expiresAt, err := s.readValid(ctx, userID, providerID, need)
+	if err := checkIDs(userID, providerID); err != nil {
+		return "", 0, err
+	}
+	if len(need) == 0 {
+		if tok, expiresAt, ok := s.direct.memoryToken(s, userID, providerID); ok {
+			if s.ahead != nil {
+				s.markRead(ctxOrBackground(ctx), userID, providerID, expiresAt)
+			}
+			return tok, expiresAt, nil
+		}
+	}
+	tok, expiresAt, err := s.storedToken(ctx, userID, providerID, need)
 	if s.ahead != nil && err == nil {
 		s.markRead(ctxOrBackground(ctx), userID, providerID, expiresAt)
 	}
 	return tok, expiresAt, err
 }
 
-// readValid is validToken without the mark.
-func (s *TokenStore) readValid(ctx context.Context, userID, providerID string, need []string) (string, int64, error) {
-	if err := checkIDs(userID, providerID); err != nil {
-		return "", 0, err
-	}
-	if len(need) == 0 {
-		if tok, expiresAt, ok := s.direct.memoryToken(s, userID, providerID); ok {
-			return tok, expiresAt, nil
-		}
-	}
+// storedToken is validToken read from the store (or refreshed), apart from
+// the memory fast path and the mark.
+func (s *TokenStore) storedToken(ctx context.Context, userID, providerID string, need []string) (string, int64, error) {
 	ctx = ctxOrBackground(ctx)
 	key := s.direct.tokenKey(userID, providerID)
 	raw, v, err := s.readFrom(ctx, s.direct.kv, key, key[len(s.direct.prefix):])
