@@ -119,6 +119,22 @@ func (s *TokenStore) markRead(ctx context.Context, userID, providerID string, ex
 	a.remember(ref, now)
 }
 
+// markMemo is markRead for a read served at now from MemoryKV's decoded
+// record t, which keeps when it was last marked: no map, no lock.
+func (s *TokenStore) markMemo(ctx context.Context, t *tokenMemo, now time.Time, userID, providerID string) {
+	if t.expiresAt == 0 {
+		return
+	}
+	if now.UnixMilli()-t.marked.Load() < s.ahead.markEvery().Milliseconds() {
+		return
+	}
+	ops := s.ahead.markOps(userID, providerID, now, t.expiresAt)
+	runBatch(ctx, s.kv, ops...)
+	if ops[0].err == nil && ops[1].err == nil {
+		t.marked.Store(now.UnixMilli())
+	}
+}
+
 // remember notes that this process marked ref read at now, and now and then
 // forgets the marks older than markEvery, which are spent.
 func (a *aheadState) remember(ref connRef, now time.Time) {

@@ -79,7 +79,7 @@ func (p *rotatingProvider) counts() (per map[string]int, total, reuses, readers 
 }
 
 // aheadFleet is three Modules sharing one store and one clock, refreshing
-// ahead by 5 minutes and leaving connections alone after 3 hours unread.
+// ahead by 5 minutes and leaving connections alone after 2.5 hours unread.
 type aheadFleet struct {
 	t     *testing.T
 	clock *fakeclock.Clock
@@ -95,7 +95,7 @@ func newAheadFleet(t *testing.T, kv oauthflow.KV) *aheadFleet {
 		require.NoError(t, reg.Register(f.prov))
 		m, err := oauthflow.New(context.Background(), oauthflow.Config{KV: kv, Registry: reg, Now: f.clock.Now,
 			Logger: slog.New(slog.DiscardHandler), WorkerInterval: time.Hour, // passes are driven by the test
-			RefreshAhead: 5 * time.Minute, RefreshAheadIdle: 3 * time.Hour})
+			RefreshAhead: 5 * time.Minute, RefreshAheadIdle: 150 * time.Minute})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = m.Close() })
 		f.mods = append(f.mods, m)
@@ -140,7 +140,21 @@ func (f *aheadFleet) read(users []string) {
 // read brings them back.
 func TestRefreshAheadAcrossInstances(t *testing.T) {
 	t.Parallel()
-	f := newAheadFleet(t, sharedRedis(t, true))
+	for _, kv := range []struct {
+		name string
+		new  func(t *testing.T) oauthflow.KV
+	}{
+		{"redis", func(t *testing.T) oauthflow.KV { return sharedRedis(t, true) }},
+		{"memory", func(*testing.T) oauthflow.KV { return oauthflow.NewMemoryKV() }}, // reads served from the decoded record
+	} {
+		t.Run(kv.name, func(t *testing.T) {
+			t.Parallel()
+			refreshAheadAcrossInstances(t, newAheadFleet(t, kv.new(t)))
+		})
+	}
+}
+
+func refreshAheadAcrossInstances(t *testing.T, f *aheadFleet) {
 	var active, idle []string
 	for i := range 24 {
 		u := fmt.Sprintf("user-%02d", i)

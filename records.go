@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 )
 
 // Records are strict JSON: unknown fields are refused, as SPEC requires.
@@ -214,4 +215,5 @@ type tokenMemo struct {
 	access    string
 	expiresAt int64
 	ring      *KeyRing
+	marked    atomic.Int64 // when a read of this value last marked its connection (Unix ms; ahead.go)
 }

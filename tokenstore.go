@@ -308,11 +308,11 @@ func (s *TokenStore) validToken(ctx context.Context, userID, providerID string, 
 		return "", 0, err
 	}
 	if len(need) == 0 {
-		if tok, expiresAt, ok := s.direct.memoryToken(s, userID, providerID); ok {
+		if t, now := s.direct.memoryToken(s, userID, providerID); t != nil {
 			if s.ahead != nil {
-				s.markRead(ctxOrBackground(ctx), userID, providerID, expiresAt)
+				s.markMemo(ctxOrBackground(ctx), t, now, userID, providerID)
 			}
-			return tok, expiresAt, nil
+			return t.access, t.expiresAt, nil
 		}
 	}
 	tok, expiresAt, err := s.storedToken(ctx, userID, providerID, need)
@@ -439,20 +439,25 @@ func (d directKV) tokenKey(userID, providerID string) string {
 	return string(appendTokenKey(append(buf[:0], d.prefix...), userID, providerID))
 }
 
-// memoryToken returns the stored access token when the store is a MemoryKV and
-// the token is valid now; ok is false in every other case (no record, a corrupt
-// or expired one), which the caller handles the general way.
-func (d directKV) memoryToken(s *TokenStore, userID, providerID string) (string, int64, bool) {
+// memoryToken returns the stored record's decoded form when the store is a
+// MemoryKV and its token is valid now (the time it read); nil in every other
+// case (no record, a corrupt or expired one), which the caller handles the
+// general way.
+func (d directKV) memoryToken(s *TokenStore, userID, providerID string) (*tokenMemo, time.Time) {
 	if d.mem == nil {
-		return "", 0, false
+		return nil, time.Time{}
 	}
 	var buf [128]byte
 	key := appendTokenKey(append(buf[:0], d.prefix...), userID, providerID)
 	// The name is copied on the slow path only, so key stays in buf.
 	_, memo, ok := d.mem.getMemo(key, func(b []byte) any { return s.decodeMemo(string(key[len(d.prefix):]), b) })
 	t, _ := memo.(*tokenMemo)
-	if !ok || t == nil || t.ring != s.ring || !s.fresh(t.expiresAt) {
-		return "", 0, false
+	if !ok || t == nil || t.ring != s.ring {
+		return nil, time.Time{}
 	}
-	return t.access, t.expiresAt, true
+	now := s.now()
+	if t.expiresAt != 0 && now.Add(s.skew).UnixMilli() >= t.expiresAt { // not fresh
+		return nil, time.Time{}
+	}
+	return t, now
 }
