@@ -193,15 +193,16 @@ func (s *TokenStore) write(ctx context.Context, userID, providerID string, t Sto
 	key, now := tokenKey(userID, providerID), s.now()
 	set := &kvOp{kind: opSet, key: key, value: s.seal(t, key), ttl: s.ttl(t)}
 	ops := []*kvOp{set, {kind: opSchedule, key: connIndexKey(userID), member: providerID, due: now}}
-	ahead := s.ahead != nil && t.RefreshToken != "" && t.ExpiresAt != 0
-	if ahead { // a sign-in counts as a read
-		ops = append(ops, s.ahead.markOps(userID, providerID, now, t.ExpiresAt)...)
+	var marks []*kvOp
+	if s.ahead != nil && t.RefreshToken != "" && t.ExpiresAt != 0 { // a sign-in counts as a read
+		marks = s.ahead.markOps(userID, providerID, now, t.ExpiresAt)
+		ops = append(ops, marks...)
 	}
 	runBatch(ctx, s.kv, ops...)
 	if set.err != nil {
 		return storeErr(ctx, "store tokens", set.err)
 	}
-	if ahead && ops[2].err == nil && ops[3].err == nil {
+	if marks != nil && marks[0].err == nil && marks[1].err == nil {
 		s.ahead.remember(connRef{userID, providerID}, now)
 	}
 	return nil

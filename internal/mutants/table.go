@@ -385,8 +385,8 @@ func table() []mutant {
 		{
 			Name: "ctx/client-keeps-makers-ctx",
 			File: "client.go",
-			Old:  "tok, err := t.src.token(withValuesOf(req.Context(), t.src.values))",
-			New:  "tok, err := t.src.token(t.src.values)",
+			Old:  "ctx := withValuesOf(req.Context(), t.src.values)",
+			New:  "ctx := t.src.values",
 			Why:  "a Client reads each token under the request's own context",
 		},
 
@@ -410,8 +410,8 @@ func table() []mutant {
 		{
 			Name: "crypt/memo-of-another-ring",
 			File: "tokenstore.go",
-			Old:  "if !ok || t == nil || t.ring != s.ring || !s.fresh(t.expiresAt) {",
-			New:  "if !ok || t == nil || !s.fresh(t.expiresAt) {",
+			Old:  "if !ok || t == nil || t.ring != s.ring {",
+			New:  "if !ok || t == nil {",
 			Why:  "what one ring opened is not handed to a store whose ring lacks the key",
 			Run:  "TestEncryptionKeyRotation",
 		},
@@ -495,7 +495,7 @@ func table() []mutant {
 		{
 			Name: "client/rejected-token-counts-as-current",
 			File: "refresh.go",
-			Old:  "\tif r.rejected != \"\" && string(v.access) == r.rejected {\n",
+			Old:  "\tif r.when.rejected != \"\" && string(v.access) == r.when.rejected {\n",
 			New:  "\tif false {\n",
 			Why:  "a token an API refused is refreshed however long it has left",
 			Run:  "TestClient",
@@ -530,8 +530,8 @@ func table() []mutant {
 		{
 			Name: "conn/sign-in-not-indexed",
 			File: "tokenstore.go",
-			Old:  "\trunBatch(ctx, s.kv, set, &kvOp{kind: opSchedule, key: connIndexKey(userID), member: providerID, due: s.now()})\n",
-			New:  "\trunBatch(ctx, s.kv, set)\n",
+			Old:  "\tops := []*kvOp{set, {kind: opSchedule, key: connIndexKey(userID), member: providerID, due: now}}\n",
+			New:  "\tops := []*kvOp{set}\n",
 			Why:  "a sign-in enters the provider in the user's connection index, so providers outside the registry are listed",
 			Run:  "TestConnectionsListAndRepair",
 		},
