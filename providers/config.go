@@ -66,6 +66,9 @@ type Config struct {
 	AuthStyle      AuthStyle         `json:"auth_style,omitempty"`
 	PKCE           PKCE              `json:"pkce,omitempty"`
 	AuthParams     map[string]string `json:"auth_params,omitempty"` // extra authorize parameters
+	// TokenParams are extra parameters of every token request, code exchange
+	// and refresh alike (RFC 8707's resource, say).
+	TokenParams map[string]string `json:"token_params,omitempty"`
 	// JSONTokenRequest sends token requests as a JSON object instead of a
 	// form (Notion documents JSON).
 	JSONTokenRequest bool `json:"json_token_request,omitempty"`

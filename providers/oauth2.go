@@ -94,6 +94,7 @@ func cloneConfig(c Config) Config {
 	c.Scopes = slices.Clone(c.Scopes)
 	c.TokenTypes = slices.Clone(c.TokenTypes)
 	c.AuthParams = maps.Clone(c.AuthParams)
+	c.TokenParams = maps.Clone(c.TokenParams)
 	c.DeadGrantCodes = slices.Clone(c.DeadGrantCodes)
 	return c
 }
@@ -214,6 +215,9 @@ func (p *OAuth2) codeRequest(ctx context.Context, code, verifier string, style o
 	if verifier != "" {
 		v.Set("code_verifier", verifier)
 	}
+	for k, val := range p.cfg.TokenParams {
+		v.Set(k, val)
+	}
 	if style == oauth2.AuthStyleInParams {
 		if c.ClientID != "" {
 			v.Set("client_id", c.ClientID)
@@ -277,7 +281,7 @@ func (p *OAuth2) wire(ctx context.Context) (context.Context, *recorder) {
 
 // wireTo is wire with base in place of the client's transport.
 func (p *OAuth2) wireTo(ctx context.Context, base http.RoundTripper) (context.Context, *recorder) {
-	w := &recorder{base: base, jsonBody: p.cfg.JSONTokenRequest}
+	w := &recorder{base: base, jsonBody: p.cfg.JSONTokenRequest, params: p.cfg.TokenParams}
 	c := &http.Client{Transport: w, Timeout: p.client.Timeout, Jar: p.client.Jar, CheckRedirect: p.client.CheckRedirect}
 	return context.WithValue(ctx, oauth2.HTTPClient, c), w
 }

@@ -395,3 +395,36 @@ func TestWithHTTPClientCarriesEveryCall(t *testing.T) {
 		t.Errorf("client carried %d requests, want 3", ct.n)
 	}
 }
+
+// TokenParams go into every token request: the code exchange on both of its
+// paths (posted directly with the auth style known, through x/oauth2 for a
+// JSON request) and the refresh.
+func TestTokenParams(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, jsonReply(200, `{"access_token":"at","refresh_token":"rt2"}`))
+	resource := map[string]string{"resource": "https://mcp.example/mcp"}
+	direct := f.generic(t, func(c *Config) { c.TokenParams = resource })
+	viaLib := f.generic(t, func(c *Config) { c.TokenParams, c.AuthStyle = resource, AuthStyleAuto })
+	calls := map[string]func() error{
+		"exchange, posted directly": func() error {
+			_, err := direct.ExchangeCodeVerifier(context.Background(), "c", "v")
+			return err
+		},
+		"exchange through x/oauth2": func() error {
+			_, err := viaLib.ExchangeCode(context.Background(), "c")
+			return err
+		},
+		"refresh": func() error {
+			_, err := direct.RefreshToken(context.Background(), "rt1")
+			return err
+		},
+	}
+	for name, call := range calls {
+		if err := call(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := f.last(t).form; got.Get("resource") != "https://mcp.example/mcp" || got.Get("grant_type") == "" {
+			t.Errorf("%s: form %v, want resource beside the grant", name, got)
+		}
+	}
+}

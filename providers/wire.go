@@ -27,10 +27,17 @@ type answer struct {
 type recorder struct {
 	base     http.RoundTripper
 	jsonBody bool
+	params   map[string]string // added to the request's form (Config.TokenParams)
 	last     *answer
 }
 
 func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	if len(r.params) > 0 {
+		var err error
+		if req, err = withFormParams(req, r.params); err != nil {
+			return nil, err
+		}
+	}
 	if r.jsonBody {
 		var err error
 		if req, err = formToJSON(req); err != nil {
@@ -67,9 +74,22 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 var standInAnswer = []byte(`{"access_token":"-","token_type":"Bearer"}`)
 
 // formToJSON returns a copy of req whose form body is a JSON object of strings.
-func formToJSON(req *http.Request) (*http.Request, error) {
+// withFormParams is req with params set in its form body.
+func withFormParams(req *http.Request, params map[string]string) (*http.Request, error) {
+	form, err := readForm(req)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range params {
+		form.Set(k, v)
+	}
+	return withBody(req, []byte(form.Encode()), "application/x-www-form-urlencoded"), nil
+}
+
+// readForm reads the form body of a token request.
+func readForm(req *http.Request) (url.Values, error) {
 	if req.Body == nil {
-		return req, nil
+		return url.Values{}, nil
 	}
 	raw, err := io.ReadAll(io.LimitReader(req.Body, maxBody))
 	req.Body.Close()
@@ -80,6 +100,27 @@ func formToJSON(req *http.Request) (*http.Request, error) {
 	if err != nil {
 		return nil, fmt.Errorf("providers: token request form: %w", err)
 	}
+	return form, nil
+}
+
+// withBody is a copy of req that sends body as contentType.
+func withBody(req *http.Request, body []byte, contentType string) *http.Request {
+	out := req.Clone(req.Context())
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	out.ContentLength = int64(len(body))
+	out.Header.Set("Content-Type", contentType)
+	return out
+}
+
+func formToJSON(req *http.Request) (*http.Request, error) {
+	if req.Body == nil {
+		return req, nil
+	}
+	form, err := readForm(req)
+	if err != nil {
+		return nil, err
+	}
 	obj := make(map[string]string, len(form))
 	for k := range form {
 		obj[k] = form.Get(k)
@@ -88,12 +129,7 @@ func formToJSON(req *http.Request) (*http.Request, error) {
 	if err != nil {
 		return nil, fmt.Errorf("providers: token request JSON: %w", err)
 	}
-	out := req.Clone(req.Context())
-	out.Body = io.NopCloser(bytes.NewReader(body))
-	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	out.ContentLength = int64(len(body))
-	out.Header.Set("Content-Type", "application/json")
-	return out, nil
+	return withBody(req, body, "application/json"), nil
 }
 
 func transport(c *http.Client) http.RoundTripper {
