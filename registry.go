@@ -3,6 +3,7 @@ package oauthflow
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -10,6 +11,13 @@ import (
 type Registry struct {
 	mu        sync.RWMutex
 	providers map[string]Provider
+	resolvers []resolver
+}
+
+// resolver builds providers the registry does not hold yet, for IDs under prefix.
+type resolver struct {
+	prefix  string
+	resolve func(id string) (Provider, error)
 }
 
 // NewRegistry returns an empty registry.
@@ -63,13 +71,60 @@ func (r *Registry) Register(p Provider) (err error) {
 	return nil
 }
 
-// Get returns the provider registered as id, or ErrUnknownProvider.
+// Get returns the provider registered as id; one that is not, but that a
+// resolver added with AddResolver builds, is registered and returned; else
+// ErrUnknownProvider.
 func (r *Registry) Get(id string) (Provider, error) {
 	r.mu.RLock()
 	p, ok := r.providers[id]
+	resolvers := r.resolvers
 	r.mu.RUnlock()
-	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownProvider, id)
+	if ok {
+		return p, nil
+	}
+	for _, res := range resolvers {
+		if strings.HasPrefix(id, res.prefix) {
+			return r.resolve(res, id)
+		}
+	}
+	return nil, fmt.Errorf("%w: %q", ErrUnknownProvider, id)
+}
+
+// AddResolver has Get build the providers whose IDs start with prefix when
+// they are not registered yet: providers that an app registers at run time
+// (an MCP server's, met by one instance) and that another instance must
+// serve (the callback of a sign-in it did not start). resolve answers
+// ErrUnknownProvider (wrapped) for an ID it does not know; the provider it
+// returns must have the ID it was asked for. Setup only.
+func (r *Registry) AddResolver(prefix string, resolve func(id string) (Provider, error)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.resolvers = append(r.resolvers, resolver{prefix: prefix, resolve: resolve})
+}
+
+// resolve builds id with res and registers it, unless another caller did
+// first: then that one is returned.
+func (r *Registry) resolve(res resolver, id string) (p Provider, err error) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			p, err = nil, fmt.Errorf("oauthflow: resolving provider %q panicked: %v", id, rec)
+		}
+	}()
+	p, err = res.resolve(id)
+	if err != nil {
+		return nil, err
+	}
+	if isNil(p) || p.ProviderID() != id {
+		return nil, fmt.Errorf("%w: the resolver for %q built another provider", ErrUnknownProvider, id)
+	}
+	if err := r.Register(p); err != nil {
+		r.mu.RLock()
+		first, ok := r.providers[id] // another caller's, registered meanwhile
+		r.mu.RUnlock()
+		if !ok {
+			return nil, err
+		}
+		return first, nil
 	}
 	return p, nil
 }

@@ -57,3 +57,58 @@ func TestRegistryConcurrent(t *testing.T) {
 	wg.Wait()
 	assert.Len(t, reg.IDs(), 100)
 }
+
+// A resolver builds the providers of its prefix that are not registered yet
+// (an MCP server's, on an instance that did not meet it first): once, however
+// many callers ask at the same time; other IDs stay unknown, and a resolver's
+// error or a provider of another ID is reported, never registered.
+func TestRegistryResolver(t *testing.T) {
+	t.Parallel()
+	reg := oauthflow.NewRegistry()
+	require.NoError(t, reg.Register(newFakeProvider("github")))
+	raced := newFakeProvider("mcp-raced")
+	reg.AddResolver("mcp-", func(id string) (oauthflow.Provider, error) {
+		switch id {
+		case "mcp-gone":
+			return nil, fmt.Errorf("%w: %s", oauthflow.ErrUnknownProvider, id)
+		case "mcp-liar":
+			return newFakeProvider("mcp-other"), nil
+		case "mcp-raced":
+			require.NoError(t, reg.Register(raced)) // another caller's, registered while this one built
+		}
+		p := newFakeProvider(id)
+		return p, nil
+	})
+
+	var wg sync.WaitGroup
+	got := make([]oauthflow.Provider, 8)
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := reg.Get("mcp-notes")
+			assert.NoError(t, err)
+			got[i] = p
+		}()
+	}
+	wg.Wait()
+	for _, p := range got {
+		assert.Same(t, got[0], p, "every caller gets the one provider registered")
+	}
+	assert.True(t, reg.Has("mcp-notes"))
+
+	p, err := reg.Get("mcp-raced")
+	require.NoError(t, err)
+	assert.Same(t, raced, p, "the provider registered first is the one")
+
+	_, err = reg.Get("mcp-gone")
+	assert.ErrorIs(t, err, oauthflow.ErrUnknownProvider)
+	_, err = reg.Get("mcp-liar")
+	assert.ErrorIs(t, err, oauthflow.ErrUnknownProvider)
+	assert.False(t, reg.Has("mcp-other"), "a provider of another ID is not registered")
+	_, err = reg.Get("slack")
+	assert.ErrorIs(t, err, oauthflow.ErrUnknownProvider, "no resolver for the prefix")
+	p, err = reg.Get("github")
+	require.NoError(t, err)
+	assert.Equal(t, "github", p.ProviderID())
+}

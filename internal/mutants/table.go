@@ -686,6 +686,25 @@ func table() []mutant {
 			Run:  "TestRefreshAheadOffTakesEntriesOut",
 		},
 
+		// Provider resolvers: providers registered at run time, rebuilt on
+		// the instance that meets them second.
+		{
+			Name: "registry/resolved-twice",
+			File: "registry.go",
+			Old:  "\t\tif !ok {\n\t\t\treturn nil, err\n\t\t}\n\t\treturn first, nil\n",
+			New:  "\t\t_, _ = first, ok\n\t\treturn nil, err\n",
+			Why:  "a provider resolved by two callers at once is the one registered first, for both",
+			Run:  "TestRegistryResolver",
+		},
+		{
+			Name: "registry/resolver-id-unchecked",
+			File: "registry.go",
+			Old:  "\tif isNil(p) || p.ProviderID() != id {\n",
+			New:  "\tif isNil(p) {\n",
+			Why:  "a resolver's provider of another ID is refused, never registered under its own",
+			Run:  "TestRegistryResolver",
+		},
+
 		// Not a guard: renewEvery stops renewing a lease that is in other hands,
 		// which saves commands but changes no outcome (the holder confirms the
 		// lease before every write), so "renewal result ignored" would survive.
