@@ -705,6 +705,44 @@ func table() []mutant {
 			Run:  "TestRegistryResolver",
 		},
 
+		// MCP servers: what discovery refuses.
+		{
+			Name: "mcp/issuer-unchecked",
+			File: "mcpauth/discovery.go",
+			Pkg:  "./mcpauth",
+			Old:  "\t\tif strings.TrimSuffix(md.Issuer, \"/\") != strings.TrimSuffix(issuer, \"/\") {\n",
+			New:  "\t\tif false {\n",
+			Why:  "authorization server metadata naming another issuer is refused (RFC 8414 §3.3)",
+			Run:  "TestDiscover",
+		},
+		{
+			Name: "mcp/pkce-unchecked",
+			File: "mcpauth/discovery.go",
+			Pkg:  "./mcpauth",
+			Old:  "\tif !slices.Contains(md.CodeChallengeMethodsSupported, \"S256\") {\n",
+			New:  "\tif slices.Contains(md.CodeChallengeMethodsSupported, \"none of them\") {\n",
+			Why:  "an authorization server that does not advertise PKCE S256 is refused",
+			Run:  "TestDiscover",
+		},
+		{
+			Name: "mcp/resource-unchecked",
+			File: "mcpauth/discovery.go",
+			Pkg:  "./mcpauth",
+			Old:  "\tif !sameResource(prm.Resource, resource) {\n",
+			New:  "\tif false {\n",
+			Why:  "resource metadata of another resource is refused (RFC 9728 §3.3)",
+			Run:  "TestDiscover",
+		},
+		{
+			Name: "mcp/challenge-ignored",
+			File: "mcpauth/discovery.go",
+			Pkg:  "./mcpauth",
+			Old:  "\tif fromChallenge != \"\" {\n",
+			New:  "\tif false {\n",
+			Why:  "the resource_metadata URL of the server's challenge is asked before the well-known ones",
+			Run:  "TestDiscover",
+		},
+
 		// Not a guard: renewEvery stops renewing a lease that is in other hands,
 		// which saves commands but changes no outcome (the holder confirms the
 		// lease before every write), so "renewal result ignored" would survive.
