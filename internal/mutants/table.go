@@ -742,6 +742,24 @@ func table() []mutant {
 			Why:  "the resource_metadata URL of the server's challenge is asked before the well-known ones",
 			Run:  "TestDiscover",
 		},
+		{
+			Name: "mcp/registration-unlocked",
+			File: "mcpauth/register.go",
+			Old:  "\t\tif took {\n",
+			New:  "\t\tif took || !took {\n",
+			Pkg:  "./mcpauth",
+			Why:  "instances that meet an authorization server at once register one client between them",
+			Run:  "TestConnectAcrossInstances",
+		},
+		{
+			Name: "mcp/resource-not-sent",
+			File: "mcpauth/connector.go",
+			Old:  "TokenParams: map[string]string{\"resource\": d.Resource},",
+			New:  "",
+			Pkg:  "./mcpauth",
+			Why:  "token requests name the MCP server as their resource (RFC 8707)",
+			Run:  "TestConnectAcrossInstances",
+		},
 
 		// Not a guard: renewEvery stops renewing a lease that is in other hands,
 		// which saves commands but changes no outcome (the holder confirms the

@@ -1,0 +1,206 @@
+package mcpauth_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/mcpauth"
+)
+
+// fakeMCPAuth is an MCP server's resource metadata and its authorization
+// server in one: dynamic registration (counted), an authorization endpoint
+// that consents at once, and a token endpoint that checks the code's PKCE
+// verifier and the resource.
+type fakeMCPAuth struct {
+	srv           *httptest.Server
+	registrations atomic.Int64
+	// release, when set, holds the first registration until it is closed or
+	// a second registration arrives.
+	release, second chan struct{}
+	mu              sync.Mutex
+	challenges      map[string]string // code -> code_challenge
+	resources       []string          // the resource of each authorization and token request
+}
+
+func newFakeMCPAuth(t *testing.T) *fakeMCPAuth {
+	f := &fakeMCPAuth{challenges: map[string]string{}}
+	mux := http.NewServeMux()
+	f.srv = httptest.NewServer(mux)
+	t.Cleanup(f.srv.Close)
+	base := func() string { return f.srv.URL }
+	mux.HandleFunc("GET /.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]any{"resource": base() + "/mcp", "authorization_servers": []string{base()},
+			"scopes_supported": []string{"notes:read"}})
+	})
+	mux.HandleFunc("GET /.well-known/oauth-authorization-server", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]any{"issuer": base(), "authorization_endpoint": base() + "/authorize",
+			"token_endpoint": base() + "/token", "registration_endpoint": base() + "/register",
+			"code_challenge_methods_supported": []string{"S256"}, "token_endpoint_auth_methods_supported": []string{"none"}})
+	})
+	mux.HandleFunc("POST /register", func(w http.ResponseWriter, r *http.Request) {
+		n := f.registrations.Add(1)
+		switch {
+		case n == 1 && f.release != nil:
+			select {
+			case <-f.release:
+			case <-f.second:
+			}
+		case n == 2 && f.second != nil:
+			close(f.second)
+		}
+		w.WriteHeader(http.StatusCreated)
+		writeJSON(w, map[string]any{"client_id": "client-" + string(rune('0'+n)), "token_endpoint_auth_method": "none"})
+	})
+	mux.HandleFunc("GET /authorize", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		f.mu.Lock()
+		f.challenges["code-"+q.Get("state")] = q.Get("code_challenge")
+		f.resources = append(f.resources, q.Get("resource"))
+		f.mu.Unlock()
+		to, _ := url.Parse(q.Get("redirect_uri"))
+		to.RawQuery = url.Values{"code": {"code-" + q.Get("state")}, "state": {q.Get("state")}}.Encode()
+		http.Redirect(w, r, to.String(), http.StatusFound)
+	})
+	mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		f.mu.Lock()
+		f.resources = append(f.resources, r.Form.Get("resource"))
+		_, known := f.challenges[r.Form.Get("code")]
+		f.mu.Unlock()
+		if !known || r.Form.Get("code_verifier") == "" {
+			w.WriteHeader(http.StatusBadRequest)
+			writeJSON(w, map[string]string{"error": "invalid_grant"})
+			return
+		}
+		writeJSON(w, map[string]any{"access_token": "at-" + r.Form.Get("client_id"), "token_type": "Bearer", "expires_in": 3600})
+	})
+	return f
+}
+
+// refusedKV closes refused the first time a registration lock is refused.
+type refusedKV struct {
+	oauthflow.KV
+	once    sync.Once
+	refused chan struct{}
+}
+
+func (k *refusedKV) SetNX(ctx context.Context, key string, v []byte, ttl time.Duration) (bool, error) {
+	ok, err := k.KV.SetNX(ctx, key, v, ttl)
+	if err == nil && !ok && strings.HasPrefix(key, "oauth:mcp:reglock:") {
+		k.once.Do(func() { close(k.refused) })
+	}
+	return ok, err
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// instance is one app instance: a Module on the shared store, mounted, and its Connector.
+type instance struct {
+	mod  *oauthflow.Module
+	conn *mcpauth.Connector
+	api  *httptest.Server
+}
+
+func newInstance(t *testing.T, kv oauthflow.KV, client *http.Client) *instance {
+	t.Helper()
+	m, err := oauthflow.New(context.Background(), oauthflow.Config{KV: kv, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	mux := http.NewServeMux()
+	m.Mount(mux)
+	api := httptest.NewServer(mux)
+	t.Cleanup(api.Close)
+	c, err := mcpauth.New(mcpauth.Config{Module: m, RedirectURL: "http://127.0.0.1:1/api/v1/oauth/callback", HTTPClient: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &instance{mod: m, conn: c, api: api}
+}
+
+// Two instances connect the same MCP server at once: one registration
+// between them, one provider ID; a user's sign-in started on one completes on
+// the other (which rebuilds the provider from the store), and both the
+// authorization and the token request name the server as the resource.
+func TestConnectAcrossInstances(t *testing.T) {
+	t.Parallel()
+	f := newFakeMCPAuth(t)
+	kv := &refusedKV{KV: oauthflow.NewMemoryKV(), refused: make(chan struct{})}
+	// The first registration waits until the other instance has found the
+	// lock taken (or, were there no lock, until the other registers too).
+	f.release, f.second = kv.refused, make(chan struct{})
+	a, b := newInstance(t, kv, f.srv.Client()), newInstance(t, kv, f.srv.Client())
+	server := f.srv.URL + "/mcp"
+
+	var wg sync.WaitGroup
+	ids := make([]string, 2)
+	for i, in := range []*instance{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id, err := in.conn.Connect(context.Background(), server, mcpauth.Challenge{})
+			if err != nil {
+				t.Error(err)
+			}
+			ids[i] = id
+		}()
+	}
+	wg.Wait()
+	if ids[0] == "" || ids[0] != ids[1] || !strings.HasPrefix(ids[0], "mcp-127.0.0.1-") {
+		t.Fatalf("provider IDs %q", ids)
+	}
+	if n := f.registrations.Load(); n != 1 {
+		t.Fatalf("%d registrations, want 1", n)
+	}
+
+	_, doc, err := a.mod.StartSignIn(context.Background(), "alice", ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(doc.AuthURL, "code_challenge_method=S256") || !strings.Contains(doc.AuthURL, "scope=notes%3Aread") {
+		t.Errorf("auth URL %s", doc.AuthURL)
+	}
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Get(doc.AuthURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	loc, _ := url.Parse(resp.Header.Get("Location"))
+	cb, err := http.Get(b.api.URL + oauthflow.CallbackPath + "?" + loc.RawQuery) // on the other instance
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = cb.Body.Close()
+	if cb.StatusCode != http.StatusOK {
+		t.Fatalf("callback on the other instance: HTTP %d", cb.StatusCode)
+	}
+	tok, err := b.mod.Tokens.GetValidAccessToken(context.Background(), "alice", ids[0])
+	if err != nil || tok != "at-client-1" {
+		t.Fatalf("token %q, %v", tok, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range f.resources {
+		if r != server {
+			t.Errorf("resource %q, want %q", r, server)
+		}
+	}
+	if len(f.resources) != 2 {
+		t.Errorf("%d requests carried a resource, want 2", len(f.resources))
+	}
+}
