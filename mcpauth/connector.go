@@ -30,7 +30,8 @@ type Config struct {
 	// ClientMetadataURL is the https URL where the app serves its Client ID
 	// Metadata Document; it is the client ID at servers that accept one.
 	ClientMetadataURL string
-	// Clients are pre-registered clients, by authorization server issuer.
+	// Clients are pre-registered clients, by authorization server issuer; the
+	// one under "*" serves every issuer that has none of its own.
 	Clients map[string]Client
 	// HTTPClient makes discovery and registration requests and every call
 	// of the providers it builds (default: a client with a 30 s timeout).

@@ -61,6 +61,9 @@ func (c *Connector) client(ctx context.Context, md ServerMetadata) (Client, erro
 	if cl, ok := c.cfg.Clients[md.Issuer]; ok {
 		return cl, nil
 	}
+	if cl, ok := c.cfg.Clients["*"]; ok {
+		return cl, nil
+	}
 	if md.ClientIDMetadataDocumentSupported && c.cfg.ClientMetadataURL != "" {
 		return Client{ID: c.cfg.ClientMetadataURL, AuthMethod: "none"}, nil
 	}

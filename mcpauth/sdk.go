@@ -1,0 +1,108 @@
+package mcpauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/oauthflow/oauthflow"
+	"golang.org/x/oauth2"
+)
+
+// OAuthHandler lets a client of the official MCP Go SDK
+// (github.com/modelcontextprotocol/go-sdk) talk to a protected server as one
+// user of the Module: it satisfies the SDK's auth.OAuthHandler, so it goes in
+// mcp.StreamableClientTransport's OAuthHandler field. The tokens are the
+// store's: shared by every instance, refreshed once across them.
+type OAuthHandler struct {
+	Connector *Connector
+	UserID    string
+	ServerURL string
+	// SignIn, when set, takes the user through the sign-in at authURL (a
+	// browser the app drives, a device, a test's headless consent) and
+	// returns the query the authorization server redirected to the callback
+	// with. Nil: Authorize fails with an *UnauthorizedError wrapping
+	// oauthflow.ErrNoToken (or a *oauthflow.ScopeError), and the app sends the
+	// user through the "oauth" workflow (Module.StartSignIn).
+	SignIn func(ctx context.Context, authURL string) (url.Values, error)
+}
+
+// TokenSource returns the user's token source once they have a token for
+// the server; nil (no Authorization header) before, so that the server's
+// 401 says how to sign in.
+func (h *OAuthHandler) TokenSource(ctx context.Context) (oauth2.TokenSource, error) {
+	id, err := ProviderID(h.ServerURL)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := h.Connector.cfg.Module.Tokens.GetTokens(ctx, h.UserID, id); errors.Is(err, oauthflow.ErrNoToken) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	return h.Connector.cfg.Module.Tokens.TokenSource(ctx, h.UserID, id), nil
+}
+
+// Authorize answers the server's 401 or 403 (resp): it connects the server
+// from the challenge, and signs the user in for the scopes the server asks
+// for (added to those granted, on a 403 insufficient_scope) when SignIn is
+// set. The SDK then sends the request again.
+func (h *OAuthHandler) Authorize(ctx context.Context, req *http.Request, resp *http.Response) error {
+	discard(resp)
+	ch, _ := ParseChallenge(resp.Header)
+	id, err := h.Connector.Connect(ctx, h.ServerURL, ch)
+	if err != nil {
+		return err
+	}
+	t := &transport{c: h.Connector, userID: h.UserID, server: h.ServerURL}
+	unauthorized := t.unauthorized(ctx, id, resp.StatusCode, ch)
+	if h.SignIn == nil {
+		return unauthorized
+	}
+	scopes := ch.Scopes
+	var se *oauthflow.ScopeError
+	if errors.As(unauthorized, &se) {
+		scopes = se.Scopes()
+	}
+	return h.signIn(ctx, id, scopes)
+}
+
+// signIn runs the "oauth" workflow for the user and completes it with what
+// SignIn brings back, through the Module's own callback.
+func (h *OAuthHandler) signIn(ctx context.Context, id string, scopes []string) error {
+	m := h.Connector.cfg.Module
+	_, doc, err := m.StartSignIn(ctx, h.UserID, id, scopes...)
+	if err != nil {
+		return err
+	}
+	q, err := h.SignIn(ctx, doc.AuthURL)
+	if err != nil {
+		return err
+	}
+	cb, err := http.NewRequestWithContext(ctx, http.MethodGet, oauthflow.CallbackPath+"?"+q.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	w := &pageWriter{header: http.Header{}, status: http.StatusOK}
+	m.CallbackHandler().ServeHTTP(w, cb)
+	if w.status != http.StatusOK {
+		return fmt.Errorf("mcpauth: the sign-in to %s did not complete: HTTP %d", id, w.status)
+	}
+	if _, err := m.Tokens.GetTokens(ctx, h.UserID, id); err != nil {
+		return fmt.Errorf("mcpauth: the sign-in to %s stored no token: %w", id, err)
+	}
+	return nil
+}
+
+// pageWriter takes the callback's page when the sign-in is completed
+// in-process: only its status matters.
+type pageWriter struct {
+	header http.Header
+	status int
+}
+
+func (w *pageWriter) Header() http.Header         { return w.header }
+func (w *pageWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *pageWriter) WriteHeader(status int)      { w.status = status }

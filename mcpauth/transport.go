@@ -1,0 +1,141 @@
+package mcpauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/oauthflow/oauthflow"
+)
+
+// The MCP transport: an http.RoundTripper bound to one user and one MCP
+// server. It sends the user's token (refreshed on expiry, and once more on a
+// 401 to the token it sent, as Tokens.Client does), connects the server on
+// its first 401, and turns what the store cannot fix into errors the rest
+// of oauthflow understands: ErrNoToken when the user must sign in (a tool
+// reports "unauthorized" and the "oauth" workflow runs its sign-in), and a
+// *oauthflow.ScopeError when the server wants scopes the grant lacks (the
+// workflow signs in again for the granted and the missing scopes).
+
+// Client returns an *http.Client for an MCP transport (streamable HTTP or
+// SSE) to the server at serverURL, as userID. ctx gives its token reads
+// their values only, as Tokens.Client does.
+func (c *Connector) Client(ctx context.Context, userID, serverURL string) *http.Client {
+	return &http.Client{Transport: &transport{c: c, values: context.WithoutCancel(ctx), userID: userID, server: serverURL,
+		base: c.http.Transport}}
+}
+
+type transport struct {
+	c      *Connector
+	values context.Context
+	userID string
+	server string
+	base   http.RoundTripper // nil: http.DefaultTransport
+}
+
+// UnauthorizedError is a request the MCP server refused that a sign-in can
+// fix: it wraps oauthflow.ErrNoToken, or a *oauthflow.ScopeError when the
+// server asked for more scopes.
+type UnauthorizedError struct {
+	ProviderID string
+	Status     int
+	Challenge  Challenge
+	Err        error
+}
+
+func (e *UnauthorizedError) Error() string {
+	return fmt.Sprintf("mcpauth: the MCP server answered HTTP %d (%s): %v", e.Status, e.ProviderID, e.Err)
+}
+
+func (e *UnauthorizedError) Unwrap() error { return e.Err }
+
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	id, err := ProviderID(t.server)
+	if err != nil {
+		return nil, closeBody(req, err)
+	}
+	connected, err := t.connected(req.Context(), id)
+	if err != nil {
+		return nil, closeBody(req, err)
+	}
+	var resp *http.Response
+	if connected {
+		resp, err = t.c.cfg.Module.Tokens.Client(t.values, t.userID, id).Transport.RoundTrip(req)
+	} else {
+		resp, err = t.baseRT().RoundTrip(req)
+	}
+	if err != nil {
+		if errors.Is(err, oauthflow.ErrNoToken) {
+			return nil, &UnauthorizedError{ProviderID: id, Err: err}
+		}
+		return nil, err
+	}
+	ch, _ := ParseChallenge(resp.Header)
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized:
+	case resp.StatusCode == http.StatusForbidden && ch.Error == "insufficient_scope":
+	default:
+		return resp, nil
+	}
+	discard(resp)
+	if _, err := t.c.Connect(req.Context(), t.server, ch); err != nil {
+		return nil, err
+	}
+	return nil, t.unauthorized(req.Context(), id, resp.StatusCode, ch)
+}
+
+// unauthorized is the error for a 401 or 403 that the store could not fix:
+// for missing scopes, a ScopeError naming them.
+func (t *transport) unauthorized(ctx context.Context, id string, status int, ch Challenge) error {
+	e := &UnauthorizedError{ProviderID: id, Status: status, Challenge: ch, Err: oauthflow.ErrNoToken}
+	if status != http.StatusForbidden || len(ch.Scopes) == 0 {
+		return e
+	}
+	var granted []string
+	if tok, err := t.c.cfg.Module.Tokens.GetTokens(ctx, t.userID, id); err == nil {
+		granted = strings.Fields(tok.Scope)
+	}
+	var missing []string
+	for _, s := range ch.Scopes {
+		if !slices.Contains(granted, s) {
+			missing = append(missing, s)
+		}
+	}
+	if len(missing) > 0 {
+		e.Err = &oauthflow.ScopeError{ProviderID: id, Granted: granted, Missing: missing}
+	}
+	return e
+}
+
+// connected reports whether the server has been connected, by any instance.
+func (t *transport) connected(ctx context.Context, id string) (bool, error) {
+	if t.c.cfg.Module.Registry.Has(id) {
+		return true, nil
+	}
+	_, ok, err := t.c.load(ctx, id)
+	return ok, err
+}
+
+func (t *transport) baseRT() http.RoundTripper {
+	if t.base != nil {
+		return t.base
+	}
+	return http.DefaultTransport
+}
+
+func discard(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+}
+
+// closeBody closes req's body, as a RoundTripper must even when it fails.
+func closeBody(req *http.Request, err error) error {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+	return err
+}
