@@ -147,8 +147,9 @@ func discover(ctx context.Context, client *http.Client, server string, ch Challe
 	if err != nil {
 		return nil, err
 	}
-	if !sameResource(prm.Resource, resource) {
-		return nil, fmt.Errorf("%w: the resource metadata names %q, not %q", ErrDiscovery, prm.Resource, resource)
+	declared, ok := covering(prm.Resource, resource)
+	if !ok {
+		return nil, fmt.Errorf("%w: the resource metadata names %q, which is not %q or a parent of it", ErrDiscovery, prm.Resource, resource)
 	}
 	if len(prm.AuthorizationServers) == 0 {
 		return nil, fmt.Errorf("%w: the resource metadata of %s names no authorization server", ErrDiscovery, resource)
@@ -157,14 +158,28 @@ func discover(ctx context.Context, client *http.Client, server string, ch Challe
 	if err != nil {
 		return nil, err
 	}
-	return &Discovered{Resource: resource, PRM: prm, AS: *as}, nil
+	return &Discovered{Resource: declared, PRM: prm, AS: *as}, nil
 }
 
-// sameResource reports whether the metadata's resource is the server's:
-// equal as canonical URLs, a trailing slash aside.
-func sameResource(declared, resource string) bool {
+// covering returns the metadata's resource, canonical, when it is the
+// server's resource or a parent of it (same origin, a path prefix at a
+// segment boundary): a server at /mcp may be protected as its whole origin.
+// That resource is the one sign-ins name.
+func covering(declared, resource string) (string, bool) {
 	d, err := canonicalResource(declared)
-	return err == nil && strings.TrimSuffix(d, "/") == strings.TrimSuffix(resource, "/")
+	if err != nil {
+		return "", false
+	}
+	du, _ := url.Parse(d)
+	ru, _ := url.Parse(resource)
+	if du.Scheme != ru.Scheme || du.Host != ru.Host || du.RawQuery != "" {
+		return "", false
+	}
+	parent, path := strings.TrimSuffix(du.EscapedPath(), "/"), strings.TrimSuffix(ru.EscapedPath(), "/")
+	if path != parent && !strings.HasPrefix(path, parent+"/") {
+		return "", false
+	}
+	return d, true
 }
 
 // errNoMetadata means no well-known URL served resource metadata.

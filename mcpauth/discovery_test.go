@@ -60,6 +60,7 @@ func TestDiscover(t *testing.T) {
 		docs      map[string]string
 		wantAsked []string
 		wantErr   string // in the error; "" for success
+		resource  string // the resource discovered, {base} replaced; "" for the server's URL
 		legacy    bool
 	}{
 		{name: "the challenge's metadata URL comes first", path: "/mcp", challenge: "/custom/prm",
@@ -82,6 +83,11 @@ func TestDiscover(t *testing.T) {
 				"/.well-known/oauth-authorization-server": strings.ReplaceAll(asDoc, `["S256"]`, `["plain"]`)}},
 		{name: "resource metadata of another resource is refused", path: "/mcp", wantErr: "not",
 			docs: map[string]string{"/.well-known/oauth-protected-resource/mcp": prm("https://other.example/mcp"),
+				"/.well-known/oauth-authorization-server": asDoc}},
+		{name: "resource metadata of a parent (the origin) is the resource", path: "/mcp", resource: "{base}",
+			docs: map[string]string{"/.well-known/oauth-protected-resource": prm("{base}"), "/.well-known/oauth-authorization-server": asDoc}},
+		{name: "resource metadata of a sibling path is refused", path: "/mcp", wantErr: "not",
+			docs: map[string]string{"/.well-known/oauth-protected-resource/mcp": prm("{base}/mcp2"),
 				"/.well-known/oauth-authorization-server": asDoc}},
 		{name: "2025-03-26: no resource metadata, the origin's metadata", path: "/mcp", legacy: true,
 			docs:      map[string]string{"/.well-known/oauth-authorization-server": asDoc},
@@ -106,7 +112,11 @@ func TestDiscover(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.Resource != m.srv.URL+tt.path || d.AS.TokenEndpoint != strings.TrimSuffix(d.AS.Issuer, "/tenant")+"/token" {
+			wantResource := m.srv.URL + tt.path
+			if tt.resource != "" {
+				wantResource = strings.ReplaceAll(tt.resource, "{base}", m.srv.URL)
+			}
+			if d.Resource != wantResource || d.AS.TokenEndpoint != strings.TrimSuffix(d.AS.Issuer, "/tenant")+"/token" {
 				t.Errorf("discovered %+v", d)
 			}
 			if (d.PRM == nil) != tt.legacy {
