@@ -30,8 +30,14 @@ type Client struct {
 	Secret string `json:"client_secret,omitempty"`
 	// AuthMethod is how the client authenticates at the token endpoint:
 	// "none" (a public client), "client_secret_basic" or "client_secret_post".
-	// "" means client_secret_basic with a secret, none without.
+	// "" means client_secret_basic with a secret, none without. A client
+	// that reaches servers as itself (ConnectAsClient) may also use
+	// "private_key_jwt".
 	AuthMethod string `json:"token_endpoint_auth_method,omitempty"`
+	// PrivateKeyPEM signs the client's assertions for private_key_jwt: a P-256
+	// key (ES256) or an RSA key (RS256), PKCS#8, SEC 1 or PKCS#1. Never stored.
+	PrivateKeyPEM string `json:"-"`
+	SigningAlg    string `json:"-"` // "ES256" or "RS256"; "" follows the key
 }
 
 // authMethod is c's token endpoint authentication, defaults applied.

@@ -27,13 +27,26 @@ type OAuthHandler struct {
 	// oauthflow.ErrNoToken (or a *oauthflow.ScopeError), and the app sends the
 	// user through the "oauth" workflow (Module.StartSignIn).
 	SignIn func(ctx context.Context, authURL string) (url.Values, error)
+	// AsClient has the handler reach the server as the client itself, with
+	// the client credentials grant and Config.Clients' credentials, instead
+	// of as a user who signs in; UserID is then the app's name for the agent.
+	AsClient bool
+}
+
+// providerID is the server's provider ID for the handler's way in.
+func (h *OAuthHandler) providerID() (string, error) {
+	id, err := ProviderID(h.ServerURL)
+	if err != nil || !h.AsClient {
+		return id, err
+	}
+	return id + ccSuffix, nil
 }
 
 // TokenSource returns the user's token source once they have a token for
 // the server; nil (no Authorization header) before, so that the server's
 // 401 says how to sign in.
 func (h *OAuthHandler) TokenSource(ctx context.Context) (oauth2.TokenSource, error) {
-	id, err := ProviderID(h.ServerURL)
+	id, err := h.providerID()
 	if err != nil {
 		return nil, err
 	}
@@ -52,6 +65,10 @@ func (h *OAuthHandler) TokenSource(ctx context.Context) (oauth2.TokenSource, err
 func (h *OAuthHandler) Authorize(ctx context.Context, req *http.Request, resp *http.Response) error {
 	discard(resp)
 	ch, _ := ParseChallenge(resp.Header)
+	if h.AsClient {
+		_, err := h.Connector.ConnectAsClient(ctx, h.ServerURL, h.UserID, ch)
+		return err
+	}
 	id, err := h.Connector.Connect(ctx, h.ServerURL, ch)
 	if err != nil {
 		return err

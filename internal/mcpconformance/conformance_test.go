@@ -11,9 +11,8 @@ import (
 )
 
 // passing are the client auth scenarios of @modelcontextprotocol/conformance
-// 0.1.16 that this client passes, by the suite's groups. Not yet: the
-// client credentials extensions (auth/client-credentials-basic,
-// auth/client-credentials-jwt) and auth/cross-app-access-complete-flow.
+// 0.1.16 that this client passes, by the suite's groups. Not yet:
+// auth/cross-app-access-complete-flow.
 var passing = []string{
 	// core
 	"auth/metadata-default", "auth/metadata-var1", "auth/metadata-var2", "auth/metadata-var3",
@@ -24,6 +23,8 @@ var passing = []string{
 	"auth/pre-registration",
 	// 2025-03-26 back-compat
 	"auth/2025-03-26-oauth-metadata-backcompat", "auth/2025-03-26-oauth-endpoint-fallback",
+	// extensions
+	"auth/client-credentials-basic", "auth/client-credentials-jwt",
 	// draft
 	"auth/resource-mismatch", "auth/offline-access-scope", "auth/offline-access-not-supported",
 }

@@ -46,8 +46,10 @@ func main() {
 
 // settings is what MCP_CONFORMANCE_CONTEXT may carry.
 type settings struct {
-	ClientID     string `json:"client_id"`
-	ClientSecret string `json:"client_secret"`
+	ClientID      string `json:"client_id"`
+	ClientSecret  string `json:"client_secret"`
+	PrivateKeyPEM string `json:"private_key_pem"`
+	SigningAlg    string `json:"signing_algorithm"`
 }
 
 func run(ctx context.Context, serverURL, scenario, rawSettings string) error {
@@ -68,14 +70,20 @@ func run(ctx context.Context, serverURL, scenario, rawSettings string) error {
 	defer m.Close()
 	cfg := mcpauth.Config{Module: m, RedirectURL: redirectURL, ClientName: "oauthflow conformance client",
 		ClientMetadataURL: "https://conformance-test.local/client-metadata.json"}
+	asClient := strings.HasPrefix(scenario, "auth/client-credentials-")
 	if set.ClientID != "" {
-		cfg.Clients = map[string]mcpauth.Client{"*": {ID: set.ClientID, Secret: set.ClientSecret}}
+		cl := mcpauth.Client{ID: set.ClientID, Secret: set.ClientSecret, PrivateKeyPEM: set.PrivateKeyPEM, SigningAlg: set.SigningAlg}
+		if set.PrivateKeyPEM != "" {
+			cl.AuthMethod = "private_key_jwt"
+		}
+		cfg.Clients = map[string]mcpauth.Client{"*": cl}
 	}
 	conn, err := mcpauth.New(cfg)
 	if err != nil {
 		return err
 	}
-	return callTool(ctx, serverURL, &mcpauth.OAuthHandler{Connector: conn, UserID: user, ServerURL: serverURL, SignIn: consent})
+	h := &mcpauth.OAuthHandler{Connector: conn, UserID: user, ServerURL: serverURL, SignIn: consent, AsClient: asClient}
+	return callTool(ctx, serverURL, h)
 }
 
 // callTool connects to the server as the user, lists its tools and calls
