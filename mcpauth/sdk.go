@@ -31,15 +31,24 @@ type OAuthHandler struct {
 	// the client credentials grant and Config.Clients' credentials, instead
 	// of as a user who signs in; UserID is then the app's name for the agent.
 	AsClient bool
+	// CrossApp, when set, has the handler reach the server through the
+	// user's enterprise identity provider (cross-app access) instead of a
+	// sign-in of the server's own.
+	CrossApp *CrossApp
 }
 
 // providerID is the server's provider ID for the handler's way in.
 func (h *OAuthHandler) providerID() (string, error) {
 	id, err := ProviderID(h.ServerURL)
-	if err != nil || !h.AsClient {
-		return id, err
+	switch {
+	case err != nil:
+		return "", err
+	case h.CrossApp != nil:
+		return id + xaaSuffix, nil
+	case h.AsClient:
+		return id + ccSuffix, nil
 	}
-	return id + ccSuffix, nil
+	return id, nil
 }
 
 // TokenSource returns the user's token source once they have a token for
@@ -65,7 +74,11 @@ func (h *OAuthHandler) TokenSource(ctx context.Context) (oauth2.TokenSource, err
 func (h *OAuthHandler) Authorize(ctx context.Context, req *http.Request, resp *http.Response) error {
 	discard(resp)
 	ch, _ := ParseChallenge(resp.Header)
-	if h.AsClient {
+	switch {
+	case h.CrossApp != nil:
+		_, err := h.Connector.ConnectCrossApp(ctx, h.ServerURL, h.UserID, ch, h.CrossApp)
+		return err
+	case h.AsClient:
 		_, err := h.Connector.ConnectAsClient(ctx, h.ServerURL, h.UserID, ch)
 		return err
 	}

@@ -11,8 +11,7 @@ import (
 )
 
 // passing are the client auth scenarios of @modelcontextprotocol/conformance
-// 0.1.16 that this client passes, by the suite's groups. Not yet:
-// auth/cross-app-access-complete-flow.
+// 0.1.16, all 22 of them, by the suite's groups.
 var passing = []string{
 	// core
 	"auth/metadata-default", "auth/metadata-var1", "auth/metadata-var2", "auth/metadata-var3",
@@ -24,7 +23,7 @@ var passing = []string{
 	// 2025-03-26 back-compat
 	"auth/2025-03-26-oauth-metadata-backcompat", "auth/2025-03-26-oauth-endpoint-fallback",
 	// extensions
-	"auth/client-credentials-basic", "auth/client-credentials-jwt",
+	"auth/client-credentials-basic", "auth/client-credentials-jwt", "auth/cross-app-access-complete-flow",
 	// draft
 	"auth/resource-mismatch", "auth/offline-access-scope", "auth/offline-access-not-supported",
 }

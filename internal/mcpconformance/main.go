@@ -50,6 +50,10 @@ type settings struct {
 	ClientSecret  string `json:"client_secret"`
 	PrivateKeyPEM string `json:"private_key_pem"`
 	SigningAlg    string `json:"signing_algorithm"`
+	// cross-app access
+	IdPClientID      string `json:"idp_client_id"`
+	IdPIDToken       string `json:"idp_id_token"`
+	IdPTokenEndpoint string `json:"idp_token_endpoint"`
 }
 
 func run(ctx context.Context, serverURL, scenario, rawSettings string) error {
@@ -83,6 +87,10 @@ func run(ctx context.Context, serverURL, scenario, rawSettings string) error {
 		return err
 	}
 	h := &mcpauth.OAuthHandler{Connector: conn, UserID: user, ServerURL: serverURL, SignIn: consent, AsClient: asClient}
+	if set.IdPIDToken != "" {
+		h.CrossApp = &mcpauth.CrossApp{TokenURL: set.IdPTokenEndpoint, ClientID: set.IdPClientID,
+			IDToken: func(context.Context) (string, error) { return set.IdPIDToken, nil }}
+	}
 	return callTool(ctx, serverURL, h)
 }
 
