@@ -3,7 +3,6 @@ package oauthflow
 import (
 	"context"
 	"errors"
-	"fmt"
 )
 
 // The OAuth workflow, its states, transitions and prompt document.
@@ -104,8 +103,7 @@ func (m *Module) initiateOAuth(ctx context.Context, tc *TransitionContext) error
 	if err := tc.DecodeArgs(&args); err != nil {
 		return m.failFlow(ctx, tc, "", &FlowError{Message: "The sign-in request is not valid.", Err: err})
 	}
-	if !m.Registry.Has(args.Provider) {
-		err := fmt.Errorf("%w: %q", ErrUnknownProvider, args.Provider)
+	if _, err := m.Registry.Get(args.Provider); err != nil { // Get, not Has: a resolver may build it (AddResolver)
 		return m.failFlow(ctx, tc, args.Provider, &FlowError{Message: "This provider is not available.", Err: err})
 	}
 	res, err := m.buildAuthURL(ctx, ToolContext{UserID: tc.Run.UserID, RunID: tc.Run.ID},

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"time"
 
@@ -142,13 +143,17 @@ func (c *Connector) forgetClient(ctx context.Context, issuer string, cl Client) 
 // register makes an RFC 7591 dynamic registration at md's server.
 func (c *Connector) register(ctx context.Context, md ServerMetadata) (Client, error) {
 	method := preferredAuthMethod(md.TokenEndpointAuthMethodsSupported)
-	body, _ := json.Marshal(map[string]any{
+	meta := map[string]any{
 		"client_name":                c.cfg.ClientName,
 		"redirect_uris":              []string{c.cfg.RedirectURL},
 		"grant_types":                []string{"authorization_code", "refresh_token"},
 		"response_types":             []string{"code"},
 		"token_endpoint_auth_method": method,
-	})
+	}
+	if loopback(c.cfg.RedirectURL) {
+		meta["application_type"] = "native" // RFC 8252 §7.3: an http loopback redirect is a native app's
+	}
+	body, _ := json.Marshal(meta)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, md.RegistrationEndpoint, bytes.NewReader(body))
 	if err != nil {
 		return Client{}, fmt.Errorf("%w: %w", ErrRegistration, err)
@@ -188,4 +193,14 @@ func preferredAuthMethod(supported []string) string {
 		}
 	}
 	return "client_secret_basic"
+}
+
+// loopback reports whether u is an http URL on a loopback host.
+func loopback(u string) bool {
+	p, err := url.Parse(u)
+	if err != nil || p.Scheme != "http" {
+		return false
+	}
+	h := p.Hostname()
+	return h == "localhost" || h == "127.0.0.1" || h == "::1"
 }

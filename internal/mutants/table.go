@@ -760,6 +760,15 @@ func table() []mutant {
 			Why:  "token requests name the MCP server as their resource (RFC 8707)",
 			Run:  "TestConnectAcrossInstances",
 		},
+		{
+			Name: "mcp/sign-in-misses-resolved-provider",
+			File: "oauthworkflow.go",
+			Old:  "\tif _, err := m.Registry.Get(args.Provider); err != nil {",
+			New:  "\tif err := ErrUnknownProvider; !m.Registry.Has(args.Provider) {",
+			Pkg:  "./mcpauth",
+			Why:  "the sign-in workflow finds a provider another instance registered at run time (an MCP server's)",
+			Run:  "TestMCPServerEndToEnd",
+		},
 
 		// Not a guard: renewEvery stops renewing a lease that is in other hands,
 		// which saves commands but changes no outcome (the holder confirms the

@@ -61,6 +61,8 @@ type Options struct {
 	RTRotate      string        // RotateAlways, RotateNever, RotateDefault; "": always
 	PKCE          string        // PKCEOptional, PKCERequired; "": optional
 	RedirectPaths []string      // extra redirect paths, e.g. "/app/callback"
+	Registration  bool          // open dynamic client registration (RFC 7591)
+	Resources     []string      // extra resource indicators tokens may be issued for (an MCP server's URL)
 }
 
 // env returns the peer's settings as environment variables.
@@ -76,6 +78,10 @@ func (o Options) env() []string {
 	add("RT_ROTATE", o.RTRotate)
 	add("PKCE", o.PKCE)
 	add("REDIRECT_PATHS", strings.Join(o.RedirectPaths, ","))
+	add("RESOURCES", strings.Join(o.Resources, ","))
+	if o.Registration {
+		add("REGISTRATION", "open")
+	}
 	return env
 }
 
@@ -89,7 +95,7 @@ func seconds(d time.Duration) string {
 
 // settingKeys are the variables Options own; inherited values are dropped so
 // the peer runs with exactly the options given.
-var settingKeys = []string{"PORT", "AT_TTL", "RT_TTL", "RT_ROTATE", "PKCE", "REDIRECT_PATHS"}
+var settingKeys = []string{"PORT", "AT_TTL", "RT_TTL", "RT_ROTATE", "PKCE", "REDIRECT_PATHS", "RESOURCES", "REGISTRATION"}
 
 func childEnv(o Options) []string {
 	var env []string

@@ -1,0 +1,255 @@
+package mcpauth
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/oauthflow/oauthflow"
+	"golang.org/x/oauth2"
+)
+
+// The client credentials grant, for MCP servers an agent reaches as itself
+// rather than as a user (SEP-1046): the client authenticates with its secret
+// in the Basic header (client_secret_basic) or with a JWT it signs
+// (private_key_jwt, RFC 7523), and asks for a token for the server's
+// resource. Its tokens live in the store like a user's, under the user ID
+// the app gives the agent, and are fetched again (as a refresh) when they
+// expire: the provider answers a refresh with a new grant.
+
+// ccRefreshMark stands in for the refresh token that a client credentials
+// grant never gives, so that the store fetches a new token on expiry.
+const ccRefreshMark = "client_credentials"
+
+// ccSuffix ends the provider ID of a server reached with client credentials.
+const ccSuffix = "-cc"
+
+// ccProvider is an MCP server reached with client credentials.
+type ccProvider struct {
+	id       string
+	client   Client
+	d        Discovered
+	scopes   []string
+	http     *http.Client
+	issuer   string // the JWT assertion's audience
+	tokenURL string
+	crossApp *CrossApp // set: the user's IdP grants the assertion (cross-app access)
+}
+
+func (p *ccProvider) ProviderID() string      { return p.id }
+func (p *ccProvider) DefaultScopes() []string { return p.scopes }
+func (p *ccProvider) BuildAuthURL([]string, string, ...oauth2.AuthCodeOption) string {
+	return "" // no user sign-in: nothing to open
+}
+func (p *ccProvider) ExchangeCode(context.Context, string, ...oauth2.AuthCodeOption) (*oauthflow.TokenSet, error) {
+	return nil, fmt.Errorf("%w: %s is reached with client credentials, not sign-ins", oauthflow.ErrInvalidArgument, p.id)
+}
+
+// RefreshToken fetches a new token with the client credentials grant.
+func (p *ccProvider) RefreshToken(ctx context.Context, _ string) (*oauthflow.TokenSet, error) {
+	return p.grant(ctx)
+}
+
+// grant asks the token endpoint for a token: with the client's
+// credentials, or, for cross-app access, with the identity assertion the
+// user's IdP grants.
+func (p *ccProvider) grant(ctx context.Context) (*oauthflow.TokenSet, error) {
+	form := url.Values{"grant_type": {"client_credentials"}, "resource": {p.d.Resource}}
+	if p.crossApp != nil {
+		jag, err := p.crossApp.assertionGrant(ctx, p.id, p.issuer, p.d.Resource, p.http)
+		if err != nil {
+			return nil, err
+		}
+		form = url.Values{"grant_type": {"urn:ietf:params:oauth:grant-type:jwt-bearer"}, "assertion": {jag}, "resource": {p.d.Resource}}
+	}
+	if len(p.scopes) > 0 {
+		form.Set("scope", strings.Join(p.scopes, " "))
+	}
+	basic := false
+	switch p.client.authMethod() {
+	case "private_key_jwt":
+		assertion, err := p.assertion()
+		if err != nil {
+			return nil, err
+		}
+		form.Set("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
+		form.Set("client_assertion", assertion)
+	case "client_secret_post":
+		form.Set("client_id", p.client.ID)
+		form.Set("client_secret", p.client.Secret)
+	case "none":
+		form.Set("client_id", p.client.ID)
+	default:
+		basic = true
+	}
+	var auth *Client
+	if basic {
+		auth = &p.client
+	}
+	a, err := postToken(ctx, p.http, p.id, p.tokenURL, form, auth)
+	if err != nil {
+		return nil, err
+	}
+	mark := ccRefreshMark
+	if p.crossApp != nil {
+		mark = crossAppRefreshMark
+	}
+	return &oauthflow.TokenSet{AccessToken: a.AccessToken, RefreshToken: mark, ExpiresIn: a.ExpiresIn, Scope: a.Scope}, nil
+}
+
+// tokenAnswer is a token endpoint's answer.
+type tokenAnswer struct {
+	AccessToken string `json:"access_token"`
+	ExpiresIn   int64  `json:"expires_in"`
+	Scope       string `json:"scope"`
+	Error       string `json:"error"`
+	Description string `json:"error_description"`
+}
+
+// postToken posts form to a token endpoint, with basic's credentials in the
+// Basic header when set, and reads the answer; anything but a token is a
+// *oauthflow.ProviderError.
+func postToken(ctx context.Context, client *http.Client, id, tokenURL string, form url.Values, basic *Client) (tokenAnswer, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tokenURL, strings.NewReader(form.Encode()))
+	if err != nil {
+		return tokenAnswer{}, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	if basic != nil {
+		req.SetBasicAuth(url.QueryEscape(basic.ID), url.QueryEscape(basic.Secret))
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return tokenAnswer{}, &oauthflow.ProviderError{ProviderID: id, Err: err}
+	}
+	defer resp.Body.Close()
+	var a tokenAnswer
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxRegistration)).Decode(&a); err != nil || resp.StatusCode != http.StatusOK || a.AccessToken == "" {
+		return tokenAnswer{}, &oauthflow.ProviderError{ProviderID: id, StatusCode: resp.StatusCode, Code: a.Error,
+			Description: a.Description, Err: err}
+	}
+	return a, nil
+}
+
+// assertion is the client's signed JWT for one token request (RFC 7523):
+// issued by and about the client, for the authorization server's issuer.
+func (p *ccProvider) assertion() (string, error) {
+	key, alg, err := signingKey(p.client)
+	if err != nil {
+		return "", err
+	}
+	now := time.Now()
+	header, _ := json.Marshal(map[string]string{"alg": alg, "typ": "JWT"})
+	claims, _ := json.Marshal(map[string]any{"iss": p.client.ID, "sub": p.client.ID, "aud": p.issuer,
+		"iat": now.Unix(), "exp": now.Add(5 * time.Minute).Unix(), "jti": rand.Text()})
+	signed := b64(header) + "." + b64(claims)
+	digest := sha256.Sum256([]byte(signed))
+	var sig []byte
+	switch k := key.(type) {
+	case *ecdsa.PrivateKey:
+		r, s, err := ecdsa.Sign(rand.Reader, k, digest[:])
+		if err != nil {
+			return "", err
+		}
+		sig = append(r.FillBytes(make([]byte, 32)), s.FillBytes(make([]byte, 32))...)
+	case *rsa.PrivateKey:
+		if sig, err = rsa.SignPKCS1v15(rand.Reader, k, crypto.SHA256, digest[:]); err != nil {
+			return "", err
+		}
+	}
+	return signed + "." + b64(sig), nil
+}
+
+func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+
+// errKey means a client's private key cannot sign its assertions.
+var errKey = errors.New("mcpauth: the client's private key cannot sign: want a PEM P-256 key (ES256) or an RSA key (RS256)")
+
+// signingKey parses the client's PEM key: PKCS#8, or SEC 1 / PKCS#1.
+func signingKey(c Client) (crypto.Signer, string, error) {
+	block, _ := pem.Decode([]byte(c.PrivateKeyPEM))
+	if block == nil {
+		return nil, "", errKey
+	}
+	var key any
+	var err error
+	if key, err = x509.ParsePKCS8PrivateKey(block.Bytes); err != nil {
+		if key, err = x509.ParseECPrivateKey(block.Bytes); err != nil {
+			key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
+		}
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %w", errKey, err)
+	}
+	switch k := key.(type) {
+	case *ecdsa.PrivateKey:
+		if k.Curve.Params().BitSize != 256 || (c.SigningAlg != "" && c.SigningAlg != "ES256") {
+			return nil, "", errKey
+		}
+		return k, "ES256", nil
+	case *rsa.PrivateKey:
+		if c.SigningAlg != "" && c.SigningAlg != "RS256" {
+			return nil, "", errKey
+		}
+		return k, "RS256", nil
+	}
+	return nil, "", errKey
+}
+
+// ConnectAsClient connects the MCP server at serverURL for the agent itself:
+// discovery (with ch, the challenge of the server's 401, when there is
+// one), a provider that fetches tokens with the client credentials of
+// Config.Clients for the server's issuer, and a first token stored for
+// userID, the app's name for the agent. It returns the provider ID; reads of
+// userID's token for it fetch a new one when it expires.
+func (c *Connector) ConnectAsClient(ctx context.Context, serverURL, userID string, ch Challenge) (string, error) {
+	return c.connectGrant(ctx, serverURL, userID, ch, ccSuffix, nil)
+}
+
+// connectGrant connects serverURL for userID with a grant that needs no
+// sign-in: client credentials, or cross-app access when idp is set.
+func (c *Connector) connectGrant(ctx context.Context, serverURL, userID string, ch Challenge, suffix string, idp *CrossApp) (string, error) {
+	base, err := ProviderID(serverURL)
+	if err != nil {
+		return "", err
+	}
+	id := base + suffix
+	d, err := discover(ctx, c.http, serverURL, ch)
+	if err != nil {
+		return "", err
+	}
+	cl, ok := c.cfg.Clients[d.AS.Issuer]
+	if !ok {
+		if cl, ok = c.cfg.Clients["*"]; !ok {
+			return "", fmt.Errorf("%w: no client credentials are configured for %s (Config.Clients)", ErrRegistration, d.AS.Issuer)
+		}
+	}
+	p := &ccProvider{id: id, client: cl, d: *d, scopes: defaultScopes(d, ch), http: c.http, issuer: d.AS.Issuer,
+		tokenURL: d.AS.TokenEndpoint, crossApp: idp}
+	if err := c.cfg.Module.Registry.Register(p); err != nil && !c.cfg.Module.Registry.Has(id) {
+		return "", err
+	}
+	ts, err := p.grant(ctx)
+	if err != nil {
+		return "", err
+	}
+	if err := c.cfg.Module.Tokens.StoreFromTokenSet(ctx, userID, id, ts); err != nil {
+		return "", err
+	}
+	return id, nil
+}
