@@ -3,10 +3,13 @@ package mcpauth_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,10 +33,13 @@ type fakeMCPAuth struct {
 	mu              sync.Mutex
 	challenges      map[string]string // code -> code_challenge
 	resources       []string          // the resource of each authorization and token request
+	scopes          map[string]string // access token -> its scope
+	need            []string          // scopes the MCP endpoint wants; nil: any token will do
+	refuse          bool              // the MCP endpoint answers insufficient_scope for need, whatever the token has
 }
 
 func newFakeMCPAuth(t *testing.T) *fakeMCPAuth {
-	f := &fakeMCPAuth{challenges: map[string]string{}}
+	f := &fakeMCPAuth{challenges: map[string]string{}, scopes: map[string]string{}}
 	mux := http.NewServeMux()
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.srv.Close)
@@ -65,6 +71,7 @@ func newFakeMCPAuth(t *testing.T) *fakeMCPAuth {
 		q := r.URL.Query()
 		f.mu.Lock()
 		f.challenges["code-"+q.Get("state")] = q.Get("code_challenge")
+		f.scopes["at-code-"+q.Get("state")] = q.Get("scope")
 		f.resources = append(f.resources, q.Get("resource"))
 		f.mu.Unlock()
 		to, _ := url.Parse(q.Get("redirect_uri"))
@@ -82,7 +89,27 @@ func newFakeMCPAuth(t *testing.T) *fakeMCPAuth {
 			writeJSON(w, map[string]string{"error": "invalid_grant"})
 			return
 		}
-		writeJSON(w, map[string]any{"access_token": "at-" + r.Form.Get("client_id"), "token_type": "Bearer", "expires_in": 3600})
+		f.mu.Lock()
+		scope := f.scopes["at-"+r.Form.Get("code")]
+		f.mu.Unlock()
+		writeJSON(w, map[string]any{"access_token": "at-" + r.Form.Get("code"), "token_type": "Bearer", "expires_in": 3600, "scope": scope})
+	})
+	mux.HandleFunc("POST /mcp", func(w http.ResponseWriter, r *http.Request) {
+		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		f.mu.Lock()
+		scope, known := f.scopes[tok]
+		need, refuse := f.need, f.refuse
+		f.mu.Unlock()
+		switch {
+		case !known:
+			w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+base()+`/.well-known/oauth-protected-resource/mcp"`)
+			w.WriteHeader(http.StatusUnauthorized)
+		case refuse || !containsAll(strings.Fields(scope), need):
+			w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope", scope="`+strings.Join(need, " ")+`"`)
+			w.WriteHeader(http.StatusForbidden)
+		default:
+			_, _ = io.WriteString(w, "ok "+tok)
+		}
 	})
 	return f
 }
@@ -100,6 +127,15 @@ func (k *refusedKV) SetNX(ctx context.Context, key string, v []byte, ttl time.Du
 		k.once.Do(func() { close(k.refused) })
 	}
 	return ok, err
+}
+
+func containsAll(have, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -190,7 +226,7 @@ func TestConnectAcrossInstances(t *testing.T) {
 		t.Fatalf("callback on the other instance: HTTP %d", cb.StatusCode)
 	}
 	tok, err := b.mod.Tokens.GetValidAccessToken(context.Background(), "alice", ids[0])
-	if err != nil || tok != "at-client-1" {
+	if err != nil || !strings.HasPrefix(tok, "at-code-") {
 		t.Fatalf("token %q, %v", tok, err)
 	}
 	f.mu.Lock()
@@ -202,5 +238,92 @@ func TestConnectAcrossInstances(t *testing.T) {
 	}
 	if len(f.resources) != 2 {
 		t.Errorf("%d requests carried a resource, want 2", len(f.resources))
+	}
+}
+
+// signIn completes a sign-in of user to the server on in, with scopes.
+func signIn(t *testing.T, in *instance, user, id string, scopes ...string) {
+	t.Helper()
+	_, doc, err := in.mod.StartSignIn(context.Background(), user, id, scopes...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Get(doc.AuthURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	loc, _ := url.Parse(resp.Header.Get("Location"))
+	cb, err := http.Get(in.api.URL + oauthflow.CallbackPath + "?" + loc.RawQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = cb.Body.Close()
+	if cb.StatusCode != http.StatusOK {
+		t.Fatalf("callback: HTTP %d", cb.StatusCode)
+	}
+}
+
+// The MCP transport: a first request meets the server's 401, connects the
+// server and asks for a sign-in (ErrNoToken); after it, requests carry the
+// user's token; a 403 insufficient_scope asks for a sign-in with the granted
+// and the missing scopes (a ScopeError); a 403 for scopes the grant already
+// holds is the server's refusal, not another sign-in (the step-up's limit);
+// and a 401 to the stored token asks for a sign-in again.
+func TestTransport(t *testing.T) {
+	t.Parallel()
+	f := newFakeMCPAuth(t)
+	in := newInstance(t, oauthflow.NewMemoryKV(), f.srv.Client())
+	server := f.srv.URL + "/mcp"
+	client := in.conn.Client(context.Background(), "alice", server)
+	post := func() error {
+		resp, err := client.Post(server, "application/json", strings.NewReader(`{}`))
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				err = errors.New(resp.Status)
+			}
+		}
+		return err
+	}
+	set := func(need []string, refuse bool) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.need, f.refuse = need, refuse
+	}
+
+	err := post()
+	var ue *mcpauth.UnauthorizedError
+	if !errors.As(err, &ue) || !errors.Is(err, oauthflow.ErrNoToken) || ue.Status != http.StatusUnauthorized {
+		t.Fatalf("first request: %v, want an UnauthorizedError wrapping ErrNoToken", err)
+	}
+	signIn(t, in, "alice", ue.ProviderID)
+	if err := post(); err != nil {
+		t.Fatalf("after the sign-in: %v", err)
+	}
+
+	set([]string{"notes:read", "notes:write"}, false)
+	err = post()
+	var se *oauthflow.ScopeError
+	if !errors.As(err, &se) || strings.Join(se.Scopes(), " ") != "notes:read notes:write" {
+		t.Fatalf("403 insufficient_scope: %v, want a ScopeError asking for notes:read notes:write", err)
+	}
+	signIn(t, in, "alice", ue.ProviderID, se.Scopes()...)
+	if err := post(); err != nil {
+		t.Fatalf("after the step-up: %v", err)
+	}
+
+	set([]string{"notes:write"}, true) // granted, and still refused
+	if err := post(); err == nil || errors.Is(err, oauthflow.ErrNoToken) {
+		t.Fatalf("a 403 for granted scopes: %v, want the server's refusal, not ErrNoToken", err)
+	}
+
+	set(nil, false)
+	f.mu.Lock()
+	clear(f.scopes) // no token is good any more
+	f.mu.Unlock()
+	if err := post(); !errors.Is(err, oauthflow.ErrNoToken) {
+		t.Fatalf("a 401 to the stored token: %v, want ErrNoToken", err)
 	}
 }

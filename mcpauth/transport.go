@@ -105,11 +105,19 @@ func (t *transport) unauthorized(ctx context.Context, id string, status int, ch 
 			missing = append(missing, s)
 		}
 	}
-	if len(missing) > 0 {
-		e.Err = &oauthflow.ScopeError{ProviderID: id, Granted: granted, Missing: missing}
+	if len(missing) == 0 {
+		// The grant holds every scope the server asks for and it still
+		// refuses: another sign-in would end the same way. That is the
+		// step-up's limit: the server's refusal, not "sign in".
+		e.Err = fmt.Errorf("%w: the server wants %s, which the grant already has", errStepUpExhausted, strings.Join(ch.Scopes, " "))
+		return e
 	}
+	e.Err = &oauthflow.ScopeError{ProviderID: id, Granted: granted, Missing: missing}
 	return e
 }
+
+// errStepUpExhausted is a 403 insufficient_scope for scopes already granted.
+var errStepUpExhausted = errors.New("mcpauth: the MCP server refuses the scopes it asked for")
 
 // connected reports whether the server has been connected, by any instance.
 func (t *transport) connected(ctx context.Context, id string) (bool, error) {

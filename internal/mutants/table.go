@@ -769,6 +769,15 @@ func table() []mutant {
 			Why:  "the sign-in workflow finds a provider another instance registered at run time (an MCP server's)",
 			Run:  "TestMCPServerEndToEnd",
 		},
+		{
+			Name: "mcp/step-up-without-limit",
+			File: "mcpauth/transport.go",
+			Old:  "\tif len(missing) == 0 {\n",
+			New:  "\tif len(missing) == 0 && false {\n",
+			Pkg:  "./mcpauth",
+			Why:  "a 403 for scopes the grant already holds is the server's refusal, never one more sign-in",
+			Run:  "TestTransport",
+		},
 
 		// Not a guard: renewEvery stops renewing a lease that is in other hands,
 		// which saves commands but changes no outcome (the holder confirms the
