@@ -196,6 +196,17 @@ func (c *Connector) resolve(id string) (oauthflow.Provider, error) {
 
 // build makes the provider of s.
 func (c *Connector) build(id string, s *server) (oauthflow.Provider, error) {
+	inner, err := c.oauth2(id, s)
+	if err != nil {
+		return nil, err
+	}
+	p := &serverProvider{c: c, id: id}
+	p.inner.Store(inner)
+	return p, nil
+}
+
+// oauth2 makes the oauth2 provider of s, for its current client.
+func (c *Connector) oauth2(id string, s *server) (*providers.OAuth2, error) {
 	d, cl := s.Discovery, s.Client
 	style := providers.AuthStyleHeader
 	if m := cl.authMethod(); m == "client_secret_post" || m == "none" {

@@ -36,10 +36,12 @@ type fakeMCPAuth struct {
 	scopes          map[string]string // access token -> its scope
 	need            []string          // scopes the MCP endpoint wants; nil: any token will do
 	refuse          bool              // the MCP endpoint answers insufficient_scope for need, whatever the token has
+	revoked         map[string]bool   // client IDs the token endpoint answers invalid_client
+	lastClient      string            // the client ID of the last token request
 }
 
 func newFakeMCPAuth(t *testing.T) *fakeMCPAuth {
-	f := &fakeMCPAuth{challenges: map[string]string{}, scopes: map[string]string{}}
+	f := &fakeMCPAuth{challenges: map[string]string{}, scopes: map[string]string{}, revoked: map[string]bool{}}
 	mux := http.NewServeMux()
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.srv.Close)
@@ -83,7 +85,15 @@ func newFakeMCPAuth(t *testing.T) *fakeMCPAuth {
 		f.mu.Lock()
 		f.resources = append(f.resources, r.Form.Get("resource"))
 		_, known := f.challenges[r.Form.Get("code")]
+		f.lastClient = r.Form.Get("client_id")
+		revoked := f.revoked[r.Form.Get("client_id")]
 		f.mu.Unlock()
+		if revoked {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = io.WriteString(w, `{"error":"invalid_client"}`)
+			return
+		}
 		if !known || r.Form.Get("code_verifier") == "" {
 			w.WriteHeader(http.StatusBadRequest)
 			writeJSON(w, map[string]string{"error": "invalid_grant"})
@@ -244,6 +254,15 @@ func TestConnectAcrossInstances(t *testing.T) {
 // signIn completes a sign-in of user to the server on in, with scopes.
 func signIn(t *testing.T, in *instance, user, id string, scopes ...string) {
 	t.Helper()
+	if status := trySignIn(t, in, user, id, scopes...); status != http.StatusOK {
+		t.Fatalf("callback: HTTP %d", status)
+	}
+}
+
+// trySignIn runs a sign-in of user to the server on in and returns the
+// callback's status.
+func trySignIn(t *testing.T, in *instance, user, id string, scopes ...string) int {
+	t.Helper()
 	_, doc, err := in.mod.StartSignIn(context.Background(), user, id, scopes...)
 	if err != nil {
 		t.Fatal(err)
@@ -260,8 +279,53 @@ func signIn(t *testing.T, in *instance, user, id string, scopes ...string) {
 		t.Fatal(err)
 	}
 	_ = cb.Body.Close()
-	if cb.StatusCode != http.StatusOK {
-		t.Fatalf("callback: HTTP %d", cb.StatusCode)
+	return cb.StatusCode
+}
+
+// A server that answers invalid_client (it dropped a dynamic registration)
+// gets a new registration, once: the sign-in that met it fails, the next
+// one uses the new client; another instance still holding the old client
+// takes the new one from the store instead of registering a third.
+func TestReregistersAfterInvalidClient(t *testing.T) {
+	t.Parallel()
+	f := newFakeMCPAuth(t)
+	kv := oauthflow.NewMemoryKV()
+	a, b := newInstance(t, kv, f.srv.Client()), newInstance(t, kv, f.srv.Client())
+	id, err := a.conn.Connect(context.Background(), f.srv.URL+"/mcp", mcpauth.Challenge{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	signIn(t, a, "alice", id)
+	if _, err := b.mod.Registry.Get(id); err != nil { // b builds the provider with the first client
+		t.Fatal(err)
+	}
+	lastClient := func() string {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.lastClient
+	}
+	first := lastClient()
+
+	f.mu.Lock()
+	f.revoked[first] = true
+	f.mu.Unlock()
+	if status := trySignIn(t, a, "bob", id); status == http.StatusOK {
+		t.Fatal("a sign-in with a dropped client completed")
+	}
+	if n := f.registrations.Load(); n != 2 {
+		t.Fatalf("%d registrations after invalid_client, want 2", n)
+	}
+	signIn(t, a, "bob", id)
+	if second := lastClient(); second == first {
+		t.Fatalf("the sign-in after invalid_client used the dropped client %s", first)
+	}
+
+	if status := trySignIn(t, b, "carol", id); status == http.StatusOK {
+		t.Fatal("instance b's sign-in with the dropped client completed")
+	}
+	signIn(t, b, "carol", id)
+	if n := f.registrations.Load(); n != 2 {
+		t.Errorf("%d registrations, want 2: instance b takes the new client from the store", n)
 	}
 }
 

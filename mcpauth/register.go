@@ -65,19 +65,30 @@ func issuerKey(kind, issuer string) string {
 
 // client returns the client to use at the authorization server md describes.
 func (c *Connector) client(ctx context.Context, md ServerMetadata) (Client, error) {
-	if cl, ok := c.cfg.Clients[md.Issuer]; ok {
+	if cl, ok := c.preset(md); ok {
 		return cl, nil
-	}
-	if cl, ok := c.cfg.Clients["*"]; ok {
-		return cl, nil
-	}
-	if md.ClientIDMetadataDocumentSupported && c.cfg.ClientMetadataURL != "" {
-		return Client{ID: c.cfg.ClientMetadataURL, AuthMethod: "none"}, nil
 	}
 	if md.RegistrationEndpoint == "" {
 		return Client{}, fmt.Errorf("%w: %s offers no dynamic registration, and no client is configured for it (Config.Clients)", ErrRegistration, md.Issuer)
 	}
 	return c.registered(ctx, md)
+}
+
+// preset is the client the app gives for md's server: pre-registered for
+// its issuer (or for every issuer, "*"), or the app's Client ID Metadata
+// Document where the server accepts one. ok is false when a dynamic
+// registration is needed.
+func (c *Connector) preset(md ServerMetadata) (Client, bool) {
+	if cl, ok := c.cfg.Clients[md.Issuer]; ok {
+		return cl, true
+	}
+	if cl, ok := c.cfg.Clients["*"]; ok {
+		return cl, true
+	}
+	if md.ClientIDMetadataDocumentSupported && c.cfg.ClientMetadataURL != "" {
+		return Client{ID: c.cfg.ClientMetadataURL, AuthMethod: "none"}, true
+	}
+	return Client{}, false
 }
 
 // ErrRegistration means no client could be registered at an authorization server.

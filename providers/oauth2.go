@@ -124,6 +124,9 @@ func (p *OAuth2) DeadGrantCodes() []string { return slices.Clone(p.cfg.DeadGrant
 // as "iss", or "" when the provider does not send one.
 func (p *OAuth2) Issuer() string { return p.cfg.Issuer }
 
+// ClientID is the client ID the provider signs in and refreshes with.
+func (p *OAuth2) ClientID() string { return p.token.ClientID }
+
 // Config returns a copy of the provider's configuration.
 func (p *OAuth2) Config() Config { return cloneConfig(p.cfg) }
 

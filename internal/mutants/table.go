@@ -778,6 +778,24 @@ func table() []mutant {
 			Why:  "a 403 for scopes the grant already holds is the server's refusal, never one more sign-in",
 			Run:  "TestTransport",
 		},
+		{
+			Name: "mcp/invalid-client-kept",
+			File: "mcpauth/provider.go",
+			Old:  "\tif !errors.As(err, &pe) || pe.Code != \"invalid_client\" || p.now() != inner {\n",
+			New:  "\tif _ = pe; true {\n",
+			Pkg:  "./mcpauth",
+			Why:  "a client the server answers invalid_client to is registered anew",
+			Run:  "TestReregistersAfterInvalidClient",
+		},
+		{
+			Name: "mcp/reregistered-twice",
+			File: "mcpauth/provider.go",
+			Old:  "\tif s.Client.ID == p.now().ClientID() {",
+			New:  "\tif true {",
+			Pkg:  "./mcpauth",
+			Why:  "an instance whose client was replaced by another instance's new registration takes it, without registering again",
+			Run:  "TestReregistersAfterInvalidClient",
+		},
 
 		// Not a guard: renewEvery stops renewing a lease that is in other hands,
 		// which saves commands but changes no outcome (the holder confirms the
