@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/authserver"
+	"github.com/oauthflow/oauthflow/internal/demo"
+	"github.com/oauthflow/oauthflow/mcpauth"
+)
+
+// app is the example on one origin: the demo authorization server under
+// /demo, an MCP server it protects at /mcp, and the agent backend (a Module,
+// its Connector, the "agent" workflow) mounted beside them.
+type app struct {
+	http.Handler
+	mod    *oauthflow.Module
+	server string // the MCP server's URL
+}
+
+// newApp builds the example for a host reachable at base. autoConsent skips
+// the demo's consent page (for the terminal and tests).
+func newApp(ctx context.Context, base string, autoConsent bool, log *slog.Logger) (*app, error) {
+	mux := http.NewServeMux()
+	as, _, err := demo.Mount(mux, base, demo.Options{AutoConsent: autoConsent})
+	if err != nil {
+		return nil, err
+	}
+	issuer := base + demo.PathPrefix
+	// RFC 8414 puts the metadata of an issuer with a path under the root:
+	// /.well-known/oauth-authorization-server/demo.
+	mux.HandleFunc("GET /.well-known/oauth-authorization-server"+demo.PathPrefix, func(w http.ResponseWriter, r *http.Request) {
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = authserver.PathMetadata
+		as.ServeHTTP(w, r2)
+	})
+	server := base + "/mcp"
+	mountMCPServer(mux, server, issuer)
+
+	m, err := oauthflow.New(ctx, oauthflow.Config{KV: oauthflow.NewMemoryKV(), Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	m.Mount(mux)
+	conn, err := mcpauth.New(mcpauth.Config{Module: m, RedirectURL: base + oauthflow.CallbackPath,
+		// The demo server has no dynamic registration: the app's own client.
+		Clients: map[string]mcpauth.Client{issuer: {ID: authserver.DefaultClientID, Secret: "demo-secret"}}})
+	if err != nil {
+		_ = m.Close()
+		return nil, err
+	}
+	id, err := mcpauth.ProviderID(server)
+	if err != nil {
+		_ = m.Close()
+		return nil, err
+	}
+	if err := m.Engine.Register(agentWorkflow(whoamiTool(conn, server), id)); err != nil {
+		_ = m.Close()
+		return nil, err
+	}
+	return &app{Handler: mux, mod: m, server: server}, nil
+}
+
+func (a *app) Close() error { return a.mod.Close() }
+
+// mountMCPServer serves an MCP server at server (this origin's /mcp),
+// built with the official Go SDK and protected by issuer: its bearer-token
+// middleware checks each token by introspection, and its resource metadata
+// names the issuer. Its one tool, whoami, answers who the token is for.
+func mountMCPServer(mux *http.ServeMux, server, issuer string) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "1.0.0"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "whoami", Description: "Who the call is made for."},
+		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: req.Extra.TokenInfo.UserID}}}, nil, nil
+		})
+	u, _ := url.Parse(server)
+	prm := u.Scheme + "://" + u.Host + "/.well-known/oauth-protected-resource" + u.Path
+	mux.Handle("GET "+strings.TrimPrefix(prm, u.Scheme+"://"+u.Host), auth.ProtectedResourceMetadataHandler(
+		&oauthex.ProtectedResourceMetadata{Resource: server, AuthorizationServers: []string{issuer}, ScopesSupported: []string{"read"}}))
+	verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		return introspect(ctx, issuer, token)
+	}
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	mux.Handle(u.Path, auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: prm, Scopes: []string{"read"}})(handler))
+}
+
+// introspect asks the demo authorization server about token (RFC 7662).
+func introspect(ctx context.Context, issuer, token string) (*auth.TokenInfo, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, issuer+authserver.PathIntrospect,
+		strings.NewReader(url.Values{"token": {token}}.Encode()))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth(authserver.DefaultClientID, "demo-secret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var in struct {
+		Active bool   `json:"active"`
+		Sub    string `json:"sub"`
+		Scope  string `json:"scope"`
+		Exp    int64  `json:"exp"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&in); err != nil || !in.Active {
+		return nil, fmt.Errorf("%w: not active", auth.ErrInvalidToken)
+	}
+	return &auth.TokenInfo{UserID: in.Sub, Scopes: strings.Fields(in.Scope), Expiration: time.Unix(in.Exp, 0)}, nil
+}
+
+// whoamiTool calls the MCP server's whoami as the user, through the Go SDK's
+// client and the Connector's transport. Without a token for the server the
+// transport answers ErrNoToken, which the tool reports as "unauthorized".
+func whoamiTool(c *mcpauth.Connector, server string) *oauthflow.Tool {
+	return oauthflow.NewTool("whoami", "Asks the MCP server who the user is.", oauthflow.Schema{Type: "object"},
+		func(ctx context.Context, tc oauthflow.ToolContext, _ struct{}) (any, error) {
+			client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1.0.0"}, nil)
+			session, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: server,
+				HTTPClient: c.Client(ctx, tc.UserID, server), DisableStandaloneSSE: true}, nil)
+			if err != nil {
+				return nil, err
+			}
+			defer session.Close()
+			res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "whoami", Arguments: map[string]any{}})
+			if err != nil {
+				return nil, err
+			}
+			text, _ := res.Content[0].(*mcp.TextContent)
+			if text == nil {
+				return nil, errors.New("whoami answered no text")
+			}
+			return map[string]string{"user": text.Text}, nil
+		})
+}
+
+// agentWorkflow is the agent: call whoami; on "unauthorized", run the
+// "oauth" sign-in for the MCP server and, once it completes, call again.
+func agentWorkflow(tool *oauthflow.Tool, providerID string) *oauthflow.Workflow {
+	return &oauthflow.Workflow{
+		Name:   "agent",
+		States: []string{oauthflow.StateStart, oauthflow.StateAwaitingAuth, oauthflow.StateEnd},
+		Transitions: []oauthflow.Transition{
+			{Name: "ask", From: oauthflow.StateStart, To: oauthflow.StateEnd,
+				Do: func(ctx context.Context, tc *oauthflow.TransitionContext) error {
+					res, err := tool.Call(ctx, oauthflow.ToolContext{UserID: tc.Run.UserID, RunID: tc.Run.ID}, json.RawMessage(`{}`))
+					if err != nil {
+						return err
+					}
+					if oauthflow.IsUnauthorized(res) {
+						tc.GoTo(oauthflow.StateAwaitingAuth)
+						_, err := tc.Launch(ctx, oauthflow.OAuthWorkflowName, oauthflow.OAuthWorkflowArgs{Provider: providerID},
+							oauthflow.RunOptions{Callback: &oauthflow.Callback{Transition: "signedIn"}})
+						return err
+					}
+					return tc.SetResult(json.RawMessage(res))
+				}},
+			{Name: "signedIn", From: oauthflow.StateAwaitingAuth, To: oauthflow.StateStart, Wait: true,
+				Do: func(_ context.Context, tc *oauthflow.TransitionContext) error {
+					var child oauthflow.ChildResult
+					if err := tc.DecodeInput(&child); err != nil {
+						return err
+					}
+					if child.Status != oauthflow.RunCompleted {
+						tc.GoTo(oauthflow.StateEnd)
+						return tc.SetResult(map[string]string{"error": "sign-in did not complete"})
+					}
+					return nil
+				}},
+		},
+	}
+}
+
+// signInURL is the link that the agent's run, waiting for a sign-in, shows.
+func (a *app) signInURL(ctx context.Context, run *oauthflow.Run) (string, error) {
+	if run.State != oauthflow.StateAwaitingAuth || len(run.Children) == 0 {
+		return "", fmt.Errorf("the agent is %s, not waiting for a sign-in", run.State)
+	}
+	var doc oauthflow.OAuthPromptDocument
+	if err := a.mod.Engine.Document(ctx, run.Children[len(run.Children)-1], oauthflow.PromptDocumentName, &doc); err != nil {
+		return "", err
+	}
+	return doc.AuthURL, nil
+}

@@ -1,0 +1,82 @@
+// Command mcp connects an agent's user to an OAuth-protected MCP server,
+// offline: it starts, on 127.0.0.1, a demo authorization server, an MCP
+// server it protects (built with the official Go SDK), and an agent backend
+// built on oauthflow and mcpauth. The agent calls the server's whoami tool
+// for you; the server answers 401, so the agent asks you to sign in, and
+// once you have, it resumes and prints what the server sees.
+//
+//	go run ./examples/mcp            # then open the link it prints
+//	go run ./examples/mcp -port 9000 # or PORT=9000
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/demo"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "mcp:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	port := flag.Int("port", demo.Port(8082), "port to listen on, on 127.0.0.1 (or PORT)")
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+
+	ln, base, err := demo.Listen(*port)
+	if err != nil {
+		return err
+	}
+	a, err := newApp(ctx, base, false, log)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	srv := &http.Server{Handler: a, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+
+	done := make(chan *oauthflow.Run, 1)
+	a.mod.Engine.OnRunDone(func(_ context.Context, r *oauthflow.Run) {
+		if r.Workflow == "agent" {
+			done <- r
+		}
+	})
+	fmt.Printf("The agent asks the MCP server at %s who you are.\n", a.server)
+	r, err := a.mod.Engine.Launch(ctx, "you", "agent", nil, oauthflow.RunOptions{})
+	if err != nil {
+		return err
+	}
+	if r.Status == oauthflow.RunWaiting {
+		link, err := a.signInURL(ctx, r)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("The server wants you to sign in. Open this link in your browser (Ctrl-C to stop):\n\n  %s\n\n", link)
+		select {
+		case r = <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if r.Status != oauthflow.RunCompleted {
+		return errors.New("the agent ended " + r.Status + ": " + string(r.Result))
+	}
+	fmt.Printf("The agent resumed. The MCP server answered: %s\n", r.Result)
+	return nil
+}
