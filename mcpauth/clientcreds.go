@@ -233,14 +233,16 @@ func (c *Connector) connectGrant(ctx context.Context, serverURL, userID string, 
 	if err != nil {
 		return "", err
 	}
-	cl, ok := c.cfg.Clients[d.AS.Issuer]
-	if !ok {
-		if cl, ok = c.cfg.Clients["*"]; !ok {
-			return "", fmt.Errorf("%w: no client credentials are configured for %s (Config.Clients)", ErrRegistration, d.AS.Issuer)
+	scopes := defaultScopes(d, ch)
+	p, err := c.clientProvider(id, *d, scopes, idp)
+	if err != nil {
+		return "", err
+	}
+	if idp == nil { // an instance that meets the provider first rebuilds it from this (resolve)
+		if err := c.save(ctx, id, &server{URL: serverURL, Discovery: *d, Scopes: scopes, Saved: time.Now()}); err != nil {
+			return "", err
 		}
 	}
-	p := &ccProvider{id: id, client: cl, d: *d, scopes: defaultScopes(d, ch), http: c.http, issuer: d.AS.Issuer,
-		tokenURL: d.AS.TokenEndpoint, crossApp: idp}
 	if err := c.cfg.Module.Registry.Register(p); err != nil && !c.cfg.Module.Registry.Has(id) {
 		return "", err
 	}
@@ -252,4 +254,17 @@ func (c *Connector) connectGrant(ctx context.Context, serverURL, userID string, 
 		return "", err
 	}
 	return id, nil
+}
+
+// clientProvider is the provider of the server d describes, reached with
+// the client's own credentials (Config.Clients), or through idp when set.
+func (c *Connector) clientProvider(id string, d Discovered, scopes []string, idp *CrossApp) (*ccProvider, error) {
+	cl, ok := c.cfg.Clients[d.AS.Issuer]
+	if !ok {
+		if cl, ok = c.cfg.Clients["*"]; !ok {
+			return nil, fmt.Errorf("%w: no client credentials are configured for %s (Config.Clients)", ErrRegistration, d.AS.Issuer)
+		}
+	}
+	return &ccProvider{id: id, client: cl, d: d, scopes: scopes, http: c.http, issuer: d.AS.Issuer,
+		tokenURL: d.AS.TokenEndpoint, crossApp: idp}, nil
 }

@@ -191,6 +191,9 @@ func (c *Connector) resolve(id string) (oauthflow.Provider, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: no MCP server is connected as %q", oauthflow.ErrUnknownProvider, id)
 	}
+	if strings.HasSuffix(id, ccSuffix) {
+		return c.clientProvider(id, s.Discovery, s.Scopes, nil)
+	}
 	return c.build(id, s)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -27,6 +28,7 @@ import (
 type fakeMCPAuth struct {
 	srv           *httptest.Server
 	registrations atomic.Int64
+	grants        atomic.Int64 // client credentials grants
 	// release, when set, holds the first registration until it is closed or
 	// a second registration arrives.
 	release, second chan struct{}
@@ -82,6 +84,18 @@ func newFakeMCPAuth(t *testing.T) *fakeMCPAuth {
 	})
 	mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) {
 		_ = r.ParseForm()
+		if r.Form.Get("grant_type") == "client_credentials" {
+			id, secret, ok := r.BasicAuth()
+			if !ok || id != "agent-client" || secret != "agent-secret" || r.Form.Get("resource") != base()+"/mcp" {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				_, _ = io.WriteString(w, `{"error":"invalid_client"}`)
+				return
+			}
+			n := f.grants.Add(1)
+			writeJSON(w, map[string]any{"access_token": fmt.Sprintf("cc-%d", n), "token_type": "Bearer", "expires_in": 30})
+			return
+		}
 		f.mu.Lock()
 		f.resources = append(f.resources, r.Form.Get("resource"))
 		_, known := f.challenges[r.Form.Get("code")]
@@ -162,6 +176,12 @@ type instance struct {
 
 func newInstance(t *testing.T, kv oauthflow.KV, client *http.Client) *instance {
 	t.Helper()
+	return newInstanceWith(t, kv, client, nil)
+}
+
+// newInstanceWith is newInstance whose Connector has clients (Config.Clients).
+func newInstanceWith(t *testing.T, kv oauthflow.KV, client *http.Client, clients map[string]mcpauth.Client) *instance {
+	t.Helper()
 	m, err := oauthflow.New(context.Background(), oauthflow.Config{KV: kv, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +191,8 @@ func newInstance(t *testing.T, kv oauthflow.KV, client *http.Client) *instance {
 	m.Mount(mux)
 	api := httptest.NewServer(mux)
 	t.Cleanup(api.Close)
-	c, err := mcpauth.New(mcpauth.Config{Module: m, RedirectURL: "http://127.0.0.1:1/api/v1/oauth/callback", HTTPClient: client})
+	c, err := mcpauth.New(mcpauth.Config{Module: m, RedirectURL: "http://127.0.0.1:1/api/v1/oauth/callback", HTTPClient: client,
+		Clients: clients})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,5 +410,29 @@ func TestTransport(t *testing.T) {
 	f.mu.Unlock()
 	if err := post(); !errors.Is(err, oauthflow.ErrNoToken) {
 		t.Fatalf("a 401 to the stored token: %v, want ErrNoToken", err)
+	}
+}
+
+// An agent reaches the server as itself with the client credentials grant:
+// its token is stored under the app's name for it, and when it expires an
+// instance that never met the server fetches the next one (it rebuilds the
+// provider from the store).
+func TestClientCredentialsAcrossInstances(t *testing.T) {
+	t.Parallel()
+	f := newFakeMCPAuth(t)
+	kv := oauthflow.NewMemoryKV()
+	clients := map[string]mcpauth.Client{"*": {ID: "agent-client", Secret: "agent-secret"}}
+	a, b := newInstanceWith(t, kv, f.srv.Client(), clients), newInstanceWith(t, kv, f.srv.Client(), clients)
+	id, err := a.conn.ConnectAsClient(context.Background(), f.srv.URL+"/mcp", "agent", mcpauth.Challenge{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The token lives 30 s, inside the store's 60 s skew: every read fetches a new one.
+	tok, err := b.mod.Tokens.GetValidAccessToken(context.Background(), "agent", id)
+	if err != nil || tok != "cc-2" {
+		t.Fatalf("instance b read %q, %v; want the second grant", tok, err)
+	}
+	if n := f.registrations.Load(); n != 0 {
+		t.Errorf("%d registrations for a client with its own credentials", n)
 	}
 }

@@ -796,6 +796,15 @@ func table() []mutant {
 			Why:  "an instance whose client was replaced by another instance's new registration takes it, without registering again",
 			Run:  "TestReregistersAfterInvalidClient",
 		},
+		{
+			Name: "mcp/client-credentials-not-rebuilt",
+			File: "mcpauth/connector.go",
+			Old:  "\tif strings.HasSuffix(id, ccSuffix) {\n",
+			New:  "\tif false {\n",
+			Pkg:  "./mcpauth",
+			Why:  "an instance that meets an agent's client credentials provider first rebuilds it, and fetches its next token",
+			Run:  "TestClientCredentialsAcrossInstances",
+		},
 
 		// Not a guard: renewEvery stops renewing a lease that is in other hands,
 		// which saves commands but changes no outcome (the holder confirms the
