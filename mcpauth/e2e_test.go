@@ -3,7 +3,6 @@ package mcpauth_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -112,42 +111,6 @@ func whoamiTool(c *mcpauth.Connector, server string) *oauthflow.Tool {
 		})
 }
 
-// agentWorkflow calls whoami; on "unauthorized" it runs the "oauth" sign-in
-// for the server and, once that completes, calls it again.
-func agentWorkflow(tool *oauthflow.Tool, providerID string) *oauthflow.Workflow {
-	return &oauthflow.Workflow{
-		Name:   "agent",
-		States: []string{oauthflow.StateStart, oauthflow.StateAwaitingAuth, oauthflow.StateEnd},
-		Transitions: []oauthflow.Transition{
-			{Name: "ask", From: oauthflow.StateStart, To: oauthflow.StateEnd,
-				Do: func(ctx context.Context, tc *oauthflow.TransitionContext) error {
-					res, err := tool.Call(ctx, oauthflow.ToolContext{UserID: tc.Run.UserID, RunID: tc.Run.ID}, json.RawMessage(`{}`))
-					if err != nil {
-						return err
-					}
-					if oauthflow.IsUnauthorized(res) {
-						tc.GoTo(oauthflow.StateAwaitingAuth)
-						_, err := tc.Launch(ctx, oauthflow.OAuthWorkflowName, oauthflow.OAuthWorkflowArgs{Provider: providerID},
-							oauthflow.RunOptions{Callback: &oauthflow.Callback{Transition: "signedIn"}})
-						return err
-					}
-					return tc.SetResult(json.RawMessage(res))
-				}},
-			{Name: "signedIn", From: oauthflow.StateAwaitingAuth, To: oauthflow.StateStart, Wait: true,
-				Do: func(_ context.Context, tc *oauthflow.TransitionContext) error {
-					var child oauthflow.ChildResult
-					if err := tc.DecodeInput(&child); err != nil {
-						return err
-					}
-					if child.Status != oauthflow.RunCompleted {
-						return errors.New("sign-in failed")
-					}
-					return nil
-				}},
-		},
-	}
-}
-
 // Two users of one agent backend, on two Module instances sharing Redis,
 // each sign in to an OAuth-protected MCP server (the Go SDK's server, the
 // oidc-provider peer with dynamic registration and resource indicators)
@@ -183,7 +146,7 @@ func TestMCPServerEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := m.Engine.Register(agentWorkflow(whoamiTool(conn, server), id)); err != nil {
+		if err := m.Engine.Register(oauthflow.ToolWorkflow("agent", whoamiTool(conn, server), id)); err != nil {
 			t.Fatal(err)
 		}
 		mux := http.NewServeMux()

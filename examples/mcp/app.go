@@ -65,7 +65,7 @@ func newApp(ctx context.Context, base string, autoConsent bool, log *slog.Logger
 		_ = m.Close()
 		return nil, err
 	}
-	if err := m.Engine.Register(agentWorkflow(whoamiTool(conn, server), id)); err != nil {
+	if err := m.Engine.Register(oauthflow.ToolWorkflow("agent", whoamiTool(conn, server), id)); err != nil {
 		_ = m.Close()
 		return nil, err
 	}
@@ -144,43 +144,6 @@ func whoamiTool(c *mcpauth.Connector, server string) *oauthflow.Tool {
 			}
 			return map[string]string{"user": text.Text}, nil
 		})
-}
-
-// agentWorkflow is the agent: call whoami; on "unauthorized", run the
-// "oauth" sign-in for the MCP server and, once it completes, call again.
-func agentWorkflow(tool *oauthflow.Tool, providerID string) *oauthflow.Workflow {
-	return &oauthflow.Workflow{
-		Name:   "agent",
-		States: []string{oauthflow.StateStart, oauthflow.StateAwaitingAuth, oauthflow.StateEnd},
-		Transitions: []oauthflow.Transition{
-			{Name: "ask", From: oauthflow.StateStart, To: oauthflow.StateEnd,
-				Do: func(ctx context.Context, tc *oauthflow.TransitionContext) error {
-					res, err := tool.Call(ctx, oauthflow.ToolContext{UserID: tc.Run.UserID, RunID: tc.Run.ID}, json.RawMessage(`{}`))
-					if err != nil {
-						return err
-					}
-					if oauthflow.IsUnauthorized(res) {
-						tc.GoTo(oauthflow.StateAwaitingAuth)
-						_, err := tc.Launch(ctx, oauthflow.OAuthWorkflowName, oauthflow.OAuthWorkflowArgs{Provider: providerID},
-							oauthflow.RunOptions{Callback: &oauthflow.Callback{Transition: "signedIn"}})
-						return err
-					}
-					return tc.SetResult(json.RawMessage(res))
-				}},
-			{Name: "signedIn", From: oauthflow.StateAwaitingAuth, To: oauthflow.StateStart, Wait: true,
-				Do: func(_ context.Context, tc *oauthflow.TransitionContext) error {
-					var child oauthflow.ChildResult
-					if err := tc.DecodeInput(&child); err != nil {
-						return err
-					}
-					if child.Status != oauthflow.RunCompleted {
-						tc.GoTo(oauthflow.StateEnd)
-						return tc.SetResult(map[string]string{"error": "sign-in did not complete"})
-					}
-					return nil
-				}},
-		},
-	}
 }
 
 // signInURL is the link that the agent's run, waiting for a sign-in, shows.

@@ -805,6 +805,14 @@ func table() []mutant {
 			Why:  "an instance that meets an agent's client credentials provider first rebuilds it, and fetches its next token",
 			Run:  "TestClientCredentialsAcrossInstances",
 		},
+		{
+			Name: "toolworkflow/sign-ins-unbounded",
+			File: "toolworkflow.go",
+			Old:  "if !unauthorized || len(tc.Run.Children) >= maxToolSignIns {",
+			New:  "if !unauthorized {",
+			Why:  "a tool still unauthorized after two sign-ins ends the run instead of asking for a third",
+			Run:  "TestToolWorkflow",
+		},
 
 		// Not a guard: renewEvery stops renewing a lease that is in other hands,
 		// which saves commands but changes no outcome (the holder confirms the
