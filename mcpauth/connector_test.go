@@ -241,14 +241,7 @@ func TestConnectAcrossInstances(t *testing.T) {
 	if !strings.Contains(doc.AuthURL, "code_challenge_method=S256") || !strings.Contains(doc.AuthURL, "scope=notes%3Aread") {
 		t.Errorf("auth URL %s", doc.AuthURL)
 	}
-	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := noFollow.Get(doc.AuthURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	loc, _ := url.Parse(resp.Header.Get("Location"))
-	cb, err := http.Get(b.api.URL + oauthflow.CallbackPath + "?" + loc.RawQuery) // on the other instance
+	cb, err := http.Get(b.api.URL + oauthflow.CallbackPath + "?" + consent(t, doc.AuthURL)) // on the other instance
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,14 +281,7 @@ func trySignIn(t *testing.T, in *instance, user, id string, scopes ...string) in
 	if err != nil {
 		t.Fatal(err)
 	}
-	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := noFollow.Get(doc.AuthURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	loc, _ := url.Parse(resp.Header.Get("Location"))
-	cb, err := http.Get(in.api.URL + oauthflow.CallbackPath + "?" + loc.RawQuery)
+	cb, err := http.Get(in.api.URL + oauthflow.CallbackPath + "?" + consent(t, doc.AuthURL))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,4 +421,21 @@ func TestClientCredentialsAcrossInstances(t *testing.T) {
 	if n := f.registrations.Load(); n != 0 {
 		t.Errorf("%d registrations for a client with its own credentials", n)
 	}
+}
+
+// consent opens authURL at the fake, which consents at once, and returns the
+// query it redirected to the callback with.
+func consent(t *testing.T, authURL string) string {
+	t.Helper()
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Get(authURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	loc, err := url.Parse(resp.Header.Get("Location"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loc.RawQuery
 }
