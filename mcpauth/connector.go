@@ -103,8 +103,8 @@ func serverKey(id string) string { return "oauth:mcp:server:" + id }
 // returns its ID: discovery (with ch, the challenge of the server's 401 or
 // 403, when there is one), the client registration, the provider
 // registered. A server already connected, by any instance, is taken from the
-// store; a challenge that asks for more scopes than the stored default adds
-// them.
+// store as it is: the scopes a later challenge asks for reach the sign-in
+// through the transport's ScopeError, not the provider's defaults.
 func (c *Connector) Connect(ctx context.Context, serverURL string, ch Challenge) (string, error) {
 	id, err := ProviderID(serverURL)
 	if err != nil {
