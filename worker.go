@@ -26,6 +26,7 @@ const (
 	DefaultWorkerInterval = time.Second
 	workLease             = time.Minute // a claimed piece of work is retried after this
 	workBatch             = 100         // pieces claimed per pass
+	workParallel          = 8           // pieces a pass does at once (a refresh ahead waits on its provider)
 )
 
 // job does the work named by id; a nil error removes it from the index, any
@@ -101,7 +102,9 @@ func (w *worker) close() {
 	})
 }
 
-// pass claims what is due and does it; it returns how many pieces it did.
+// pass claims what is due and does it, workParallel pieces at a time (each
+// piece is safe beside any other: they are the same as on other instances);
+// it returns how many pieces it did.
 func (w *worker) pass(ctx context.Context) int {
 	members, err := w.kv.Claim(ctx, dueIndex, w.now(), workLease, workBatch)
 	if err != nil {
@@ -111,9 +114,17 @@ func (w *worker) pass(ctx context.Context) int {
 		return 0
 	}
 	w.failing.Store(false)
+	slots := make(chan struct{}, workParallel)
+	var wg sync.WaitGroup
 	for _, member := range members {
-		w.do(ctx, member)
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			w.do(ctx, member)
+		}()
 	}
+	wg.Wait()
 	return len(members)
 }
 

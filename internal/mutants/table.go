@@ -813,6 +813,14 @@ func table() []mutant {
 			Why:  "a tool still unauthorized after two sign-ins ends the run instead of asking for a third",
 			Run:  "TestToolWorkflow",
 		},
+		{
+			Name: "worker/one-piece-at-a-time",
+			File: "worker.go",
+			Old:  "\tslots := make(chan struct{}, workParallel)\n",
+			New:  "\tslots := make(chan struct{}, 1)\n",
+			Why:  "a pass does its pieces side by side, so refreshes ahead that wait on providers do not queue behind each other",
+			Run:  "TestWorkerPassRunsPiecesSideBySide",
+		},
 
 		// Not a guard: renewEvery stops renewing a lease that is in other hands,
 		// which saves commands but changes no outcome (the holder confirms the
