@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"math"
 	"time"
 )
 
@@ -28,23 +30,42 @@ import (
 
 // DefaultRefreshBackoff is how long a connection whose refresh failed
 // transiently waits before the next attempt: First after one failure, twice
-// as long after each further one, never more than Max.
-var DefaultRefreshBackoff = Backoff{First: 2 * time.Second, Max: 5 * time.Minute}
+// as long after each further one, never more than Max, each wait shortened
+// by up to a fifth so that connections that failed together (a provider
+// outage) do not all try again at the same instant.
+var DefaultRefreshBackoff = Backoff{First: 2 * time.Second, Max: 5 * time.Minute, Jitter: 0.2}
 
-// Backoff is an exponential backoff: First, doubled after each failure up to Max.
-type Backoff struct{ First, Max time.Duration }
+// Backoff is an exponential backoff: First, doubled after each failure up to
+// Max. Jitter (0 to 1) shortens each wait by up to that fraction, by an
+// amount fixed per connection, which spreads connections apart.
+type Backoff struct {
+	First, Max time.Duration
+	Jitter     float64
+}
 
-// after is the wait after failures failures in a row (failures >= 1).
-func (b Backoff) after(failures int) time.Duration {
+// after is the wait after failures failures in a row (failures >= 1) of the
+// connection whose tokens' fingerprint is fp.
+func (b Backoff) after(failures int, fp string) time.Duration {
 	d := b.First
 	for i := 1; i < failures && d < b.Max; i++ {
 		d *= 2
 	}
-	return min(d, b.Max)
+	d = min(d, b.Max)
+	if b.Jitter <= 0 || fp == "" {
+		return d
+	}
+	h := fnv.New32a()
+	h.Write([]byte(fp))
+	frac := float64(h.Sum32()) / float64(math.MaxUint32) // the connection's place in [0, 1]
+	return d - time.Duration(float64(d)*min(b.Jitter, 1)*frac)
 }
 
-// orDefault is b with DefaultRefreshBackoff's value for each zero field.
+// orDefault is DefaultRefreshBackoff for the zero Backoff, else b with
+// DefaultRefreshBackoff's value for each zero duration (Jitter stays as set).
 func (b Backoff) orDefault() Backoff {
+	if b == (Backoff{}) {
+		return DefaultRefreshBackoff
+	}
 	if b.First <= 0 {
 		b.First = DefaultRefreshBackoff.First
 	}
@@ -149,7 +170,7 @@ func (s *TokenStore) refreshFailed(ctx context.Context, userID, providerID strin
 	if m.about(fp) {
 		next.RefreshedAt, next.Failures = m.RefreshedAt, m.Failures+1
 	}
-	next.NextAttempt = now.Add(s.backoff.after(next.Failures)).UnixMilli()
+	next.NextAttempt = now.Add(s.backoff.after(next.Failures, fp)).UnixMilli()
 	s.writeMeta(ctx, userID, providerID, next)
 	s.events.emit(ctx, Event{Kind: EventRefreshFailed, UserID: userID, ProviderID: providerID, Err: cause,
 		Attempts: next.Failures})

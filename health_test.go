@@ -201,3 +201,33 @@ func countKind(l *eventLog, kind oauthflow.EventKind) int {
 	}
 	return n
 }
+
+// Connections that fail together (a provider outage) do not all try again
+// at once: the default backoff shortens each wait by up to a fifth, by an
+// amount of each connection's own.
+func TestRefreshBackoffSpreadsConnections(t *testing.T) {
+	t.Parallel()
+	f := newStoreFixture(t, oauthflow.NewMemoryKV()) // the default backoff
+	failingProvider(f)
+	users := []string{"u1", "u2", "u3", "u4", "u5", "u6"}
+	for _, u := range users {
+		require.NoError(t, f.store.StoreFromTokenSet(ctx, u, "acme",
+			&oauthflow.TokenSet{AccessToken: "at-" + u, RefreshToken: "rt-" + u, ExpiresIn: 120}))
+	}
+	f.clock.Advance(2 * time.Minute)
+	start := f.clock.Now()
+	first := oauthflow.DefaultRefreshBackoff.First
+	seen := map[int64]bool{}
+	for _, u := range users {
+		_, err := f.store.GetValidAccessToken(ctx, u, "acme")
+		require.Error(t, err)
+		list, err := f.store.Connections(ctx, u)
+		require.NoError(t, err)
+		require.Len(t, list, 1)
+		wait := list[0].NextAttempt.Sub(start)
+		assert.LessOrEqual(t, wait, first, u)
+		assert.GreaterOrEqual(t, wait, first-first/5-time.Millisecond, u)
+		seen[list[0].NextAttempt.UnixMilli()] = true
+	}
+	assert.Greater(t, len(seen), 1, "the connections' next attempts are spread, not one instant")
+}

@@ -821,6 +821,14 @@ func table() []mutant {
 			Why:  "a pass does its pieces side by side, so refreshes ahead that wait on providers do not queue behind each other",
 			Run:  "TestWorkerPassRunsPiecesSideBySide",
 		},
+		{
+			Name: "health/no-jitter",
+			File: "health.go",
+			Old:  "\tif b.Jitter <= 0 || fp == \"\" {\n",
+			New:  "\tif true {\n",
+			Why:  "connections that fail together try again at instants of their own, not all at once",
+			Run:  "TestRefreshBackoffSpreadsConnections",
+		},
 
 		// Not a guard: renewEvery stops renewing a lease that is in other hands,
 		// which saves commands but changes no outcome (the holder confirms the
