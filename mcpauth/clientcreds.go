@@ -59,18 +59,23 @@ func (p *ccProvider) ExchangeCode(context.Context, string, ...oauth2.AuthCodeOpt
 	return nil, fmt.Errorf("%w: %s is reached with client credentials, not sign-ins", oauthflow.ErrInvalidArgument, p.id)
 }
 
-// RefreshToken fetches a new token with the client credentials grant.
-func (p *ccProvider) RefreshToken(ctx context.Context, _ string) (*oauthflow.TokenSet, error) {
-	return p.grant(ctx)
+// RefreshToken fetches a new token with the grant again: for cross-app
+// access, for the user the stored mark names.
+func (p *ccProvider) RefreshToken(ctx context.Context, mark string) (*oauthflow.TokenSet, error) {
+	userID, _ := strings.CutPrefix(mark, crossAppRefreshMark)
+	return p.grant(ctx, userID)
 }
 
 // grant asks the token endpoint for a token: with the client's
 // credentials, or, for cross-app access, with the identity assertion the
-// user's IdP grants.
-func (p *ccProvider) grant(ctx context.Context) (*oauthflow.TokenSet, error) {
+// IdP grants for userID.
+func (p *ccProvider) grant(ctx context.Context, userID string) (*oauthflow.TokenSet, error) {
 	form := url.Values{"grant_type": {"client_credentials"}, "resource": {p.d.Resource}}
 	if p.crossApp != nil {
-		jag, err := p.crossApp.assertionGrant(ctx, p.id, p.issuer, p.d.Resource, p.http)
+		if userID == "" {
+			return nil, fmt.Errorf("%w: a cross-app token names no user", oauthflow.ErrNoToken)
+		}
+		jag, err := p.crossApp.assertionGrant(ctx, userID, p.id, p.issuer, p.d.Resource, p.http)
 		if err != nil {
 			return nil, err
 		}
@@ -106,7 +111,7 @@ func (p *ccProvider) grant(ctx context.Context) (*oauthflow.TokenSet, error) {
 	}
 	mark := ccRefreshMark
 	if p.crossApp != nil {
-		mark = crossAppRefreshMark
+		mark = crossAppRefreshMark + userID
 	}
 	return &oauthflow.TokenSet{AccessToken: a.AccessToken, RefreshToken: mark, ExpiresIn: a.ExpiresIn, Scope: a.Scope}, nil
 }
@@ -218,12 +223,12 @@ func signingKey(c Client) (crypto.Signer, string, error) {
 // userID, the app's name for the agent. It returns the provider ID; reads of
 // userID's token for it fetch a new one when it expires.
 func (c *Connector) ConnectAsClient(ctx context.Context, serverURL, userID string, ch Challenge) (string, error) {
-	return c.connectGrant(ctx, serverURL, userID, ch, ccSuffix, nil)
+	return c.connectGrant(ctx, serverURL, userID, ch, ccSuffix)
 }
 
 // connectGrant connects serverURL for userID with a grant that needs no
-// sign-in: client credentials, or cross-app access when idp is set.
-func (c *Connector) connectGrant(ctx context.Context, serverURL, userID string, ch Challenge, suffix string, idp *CrossApp) (string, error) {
+// sign-in: client credentials, or cross-app access for the xaaSuffix.
+func (c *Connector) connectGrant(ctx context.Context, serverURL, userID string, ch Challenge, suffix string) (string, error) {
 	base, err := ProviderID(serverURL)
 	if err != nil {
 		return "", err
@@ -234,19 +239,18 @@ func (c *Connector) connectGrant(ctx context.Context, serverURL, userID string, 
 		return "", err
 	}
 	scopes := defaultScopes(d, ch)
-	p, err := c.clientProvider(id, *d, scopes, idp)
+	p, err := c.clientProvider(id, *d, scopes)
 	if err != nil {
 		return "", err
 	}
-	if idp == nil { // an instance that meets the provider first rebuilds it from this (resolve)
-		if err := c.save(ctx, id, &server{URL: serverURL, Discovery: *d, Scopes: scopes, Saved: time.Now()}); err != nil {
-			return "", err
-		}
+	// An instance that meets the provider first rebuilds it from this (resolve).
+	if err := c.save(ctx, id, &server{URL: serverURL, Discovery: *d, Scopes: scopes, Saved: time.Now()}); err != nil {
+		return "", err
 	}
 	if err := c.cfg.Module.Registry.Register(p); err != nil && !c.cfg.Module.Registry.Has(id) {
 		return "", err
 	}
-	ts, err := p.grant(ctx)
+	ts, err := p.grant(ctx, userID)
 	if err != nil {
 		return "", err
 	}
@@ -257,8 +261,15 @@ func (c *Connector) connectGrant(ctx context.Context, serverURL, userID string, 
 }
 
 // clientProvider is the provider of the server d describes, reached with
-// the client's own credentials (Config.Clients), or through idp when set.
-func (c *Connector) clientProvider(id string, d Discovered, scopes []string, idp *CrossApp) (*ccProvider, error) {
+// the client's own credentials (Config.Clients), or through Config.CrossApp
+// for an ID with the xaaSuffix.
+func (c *Connector) clientProvider(id string, d Discovered, scopes []string) (*ccProvider, error) {
+	var idp *CrossApp
+	if strings.HasSuffix(id, xaaSuffix) {
+		if idp = c.cfg.CrossApp; idp == nil {
+			return nil, fmt.Errorf("%w: %s needs Config.CrossApp", oauthflow.ErrUnknownProvider, id)
+		}
+	}
 	cl, ok := c.cfg.Clients[d.AS.Issuer]
 	if !ok {
 		if cl, ok = c.cfg.Clients["*"]; !ok {

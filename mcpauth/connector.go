@@ -33,6 +33,9 @@ type Config struct {
 	// Clients are pre-registered clients, by authorization server issuer; the
 	// one under "*" serves every issuer that has none of its own.
 	Clients map[string]Client
+	// CrossApp is the enterprise identity provider the app's users sign in
+	// with, for servers they reach through it (ConnectCrossApp).
+	CrossApp *CrossApp
 	// HTTPClient makes discovery and registration requests and every call
 	// of the providers it builds (default: a client with a 30 s timeout).
 	HTTPClient *http.Client
@@ -191,8 +194,8 @@ func (c *Connector) resolve(id string) (oauthflow.Provider, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: no MCP server is connected as %q", oauthflow.ErrUnknownProvider, id)
 	}
-	if strings.HasSuffix(id, ccSuffix) {
-		return c.clientProvider(id, s.Discovery, s.Scopes, nil)
+	if strings.HasSuffix(id, ccSuffix) || strings.HasSuffix(id, xaaSuffix) {
+		return c.clientProvider(id, s.Discovery, s.Scopes)
 	}
 	return c.build(id, s)
 }

@@ -84,6 +84,18 @@ func newFakeMCPAuth(t *testing.T) *fakeMCPAuth {
 	})
 	mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) {
 		_ = r.ParseForm()
+		if r.Form.Get("grant_type") == "urn:ietf:params:oauth:grant-type:jwt-bearer" {
+			user, ok := strings.CutPrefix(r.Form.Get("assertion"), "jag-")
+			if !ok {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = io.WriteString(w, `{"error":"invalid_grant"}`)
+				return
+			}
+			n := f.grants.Add(1)
+			writeJSON(w, map[string]any{"access_token": fmt.Sprintf("xaa-%s-%d", user, n), "token_type": "Bearer", "expires_in": 30})
+			return
+		}
 		if r.Form.Get("grant_type") == "client_credentials" {
 			id, secret, ok := r.BasicAuth()
 			if !ok || id != "agent-client" || secret != "agent-secret" || r.Form.Get("resource") != base()+"/mcp" {
@@ -117,6 +129,17 @@ func newFakeMCPAuth(t *testing.T) *fakeMCPAuth {
 		scope := f.scopes["at-"+r.Form.Get("code")]
 		f.mu.Unlock()
 		writeJSON(w, map[string]any{"access_token": "at-" + r.Form.Get("code"), "token_type": "Bearer", "expires_in": 3600, "scope": scope})
+	})
+	mux.HandleFunc("POST /idp/token", func(w http.ResponseWriter, r *http.Request) { // the enterprise IdP's token exchange
+		_ = r.ParseForm()
+		user, ok := strings.CutPrefix(r.Form.Get("subject_token"), "idtoken-")
+		if !ok || r.Form.Get("audience") != base() || r.Form.Get("resource") != base()+"/mcp" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"error":"invalid_request"}`)
+			return
+		}
+		writeJSON(w, map[string]any{"access_token": "jag-" + user, "issued_token_type": "urn:ietf:params:oauth:token-type:id-jag", "token_type": "N_A"})
 	})
 	mux.HandleFunc("POST /mcp", func(w http.ResponseWriter, r *http.Request) {
 		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -179,8 +202,9 @@ func newInstance(t *testing.T, kv oauthflow.KV, client *http.Client) *instance {
 	return newInstanceWith(t, kv, client, nil)
 }
 
-// newInstanceWith is newInstance whose Connector has clients (Config.Clients).
-func newInstanceWith(t *testing.T, kv oauthflow.KV, client *http.Client, clients map[string]mcpauth.Client) *instance {
+// newInstanceWith is newInstance whose Connector has clients
+// (Config.Clients) and, when given, the app's identity provider.
+func newInstanceWith(t *testing.T, kv oauthflow.KV, client *http.Client, clients map[string]mcpauth.Client, idp ...*mcpauth.CrossApp) *instance {
 	t.Helper()
 	m, err := oauthflow.New(context.Background(), oauthflow.Config{KV: kv, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -191,8 +215,11 @@ func newInstanceWith(t *testing.T, kv oauthflow.KV, client *http.Client, clients
 	m.Mount(mux)
 	api := httptest.NewServer(mux)
 	t.Cleanup(api.Close)
-	c, err := mcpauth.New(mcpauth.Config{Module: m, RedirectURL: "http://127.0.0.1:1/api/v1/oauth/callback", HTTPClient: client,
-		Clients: clients})
+	cfg := mcpauth.Config{Module: m, RedirectURL: "http://127.0.0.1:1/api/v1/oauth/callback", HTTPClient: client, Clients: clients}
+	if len(idp) > 0 {
+		cfg.CrossApp = idp[0]
+	}
+	c, err := mcpauth.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,4 +465,35 @@ func consent(t *testing.T, authURL string) string {
 		t.Fatal(err)
 	}
 	return loc.RawQuery
+}
+
+// Cross-app access for two users of one server: each user's tokens come from
+// that user's own ID token, on the first grant and on every refresh, on any
+// instance.
+func TestCrossAppAccessKeepsUsersApart(t *testing.T) {
+	t.Parallel()
+	f := newFakeMCPAuth(t)
+	kv := oauthflow.NewMemoryKV()
+	clients := map[string]mcpauth.Client{"*": {ID: "agent-client", Secret: "agent-secret"}}
+	idp := &mcpauth.CrossApp{TokenURL: f.srv.URL + "/idp/token", ClientID: "idp-client",
+		IDToken: func(_ context.Context, user string) (string, error) { return "idtoken-" + user, nil }}
+	a, b := newInstanceWith(t, kv, f.srv.Client(), clients, idp), newInstanceWith(t, kv, f.srv.Client(), clients, idp)
+	server := f.srv.URL + "/mcp"
+	var id string
+	for _, user := range []string{"alice", "bob"} {
+		var err error
+		if id, err = a.conn.ConnectCrossApp(context.Background(), server, user, mcpauth.Challenge{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The tokens live 30 s, inside the store's 60 s skew: every read is a
+	// refresh, on this instance and on one that never connected the server.
+	for _, in := range []*instance{a, b} {
+		for _, user := range []string{"alice", "bob"} {
+			tok, err := in.mod.Tokens.GetValidAccessToken(context.Background(), user, id)
+			if err != nil || !strings.HasPrefix(tok, "xaa-"+user+"-") {
+				t.Errorf("%s's refreshed token is %q (%v), want one granted for %s", user, tok, err, user)
+			}
+		}
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+
+	"github.com/oauthflow/oauthflow"
 )
 
 // Cross-app access (SEP-990, enterprise-managed authorization): a user
@@ -14,25 +16,28 @@ import (
 // grant (ID-JAG) for the server's authorization server and resource, which
 // that server takes as a JWT bearer grant (RFC 7523) from the client.
 
-// crossAppRefreshMark stands in for the refresh token that a JWT bearer
-// grant does not give: on expiry the store runs the exchange again.
-const crossAppRefreshMark = "id-jag"
+// crossAppRefreshMark, followed by the user ID, stands in for the refresh
+// token that a JWT bearer grant does not give: on expiry the store runs the
+// exchange again, for the user it names, with that user's ID token.
+const crossAppRefreshMark = "id-jag:"
 
 // xaaSuffix ends the provider ID of a server reached through cross-app access.
 const xaaSuffix = "-xaa"
 
-// CrossApp is the user's enterprise identity provider.
+// CrossApp is the enterprise identity provider the app's users sign in
+// with (Config.CrossApp).
 type CrossApp struct {
 	TokenURL string // the IdP's token endpoint
 	ClientID string // the app's client ID at the IdP
-	// IDToken returns the user's current ID token from the IdP.
-	IDToken func(ctx context.Context) (string, error)
+	// IDToken returns userID's current ID token from the IdP (the app keeps
+	// it from the user's sign-in to the app).
+	IDToken func(ctx context.Context, userID string) (string, error)
 }
 
 // assertionGrant exchanges the user's ID token at the IdP for an ID-JAG for
 // the authorization server issuer and resource.
-func (x *CrossApp) assertionGrant(ctx context.Context, id, issuer, resource string, client *http.Client) (string, error) {
-	idToken, err := x.IDToken(ctx)
+func (x *CrossApp) assertionGrant(ctx context.Context, userID, id, issuer, resource string, client *http.Client) (string, error) {
+	idToken, err := x.IDToken(ctx, userID)
 	if err != nil {
 		return "", fmt.Errorf("mcpauth: the user's ID token: %w", err)
 	}
@@ -53,11 +58,15 @@ func (x *CrossApp) assertionGrant(ctx context.Context, id, issuer, resource stri
 }
 
 // ConnectCrossApp connects the MCP server at serverURL for userID through
-// the user's identity provider: discovery (with ch, the challenge of the
-// server's 401, when there is one), a provider that exchanges the user's ID
-// token for an ID-JAG and that for a token, authenticated with
-// Config.Clients' credentials for the server's issuer, and a first token
-// stored. It returns the provider ID.
-func (c *Connector) ConnectCrossApp(ctx context.Context, serverURL, userID string, ch Challenge, idp *CrossApp) (string, error) {
-	return c.connectGrant(ctx, serverURL, userID, ch, xaaSuffix, idp)
+// the identity provider of Config.CrossApp: discovery (with ch, the
+// challenge of the server's 401, when there is one), a provider that
+// exchanges the user's ID token for an ID-JAG and that for a token,
+// authenticated with Config.Clients' credentials for the server's issuer,
+// and a first token stored. It returns the provider ID. Each user's tokens,
+// the refreshed ones too, come from that user's own ID token.
+func (c *Connector) ConnectCrossApp(ctx context.Context, serverURL, userID string, ch Challenge) (string, error) {
+	if c.cfg.CrossApp == nil {
+		return "", fmt.Errorf("%w: cross-app access needs Config.CrossApp", oauthflow.ErrInvalidArgument)
+	}
+	return c.connectGrant(ctx, serverURL, userID, ch, xaaSuffix)
 }

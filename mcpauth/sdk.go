@@ -31,10 +31,10 @@ type OAuthHandler struct {
 	// the client credentials grant and Config.Clients' credentials, instead
 	// of as a user who signs in; UserID is then the app's name for the agent.
 	AsClient bool
-	// CrossApp, when set, has the handler reach the server through the
-	// user's enterprise identity provider (cross-app access) instead of a
-	// sign-in of the server's own.
-	CrossApp *CrossApp
+	// CrossApp has the handler reach the server through the user's
+	// enterprise identity provider (Config.CrossApp, cross-app access)
+	// instead of a sign-in of the server's own.
+	CrossApp bool
 }
 
 // providerID is the server's provider ID for the handler's way in.
@@ -43,7 +43,7 @@ func (h *OAuthHandler) providerID() (string, error) {
 	switch {
 	case err != nil:
 		return "", err
-	case h.CrossApp != nil:
+	case h.CrossApp:
 		return id + xaaSuffix, nil
 	case h.AsClient:
 		return id + ccSuffix, nil
@@ -75,8 +75,8 @@ func (h *OAuthHandler) Authorize(ctx context.Context, req *http.Request, resp *h
 	discard(resp)
 	ch, _ := ParseChallenge(resp.Header)
 	switch {
-	case h.CrossApp != nil:
-		_, err := h.Connector.ConnectCrossApp(ctx, h.ServerURL, h.UserID, ch, h.CrossApp)
+	case h.CrossApp:
+		_, err := h.Connector.ConnectCrossApp(ctx, h.ServerURL, h.UserID, ch)
 		return err
 	case h.AsClient:
 		_, err := h.Connector.ConnectAsClient(ctx, h.ServerURL, h.UserID, ch)

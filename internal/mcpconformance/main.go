@@ -82,15 +82,16 @@ func run(ctx context.Context, serverURL, scenario, rawSettings string) error {
 		}
 		cfg.Clients = map[string]mcpauth.Client{"*": cl}
 	}
+	if set.IdPIDToken != "" {
+		cfg.CrossApp = &mcpauth.CrossApp{TokenURL: set.IdPTokenEndpoint, ClientID: set.IdPClientID,
+			IDToken: func(context.Context, string) (string, error) { return set.IdPIDToken, nil }}
+	}
 	conn, err := mcpauth.New(cfg)
 	if err != nil {
 		return err
 	}
-	h := &mcpauth.OAuthHandler{Connector: conn, UserID: user, ServerURL: serverURL, SignIn: consent, AsClient: asClient}
-	if set.IdPIDToken != "" {
-		h.CrossApp = &mcpauth.CrossApp{TokenURL: set.IdPTokenEndpoint, ClientID: set.IdPClientID,
-			IDToken: func(context.Context) (string, error) { return set.IdPIDToken, nil }}
-	}
+	h := &mcpauth.OAuthHandler{Connector: conn, UserID: user, ServerURL: serverURL, SignIn: consent, AsClient: asClient,
+		CrossApp: set.IdPIDToken != ""}
 	return callTool(ctx, serverURL, h)
 }
 

@@ -829,6 +829,15 @@ func table() []mutant {
 			Why:  "connections that fail together try again at instants of their own, not all at once",
 			Run:  "TestRefreshBackoffSpreadsConnections",
 		},
+		{
+			Name: "mcp/cross-app-user-forgotten",
+			File: "mcpauth/clientcreds.go",
+			Old:  "\t\tmark = crossAppRefreshMark + userID\n",
+			New:  "\t\tmark = crossAppRefreshMark\n",
+			Pkg:  "./mcpauth",
+			Why:  "a cross-app token is refreshed with its own user's ID token, never another user's",
+			Run:  "TestCrossAppAccessKeepsUsersApart",
+		},
 
 		// Not a guard: renewEvery stops renewing a lease that is in other hands,
 		// which saves commands but changes no outcome (the holder confirms the
