@@ -77,7 +77,7 @@ func ParseChallenge(h http.Header) (c Challenge, ok bool) {
 // bearerParams parses the auth-params of the Bearer challenge in v (RFC 9110
 // §11.6.1): name=token or name="quoted string", comma separated.
 func bearerParams(v string) (map[string]string, bool) {
-	i := strings.Index(strings.ToLower(v), "bearer")
+	i := indexFold(v, "bearer") // in v's own bytes: lowercasing can change a string's length
 	if i < 0 || (i > 0 && v[i-1] != ' ' && v[i-1] != ',') || (len(v) > i+6 && v[i+6] != ' ' && v[i+6] != ',') {
 		return nil, false
 	}
@@ -113,6 +113,28 @@ func bearerParams(v string) (map[string]string, bool) {
 		}
 		params[name] = val
 	}
+}
+
+// indexFold is the index of the first ASCII-case-insensitive match of word
+// (lowercase ASCII) in s, or -1.
+func indexFold(s, word string) int {
+	for i := 0; i+len(word) <= len(s); i++ {
+		match := true
+		for j := range len(word) {
+			c := s[i+j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != word[j] {
+				match = false
+				break
+			}
+		}
+		if match {
+			return i
+		}
+	}
+	return -1
 }
 
 // Discovered is what discovery found for one MCP server.

@@ -162,3 +162,25 @@ func TestParseChallenge(t *testing.T) {
 		}
 	}
 }
+
+// A server's WWW-Authenticate is the network's to write: whatever it holds,
+// parsing it never panics, and what it finds holds no line breaks.
+func FuzzParseChallenge(f *testing.F) {
+	for _, seed := range []string{
+		`Bearer resource_metadata="https://x/.well-known/oauth-protected-resource", scope="a b"`,
+		`Bearer error="insufficient_scope", scope="admin", error_description="needs \"admin\""`,
+		`Basic realm="x", Bearer error=invalid_token`, `bearer`, `Bearer "`, `Bearer a="\`, `Bearer ,,,=,"=`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		h := http.Header{}
+		h.Set("WWW-Authenticate", v)
+		c, _ := ParseChallenge(h)
+		for _, s := range append([]string{c.ResourceMetadata, c.Error}, c.Scopes...) {
+			if strings.ContainsAny(s, "\r\n") && !strings.ContainsAny(v, "\r\n") {
+				t.Fatalf("%q gave %q", v, s)
+			}
+		}
+	})
+}
