@@ -208,6 +208,8 @@ func (c *Connector) build(id string, s *server) (oauthflow.Provider, error) {
 	}
 	p := &serverProvider{c: c, id: id}
 	p.inner.Store(inner)
+	_, preset := c.preset(s.Discovery.AS)
+	p.dynamic.Store(!preset)
 	return p, nil
 }
 

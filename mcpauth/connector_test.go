@@ -39,6 +39,7 @@ type fakeMCPAuth struct {
 	need            []string          // scopes the MCP endpoint wants; nil: any token will do
 	refuse          bool              // the MCP endpoint answers insufficient_scope for need, whatever the token has
 	revoked         map[string]bool   // client IDs the token endpoint answers invalid_client
+	short           bool              // sign-ins get 30 s tokens (inside the store's skew: every read refreshes) and a refresh token
 	lastClient      string            // the client ID of the last token request
 }
 
@@ -126,9 +127,13 @@ func newFakeMCPAuth(t *testing.T) *fakeMCPAuth {
 			return
 		}
 		f.mu.Lock()
-		scope := f.scopes["at-"+r.Form.Get("code")]
+		scope, short := f.scopes["at-"+r.Form.Get("code")], f.short
 		f.mu.Unlock()
-		writeJSON(w, map[string]any{"access_token": "at-" + r.Form.Get("code"), "token_type": "Bearer", "expires_in": 3600, "scope": scope})
+		answer := map[string]any{"access_token": "at-" + r.Form.Get("code"), "token_type": "Bearer", "expires_in": 3600, "scope": scope}
+		if short {
+			answer["expires_in"], answer["refresh_token"] = 30, "rt-"+r.Form.Get("code")
+		}
+		writeJSON(w, answer)
 	})
 	mux.HandleFunc("POST /idp/token", func(w http.ResponseWriter, r *http.Request) { // the enterprise IdP's token exchange
 		_ = r.ParseForm()
@@ -495,5 +500,42 @@ func TestCrossAppAccessKeepsUsersApart(t *testing.T) {
 				t.Errorf("%s's refreshed token is %q (%v), want one granted for %s", user, tok, err, user)
 			}
 		}
+	}
+}
+
+// A refresh that meets invalid_client from a dynamically registered client
+// the server dropped ends the user's grant (the refresh token belonged to
+// that client): the user signs in again, with the new client. The app's own
+// pre-registered client answering invalid_client is a configuration fault
+// (a rotated secret), and its users' tokens are kept.
+func TestDroppedRegistrationEndsItsGrants(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		clients map[string]mcpauth.Client
+		dead    bool
+	}{
+		{"dynamic registration", nil, true},
+		{"pre-registered client", map[string]mcpauth.Client{"*": {ID: "preset", AuthMethod: "none"}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeMCPAuth(t)
+			f.short = true
+			in := newInstanceWith(t, oauthflow.NewMemoryKV(), f.srv.Client(), tc.clients)
+			id, err := in.conn.Connect(context.Background(), f.srv.URL+"/mcp", mcpauth.Challenge{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			signIn(t, in, "alice", id)
+			f.mu.Lock()
+			f.revoked[f.lastClient] = true
+			f.mu.Unlock()
+			_, err = in.mod.Tokens.GetValidAccessToken(context.Background(), "alice", id)
+			_, gone := in.mod.Tokens.GetTokens(context.Background(), "alice", id)
+			if tc.dead != errors.Is(err, oauthflow.ErrNoToken) || tc.dead != errors.Is(gone, oauthflow.ErrNoToken) {
+				t.Fatalf("refresh: %v, record: %v; want the grant ended: %v", err, gone, tc.dead)
+			}
+		})
 	}
 }

@@ -18,9 +18,22 @@ import (
 // token belongs to the client it was issued to), and the next sign-in
 // uses the new client.
 type serverProvider struct {
-	c     *Connector
-	id    string
-	inner atomic.Pointer[providers.OAuth2]
+	c       *Connector
+	id      string
+	inner   atomic.Pointer[providers.OAuth2]
+	dynamic atomic.Bool // the client is a dynamic registration, not the app's own
+}
+
+// DeadGrantCodes makes invalid_client a dead grant for a dynamically
+// registered client: the server dropped it, and the refresh tokens it was
+// given went with it, so the user signs in again (with the new client). The
+// app's own client answering invalid_client is a configuration fault (a
+// rotated secret), which must not end every user's grant.
+func (p *serverProvider) DeadGrantCodes() []string {
+	if p.dynamic.Load() {
+		return []string{"invalid_client"}
+	}
+	return nil
 }
 
 func (p *serverProvider) now() *providers.OAuth2 { return p.inner.Load() }
@@ -96,5 +109,7 @@ func (c *Connector) reregister(ctx context.Context, p *serverProvider) error {
 		return err
 	}
 	p.inner.Store(inner)
+	_, preset := c.preset(s.Discovery.AS)
+	p.dynamic.Store(!preset)
 	return nil
 }

@@ -838,6 +838,24 @@ func table() []mutant {
 			Why:  "a cross-app token is refreshed with its own user's ID token, never another user's",
 			Run:  "TestCrossAppAccessKeepsUsersApart",
 		},
+		{
+			Name: "mcp/preset-client-kills-grants",
+			File: "mcpauth/provider.go",
+			Old:  "\tif p.dynamic.Load() {\n",
+			New:  "\tif true {\n",
+			Pkg:  "./mcpauth",
+			Why:  "the app's own client answering invalid_client (a rotated secret) keeps its users' tokens",
+			Run:  "TestDroppedRegistrationEndsItsGrants",
+		},
+		{
+			Name: "mcp/dropped-client-grants-kept",
+			File: "mcpauth/provider.go",
+			Old:  "\tif p.dynamic.Load() {\n",
+			New:  "\tif false {\n",
+			Pkg:  "./mcpauth",
+			Why:  "a dropped dynamic registration ends its users' grants, so they sign in again with the new client",
+			Run:  "TestDroppedRegistrationEndsItsGrants",
+		},
 
 		// Not a guard: renewEvery stops renewing a lease that is in other hands,
 		// which saves commands but changes no outcome (the holder confirms the
