@@ -111,12 +111,9 @@ func (s *TokenStore) markRead(ctx context.Context, userID, providerID string, ex
 	if ok && now.UnixMilli()-last < a.markEvery().Milliseconds() {
 		return
 	}
-	ops := a.markOps(userID, providerID, now, expiresAt)
-	runBatch(ctx, s.kv, ops...)
-	if ops[0].err != nil || ops[1].err != nil {
-		return // the next read tries again
+	if s.writeMarks(ctx, userID, providerID, now, expiresAt) {
+		a.remember(ref, now)
 	}
-	a.remember(ref, now)
 }
 
 // markMemo is markRead for a read served at now from MemoryKV's decoded
@@ -128,11 +125,17 @@ func (s *TokenStore) markMemo(ctx context.Context, t *tokenMemo, now time.Time, 
 	if now.UnixMilli()-t.marked.Load() < s.ahead.markEvery().Milliseconds() {
 		return
 	}
-	ops := s.ahead.markOps(userID, providerID, now, t.expiresAt)
-	runBatch(ctx, s.kv, ops...)
-	if ops[0].err == nil && ops[1].err == nil {
+	if s.writeMarks(ctx, userID, providerID, now, t.expiresAt) {
 		t.marked.Store(now.UnixMilli())
 	}
+}
+
+// writeMarks marks the connection read at now (markOps) and reports whether
+// both marks landed; when they did not, the next read tries again.
+func (s *TokenStore) writeMarks(ctx context.Context, userID, providerID string, now time.Time, expiresAt int64) bool {
+	ops := s.ahead.markOps(userID, providerID, now, expiresAt)
+	runBatch(ctx, s.kv, ops...)
+	return ops[0].err == nil && ops[1].err == nil
 }
 
 // remember notes that this process marked ref read at now, and now and then
@@ -251,7 +254,7 @@ func (s *TokenStore) leave(ctx context.Context, member string) error {
 	if err != nil || v.expiresAt == 0 || len(v.refresh) == 0 {
 		return errHandled
 	}
-	runBatch(ctx, s.kv, s.ahead.markOps(userID, providerID, s.now(), v.expiresAt)...)
+	s.writeMarks(ctx, userID, providerID, s.now(), v.expiresAt)
 	return errHandled
 }
 

@@ -86,8 +86,7 @@ func (h *OAuthHandler) Authorize(ctx context.Context, req *http.Request, resp *h
 	if err != nil {
 		return err
 	}
-	t := &transport{c: h.Connector, userID: h.UserID, server: h.ServerURL}
-	unauthorized := t.unauthorized(ctx, id, resp.StatusCode, ch)
+	unauthorized := h.Connector.unauthorized(ctx, h.UserID, id, resp.StatusCode, ch)
 	if h.SignIn == nil {
 		return unauthorized
 	}

@@ -85,18 +85,18 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if _, err := t.c.Connect(req.Context(), t.server, ch); err != nil {
 		return nil, err
 	}
-	return nil, t.unauthorized(req.Context(), id, resp.StatusCode, ch)
+	return nil, t.c.unauthorized(req.Context(), t.userID, id, resp.StatusCode, ch)
 }
 
 // unauthorized is the error for a 401 or 403 that the store could not fix:
 // for missing scopes, a ScopeError naming them.
-func (t *transport) unauthorized(ctx context.Context, id string, status int, ch Challenge) error {
+func (c *Connector) unauthorized(ctx context.Context, userID, id string, status int, ch Challenge) error {
 	e := &UnauthorizedError{ProviderID: id, Status: status, Challenge: ch, Err: oauthflow.ErrNoToken}
 	if status != http.StatusForbidden || len(ch.Scopes) == 0 {
 		return e
 	}
 	var granted []string
-	if tok, err := t.c.cfg.Module.Tokens.GetTokens(ctx, t.userID, id); err == nil {
+	if tok, err := c.cfg.Module.Tokens.GetTokens(ctx, userID, id); err == nil {
 		granted = strings.Fields(tok.Scope)
 	}
 	var missing []string

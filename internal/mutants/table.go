@@ -664,8 +664,8 @@ func table() []mutant {
 		{
 			Name: "ahead/leave-loses-a-sign-in",
 			File: "ahead.go",
-			Old:  "\tif err != nil || v.expiresAt == 0 || len(v.refresh) == 0 {\n\t\treturn errHandled\n\t}\n\trunBatch(",
-			New:  "\t_ = err\n\treturn errHandled\n\trunBatch(",
+			Old:  "\tif err != nil || v.expiresAt == 0 || len(v.refresh) == 0 {\n\t\treturn errHandled\n\t}\n\ts.writeMarks(",
+			New:  "\t_ = err\n\treturn errHandled\n\ts.writeMarks(",
 			Why:  "a sign-in that lands while the worker takes a connection out keeps it in",
 			Run:  "TestLeaveKeepsARaceWithASignIn",
 		},
