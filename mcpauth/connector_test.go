@@ -39,6 +39,7 @@ type fakeMCPAuth struct {
 	need            []string          // scopes the MCP endpoint wants; nil: any token will do
 	refuse          bool              // the MCP endpoint answers insufficient_scope for need, whatever the token has
 	revoked         map[string]bool   // client IDs the token endpoint answers invalid_client
+	iss             string            // when set: the metadata advertises RFC 9207 and redirects carry this iss ("{base}": the issuer)
 	short           bool              // sign-ins get 30 s tokens (inside the store's skew: every read refreshes) and a refresh token
 	lastClient      string            // the client ID of the last token request
 }
@@ -56,7 +57,8 @@ func newFakeMCPAuth(t *testing.T) *fakeMCPAuth {
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"issuer": base(), "authorization_endpoint": base() + "/authorize",
 			"token_endpoint": base() + "/token", "registration_endpoint": base() + "/register",
-			"code_challenge_methods_supported": []string{"S256"}, "token_endpoint_auth_methods_supported": []string{"none"}})
+			"code_challenge_methods_supported": []string{"S256"}, "token_endpoint_auth_methods_supported": []string{"none"},
+			"authorization_response_iss_parameter_supported": f.iss != ""})
 	})
 	mux.HandleFunc("POST /register", func(w http.ResponseWriter, r *http.Request) {
 		n := f.registrations.Add(1)
@@ -80,7 +82,11 @@ func newFakeMCPAuth(t *testing.T) *fakeMCPAuth {
 		f.resources = append(f.resources, q.Get("resource"))
 		f.mu.Unlock()
 		to, _ := url.Parse(q.Get("redirect_uri"))
-		to.RawQuery = url.Values{"code": {"code-" + q.Get("state")}, "state": {q.Get("state")}}.Encode()
+		back := url.Values{"code": {"code-" + q.Get("state")}, "state": {q.Get("state")}}
+		if f.iss != "" {
+			back.Set("iss", strings.ReplaceAll(f.iss, "{base}", base()))
+		}
+		to.RawQuery = back.Encode()
 		http.Redirect(w, r, to.String(), http.StatusFound)
 	})
 	mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) {
@@ -535,6 +541,32 @@ func TestDroppedRegistrationEndsItsGrants(t *testing.T) {
 			_, gone := in.mod.Tokens.GetTokens(context.Background(), "alice", id)
 			if tc.dead != errors.Is(err, oauthflow.ErrNoToken) || tc.dead != errors.Is(gone, oauthflow.ErrNoToken) {
 				t.Fatalf("refresh: %v, record: %v; want the grant ended: %v", err, gone, tc.dead)
+			}
+		})
+	}
+}
+
+// A server whose metadata advertises RFC 9207 has its sign-ins' iss checked:
+// the issuer's own completes, another's is refused and stores nothing.
+func TestIssuerIsChecked(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		iss string
+		ok  bool
+	}{{"{base}", true}, {"https://mix-up.example", false}} {
+		t.Run(tc.iss, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeMCPAuth(t)
+			f.iss = tc.iss
+			in := newInstance(t, oauthflow.NewMemoryKV(), f.srv.Client())
+			id, err := in.conn.Connect(context.Background(), f.srv.URL+"/mcp", mcpauth.Challenge{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			status := trySignIn(t, in, "alice", id)
+			_, err = in.mod.Tokens.GetTokens(context.Background(), "alice", id)
+			if (status == http.StatusOK) != tc.ok || (err == nil) != tc.ok {
+				t.Fatalf("iss %s: callback HTTP %d, token %v; want the sign-in to complete: %v", tc.iss, status, err, tc.ok)
 			}
 		})
 	}

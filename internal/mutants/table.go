@@ -856,6 +856,15 @@ func table() []mutant {
 			Why:  "a dropped dynamic registration ends its users' grants, so they sign in again with the new client",
 			Run:  "TestDroppedRegistrationEndsItsGrants",
 		},
+		{
+			Name: "mcp/iss-unchecked",
+			File: "mcpauth/connector.go",
+			Old:  "\tif d.AS.IssParameterSupported {\n",
+			New:  "\tif false {\n",
+			Pkg:  "./mcpauth",
+			Why:  "a server that advertises RFC 9207 has its sign-ins' iss checked (mix-up defence)",
+			Run:  "TestIssuerIsChecked",
+		},
 
 		// Not a guard: renewEvery stops renewing a lease that is in other hands,
 		// which saves commands but changes no outcome (the holder confirms the
