@@ -1,0 +1,6 @@
+package main
+
+// unnoticedGuards are the guards of issue 26: six guards no test noticed.
+func unnoticedGuards() []mutant {
+	return []mutant{}
+}
