@@ -3,6 +3,7 @@ package mcpauth
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -103,7 +104,8 @@ func (c *Connector) registered(ctx context.Context, md ServerMetadata) (Client, 
 		if cl, ok, err := c.storedClient(ctx, key); err != nil || ok {
 			return cl, err
 		}
-		took, err := c.kv.SetNX(ctx, lock, []byte("1"), registrationLockTTL)
+		owner := []byte(rand.Text()) // frees the lock only while it is still this instance's
+		took, err := c.kv.SetNX(ctx, lock, owner, registrationLockTTL)
 		if err != nil {
 			return Client{}, err
 		}
@@ -112,7 +114,7 @@ func (c *Connector) registered(ctx context.Context, md ServerMetadata) (Client, 
 			if err == nil {
 				err = c.storeClient(ctx, key, cl)
 			}
-			_ = c.kv.Del(ctx, lock)
+			_, _ = c.kv.CompareAndDelete(ctx, lock, owner)
 			return cl, err
 		}
 		select {
