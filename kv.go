@@ -74,23 +74,33 @@ func KVFromEnv(ctx context.Context, log *slog.Logger) (KV, error) {
 }
 
 func kvFromLookup(ctx context.Context, log *slog.Logger, lookup func(string) (string, bool)) (KV, error) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	if log == nil {
 		log = slog.Default()
+	}
+	kv, addr, err := redisFromLookup(ctx, log, lookup)
+	if err != nil {
+		log.Warn("oauthflow: key-value store unreachable, using in-memory storage for this process",
+			slog.String("addr", addr), slog.String("error", err.Error()))
+		return NewMemoryKV(), err
+	}
+	return kv, nil
+}
+
+// redisFromLookup connects to the Redis the KVSTORE_* variables name, with no
+// fallback: the error wraps ErrStoreUnavailable when it cannot be reached.
+func redisFromLookup(ctx context.Context, log *slog.Logger, lookup func(string) (string, bool)) (KV, string, error) {
+	if ctx == nil {
+		ctx = context.Background()
 	}
 	addr := net.JoinHostPort(envOr(lookup, EnvKVHost, "localhost"), envOr(lookup, EnvKVPort, "6379"))
 	password, _ := lookup(EnvKVPassword)
 	opts := &redis.Options{Addr: addr, Password: password}
 	if err := ping(ctx, opts); err != nil {
-		log.Warn("oauthflow: key-value store unreachable, using in-memory storage for this process",
-			slog.String("addr", addr), slog.String("error", err.Error()))
-		return NewMemoryKV(), storeErr(ctx, "ping "+addr, err)
+		return nil, addr, storeErr(ctx, "ping "+addr, err)
 	}
 	client := redis.NewClient(opts)
 	log.Info("oauthflow: using Redis key-value store", slog.String("addr", addr))
-	return NewRedisKV(client, WithOwnedClient()), nil
+	return NewRedisKV(client, WithOwnedClient()), addr, nil
 }
 
 // ping checks once, without retries, that a Redis answers at opts.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"time"
 )
 
@@ -176,10 +177,13 @@ func moduleKV(ctx context.Context, cfg Config, log *slog.Logger) (KV, bool, erro
 	kv, owned := cfg.KV, false
 	if kv == nil {
 		var err error
-		kv, err = KVFromEnv(ctx, log)
+		if cfg.RequireKV {
+			kv, _, err = redisFromLookup(ctx, log, os.LookupEnv)
+		} else {
+			kv, err = KVFromEnv(ctx, log)
+		}
 		if err != nil && cfg.RequireKV {
-			_ = closeKV(kv)
-			return nil, false, fmt.Errorf("oauthflow: RequireKV is set: %w", err)
+			return nil, false, fmt.Errorf("oauthflow: the key-value store is required (Config.RequireKV) and cannot be reached: %w", err)
 		}
 		owned = true
 	}

@@ -22,7 +22,9 @@ import (
 	"os/signal"
 	"time"
 
+	"github.com/oauthflow/oauthflow"
 	"github.com/oauthflow/oauthflow/internal/demo"
+	"github.com/redis/go-redis/v9"
 )
 
 func main() {
@@ -37,6 +39,7 @@ func run() error {
 	ttl := flag.Duration("demo-token-ttl", 75*time.Second, "lifetime of the demo provider's access tokens")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	redis.SetLogger(oauthflow.RedisLogger(log)) // go-redis's own lines, into the same log
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
