@@ -11,6 +11,7 @@ import (
 
 	"github.com/oauthflow/oauthflow"
 	"github.com/oauthflow/oauthflow/internal/fakeclock"
+	"github.com/oauthflow/oauthflow/internal/waitfor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/oauth2"
@@ -115,7 +116,7 @@ func (f *aheadFleet) work() {
 				done[i] = oauthflow.WorkOnce(context.Background(), m)
 			}()
 		}
-		wg.Wait()
+		waitfor.Group(f.t, &wg, "a pass on every instance")
 		if done[0]+done[1]+done[2] == 0 {
 			return
 		}
@@ -177,7 +178,7 @@ func refreshAheadAcrossInstances(t *testing.T, f *aheadFleet) {
 	wg.Add(1)
 	go func() { defer wg.Done(); f.read(all) }() // reads meanwhile
 	f.work()
-	wg.Wait()
+	waitfor.Group(t, &wg, "the reads beside the passes")
 	per, total, reuses, readers := f.prov.counts()
 	require.Equal(t, 24, total, "each due connection refreshed once: %v", per)
 	for _, u := range all {

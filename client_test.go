@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/waitfor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -156,7 +157,7 @@ func TestClientConcurrent401sRefreshOnce(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	waitfor.Group(t, &wg, "20 requests")
 	assert.EqualValues(t, 20, oks.Load())
 	assert.EqualValues(t, 1, f.prov.refreshes.Load())
 }

@@ -343,7 +343,11 @@ type stuckProvider struct {
 
 func (p *stuckProvider) ExchangeCode(ctx context.Context, code string, opts ...oauth2.AuthCodeOption) (*oauthflow.TokenSet, error) {
 	close(p.started)
-	<-p.release
+	select {
+	case <-p.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	return p.fakeProvider.ExchangeCode(ctx, code, opts...)
 }
 

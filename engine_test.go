@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/waitfor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -94,7 +95,7 @@ func TestEngineFireSerialisedAcrossInstances(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	waitfor.Group(t, &wg, "50 Fires")
 	assert.EqualValues(t, 1, bumps.Load())
 	assert.EqualValues(t, 1, ok.Load())
 	assert.EqualValues(t, 49, refused.Load())
@@ -338,7 +339,9 @@ func fanOutWorkflow() *oauthflow.Workflow {
 						_, errs[i] = tc.Launch(ctx, "instant", nil, oauthflow.RunOptions{Callback: &oauthflow.Callback{Transition: "childDone"}})
 					})
 				}
-				wg.Wait()
+				if err := waitfor.GroupErr(&wg, "the children's launches"); err != nil {
+					return err
+				}
 				return errors.Join(errs...)
 			}},
 			{Name: "childDone", From: "awaiting", To: "awaiting", Wait: true, Do: func(_ context.Context, tc *oauthflow.TransitionContext) error {
@@ -461,7 +464,9 @@ func TestEngineSiblingFiresOfOneRunTakeTurns(t *testing.T) {
 					<-firstIn
 					_, second = e.Fire(context.WithValue(ctx, fireKey{}, 2), args.Tally, "bump", nil, "alice")
 				})
-				wg.Wait()
+				if err := waitfor.GroupErr(&wg, "the siblings' Fires"); err != nil {
+					return err
+				}
 				return errors.Join(first, second)
 			}}}}))
 	tally, err := e.Launch(ctx, "alice", "tally", nil, oauthflow.RunOptions{})
@@ -487,8 +492,7 @@ func TestEngineRunFiringItselfIsRefused(t *testing.T) {
 			{Name: "poke", From: "open", To: oauthflow.StateEnd, Wait: true, Do: func(ctx context.Context, tc *oauthflow.TransitionContext) error {
 				var wg sync.WaitGroup
 				wg.Go(func() { _, err := e.Fire(ctx, tc.Run.ID, "poke", nil, "alice"); refused <- err })
-				wg.Wait()
-				return nil
+				return waitfor.GroupErr(&wg, "the run's Fire of itself")
 			}},
 		}}))
 	r, err := e.Launch(ctx, "alice", "selfish", nil, oauthflow.RunOptions{})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/oauthflow/oauthflow"
 	"github.com/oauthflow/oauthflow/internal/authserver"
+	"github.com/oauthflow/oauthflow/internal/waitfor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/oauth2"
@@ -359,7 +360,7 @@ func TestConcurrentCallbackDeliveries(t *testing.T) {
 		}()
 	}
 	close(start)
-	wg.Wait()
+	waitfor.Group(t, &wg, "100 callback deliveries")
 	ok := 0
 	for i, s := range statuses {
 		switch s {

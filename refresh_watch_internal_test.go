@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/redistest"
+	"github.com/oauthflow/oauthflow/internal/waitfor"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/oauth2"
 )
@@ -72,7 +73,7 @@ func TestRefreshWaiterHearsTheHolderRelease(t *testing.T) {
 		errs <- err
 	}
 	go read(holder)
-	<-p.entered // the holder has the lock and is at the provider
+	waitfor.Recv(t, p.entered, "the holder's refresh") // the holder has the lock and is at the provider
 	go read(waiter)
 	select {
 	case <-waiting: // the waiter listens and has stopped polling
@@ -81,10 +82,10 @@ func TestRefreshWaiterHearsTheHolderRelease(t *testing.T) {
 	}
 	close(p.open)
 	for range 2 {
-		if err := <-errs; err != nil {
+		if err := waitfor.Recv(t, errs, "a read's end"); err != nil {
 			t.Fatalf("GetValidAccessToken: %v", err)
 		}
-		if tok := <-got; tok != "fresh" {
+		if tok := waitfor.Recv(t, got, "a read's token"); tok != "fresh" {
 			t.Fatalf("got %q; want the refreshed token", tok)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/waitfor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -54,7 +55,7 @@ func TestRegistryConcurrent(t *testing.T) {
 		go func() { defer wg.Done(); assert.NoError(t, reg.Register(newFakeProvider(fmt.Sprint("p", i)))) }()
 		go func() { defer wg.Done(); reg.Has(fmt.Sprint("p", i)); _, _ = reg.Get("p0") }()
 	}
-	wg.Wait()
+	waitfor.Group(t, &wg, "200 registrations and reads")
 	assert.Len(t, reg.IDs(), 100)
 }
 
@@ -91,7 +92,7 @@ func TestRegistryResolver(t *testing.T) {
 			got[i] = p
 		}()
 	}
-	wg.Wait()
+	waitfor.Group(t, &wg, "8 resolving reads")
 	for _, p := range got {
 		assert.Same(t, got[0], p, "every caller gets the one provider registered")
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/oauthflow/oauthflow"
 	"github.com/oauthflow/oauthflow/internal/redistest"
+	"github.com/oauthflow/oauthflow/internal/waitfor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -76,7 +77,7 @@ func assertConsumedOnce(t *testing.T, kv oauthflow.KV) {
 		}()
 	}
 	close(start)
-	wg.Wait()
+	waitfor.Group(t, &wg, "1000 consumers")
 	assert.EqualValues(t, 1, wins.Load(), "exactly one consumer wins")
 	assert.EqualValues(t, 999, misses.Load())
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/waitfor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -23,13 +24,7 @@ import (
 // generous bound instead of hanging.
 func within[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s did not happen within 10 s", what)
-		panic("unreachable")
-	}
+	return waitfor.Recv(t, ch, what)
 }
 
 type readResult struct {
@@ -378,7 +373,7 @@ func TestRefreshInProcessTakesTheLockOnce(t *testing.T) {
 	}
 	assert.EqualValues(t, 1, kv.lockTries.Load(), "lock attempts while one refresh runs")
 	close(release)
-	wg.Wait()
+	waitfor.Group(t, &wg, "1000 reads")
 	assert.EqualValues(t, 1, f.prov.refreshes.Load())
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/oauthflow/oauthflow"
 	"github.com/oauthflow/oauthflow/internal/fakeclock"
 	"github.com/oauthflow/oauthflow/internal/redistest"
+	"github.com/oauthflow/oauthflow/internal/waitfor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/oauth2"
@@ -390,7 +391,7 @@ func assertOneRefreshAcrossReplicas(t *testing.T, kv oauthflow.KV) {
 		}()
 	}
 	close(start)
-	wg.Wait()
+	waitfor.Group(t, &wg, "1000 reads on two replicas")
 	for i := range results {
 		require.NoError(t, errs[i], "caller %d", i)
 		require.Equal(t, "fresh", results[i], "caller %d", i)
@@ -412,7 +413,7 @@ func TestTokenStoreConcurrentRefreshInProcess(t *testing.T) {
 			assert.Equal(t, "access-1", tok)
 		}()
 	}
-	wg.Wait()
+	waitfor.Group(t, &wg, "1000 reads")
 	assert.EqualValues(t, 1, f.prov.refreshes.Load())
 }
 
@@ -453,7 +454,7 @@ func TestTokenStoreLeaseRenewedDuringSlowRefresh(t *testing.T) {
 		}()
 		time.Sleep(50 * time.Millisecond)
 	}
-	wg.Wait()
+	waitfor.Group(t, &wg, "the reads on two stores")
 	assert.EqualValues(t, 1, f.prov.refreshes.Load())
 }
 

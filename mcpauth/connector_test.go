@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/waitfor"
 	"github.com/oauthflow/oauthflow/mcpauth"
 )
 
@@ -67,6 +68,7 @@ func newFakeMCPAuth(t *testing.T) *fakeMCPAuth {
 			select {
 			case <-f.release:
 			case <-f.second:
+			case <-r.Context().Done():
 			}
 		case n == 2 && f.second != nil:
 			close(f.second)
@@ -264,7 +266,7 @@ func TestConnectAcrossInstances(t *testing.T) {
 			ids[i] = id
 		}()
 	}
-	wg.Wait()
+	waitfor.Group(t, &wg, "both Connects")
 	if ids[0] == "" || ids[0] != ids[1] || !strings.HasPrefix(ids[0], "mcp-127.0.0.1-") {
 		t.Fatalf("provider IDs %q", ids)
 	}

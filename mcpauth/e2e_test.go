@@ -22,6 +22,7 @@ import (
 	"github.com/oauthflow/oauthflow/internal/fakeclock"
 	"github.com/oauthflow/oauthflow/internal/oidcpeer"
 	"github.com/oauthflow/oauthflow/internal/redistest"
+	"github.com/oauthflow/oauthflow/internal/waitfor"
 	"github.com/oauthflow/oauthflow/mcpauth"
 )
 
@@ -205,7 +206,7 @@ func TestMCPServerEndToEnd(t *testing.T) {
 			}()
 		}
 	}
-	wg.Wait()
+	waitfor.Group(t, &wg, "the runs after expiry")
 	if n := strings.Count(peer.Output(), "grant.success: refresh_token") - before; n != 2 {
 		t.Errorf("%d refreshes, want one per user across both instances:\n%s", n, peer.Output())
 	}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/oauthflow/oauthflow/internal/waitfor"
 )
 
 // A burst of concurrent code exchanges through a provider built without
@@ -55,5 +57,5 @@ func burst(t *testing.T, p *OAuth2, workers, rounds int) {
 			}
 		})
 	}
-	wg.Wait()
+	waitfor.Group(t, &wg, "the burst of exchanges")
 }

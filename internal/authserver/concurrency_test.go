@@ -8,11 +8,12 @@ import (
 	"testing"
 
 	"github.com/oauthflow/oauthflow/internal/authserver"
+	"github.com/oauthflow/oauthflow/internal/waitfor"
 	"golang.org/x/oauth2"
 )
 
 // parallel runs f n times at once and waits for all of them.
-func parallel(n int, f func(i int)) {
+func parallel(t *testing.T, n int, f func(i int)) {
 	var wg sync.WaitGroup
 	wg.Add(n)
 	for i := range n {
@@ -21,7 +22,7 @@ func parallel(n int, f func(i int)) {
 			f(i)
 		}()
 	}
-	wg.Wait()
+	waitfor.Group(t, &wg, "the parallel calls")
 }
 
 // TestManyParallelFlows signs in 1000 times at once; every flow must succeed.
@@ -30,7 +31,7 @@ func TestManyParallelFlows(t *testing.T) {
 	const n = 1000
 	srv := start(t, authserver.Options{RotateRefreshTokens: true})
 	var failed atomic.Int64
-	parallel(n, func(int) {
+	parallel(t, n, func(int) {
 		verifier := oauth2.GenerateVerifier()
 		q := authParams(verifier)
 		resp, err := noFollow.Get(srv.AuthURL() + "?" + q.Encode())
@@ -78,7 +79,7 @@ func TestOneCodeManyExchanges(t *testing.T) {
 	verifier := oauth2.GenerateVerifier()
 	code := getCode(t, srv, authParams(verifier))
 	statuses := make([]int, 100)
-	parallel(len(statuses), func(i int) { statuses[i] = exchangeQuietly(srv, code, verifier) })
+	parallel(t, len(statuses), func(i int) { statuses[i] = exchangeQuietly(srv, code, verifier) })
 	if ok := count(statuses, http.StatusOK); ok != 1 || count(statuses, http.StatusBadRequest) != 99 {
 		t.Fatalf("statuses %v: want one 200 and 99 400", statuses)
 	}
@@ -94,7 +95,7 @@ func TestOneRefreshTokenManyRefreshes(t *testing.T) {
 	srv := start(t, authserver.Options{RotateRefreshTokens: true})
 	rt := signIn(t, srv).RefreshToken
 	statuses := make([]int, 100)
-	parallel(len(statuses), func(i int) {
+	parallel(t, len(statuses), func(i int) {
 		statuses[i] = postQuietly(srv, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}})
 	})
 	if ok := count(statuses, http.StatusOK); ok != 1 {
@@ -115,7 +116,7 @@ func TestConcurrentScriptedFailures(t *testing.T) {
 		srv.FailNext(authserver.Failure{Status: http.StatusServiceUnavailable})
 	}
 	statuses := make([]int, 200)
-	parallel(len(statuses), func(i int) {
+	parallel(t, len(statuses), func(i int) {
 		statuses[i] = postQuietly(srv, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}})
 	})
 	if count(statuses, http.StatusServiceUnavailable) != 50 || count(statuses, http.StatusOK) != 150 {
