@@ -242,30 +242,73 @@ func (r *refreshRun) round(ctx context.Context, l *lease, raw []byte, base Store
 // save writes t over the record read as raw. When the store fails, the callers
 // get t at once, the tokens are kept in this process, and the write is retried
 // until the refresh's deadline; whatever is still unwritten then is written by
-// the next refresh of this record in this process.
+// the next refresh of this record in this process. A record deleted meanwhile
+// (a disconnect) gets nothing written, and t is revoked (gone).
 func (r *refreshRun) save(ctx context.Context, l *lease, raw []byte, t StoredTokens) (StoredTokens, bool, error) {
-	w := pendingWrite{old: raw, oldPlain: r.s.plainOf(raw, r.key), new: r.s.seal(t, r.key), t: t}
+	w := &pendingWrite{old: raw, oldPlain: r.s.plainOf(raw, r.key), new: r.s.seal(t, r.key), t: t}
 	switch err := r.write(ctx, l, w); {
 	case err == nil:
 		return t, false, nil
+	case errors.Is(err, errRecordGone):
+		return StoredTokens{}, false, r.gone(ctx, t)
 	case errors.Is(err, errSuperseded):
 		return StoredTokens{}, true, nil
 	case errors.Is(err, errLeaseLost):
-		r.s.pending.keep(r.key, w)
+		r.s.pending.keep(r.key, *w)
 		r.unsaved = err
 		return t, false, nil
 	}
-	r.s.pending.keep(r.key, w)
+	r.s.pending.keep(r.key, *w)
 	r.publish(t, nil)
 	r.retry(ctx, l, w)
 	return t, false, nil
 }
 
+// gone revokes t, refreshed for a record that a disconnect deleted while the
+// refresh was at the provider: the disconnect revoked the refresh token it
+// found, which the provider had already rotated away, so t is the grant's
+// only live token and nothing else would ever revoke it.
+func (r *refreshRun) gone(ctx context.Context, t StoredTokens) error {
+	r.s.pending.drop(r.key)
+	r.s.revoke(ctx, r.userID, r.providerID, t)
+	return fmt.Errorf("%w: the connection was removed during the refresh", ErrNoToken)
+}
+
 // errSuperseded means the record changed since the refresh read it.
 var errSuperseded = errors.New("oauthflow: the record changed since it was read")
 
-// write lands w only while l is still held and the record still holds w.old.
-func (r *refreshRun) write(ctx context.Context, l *lease, w pendingWrite) error {
+// errRecordGone means the record was deleted since the refresh read it.
+var errRecordGone = errors.New("oauthflow: the record was deleted since it was read")
+
+// maxReseals bounds how often one write follows the record re-sealed under it.
+const maxReseals = 3
+
+// write lands w only while l is still held and the record still holds w's
+// tokens: the bytes the refresh read, or the same tokens sealed anew. A
+// re-encryption (Reencrypt) changes the bytes, not the tokens, so it is not a
+// newer record: the write follows it (w.old becomes the re-sealed bytes).
+func (r *refreshRun) write(ctx context.Context, l *lease, w *pendingWrite) error {
+	for range maxReseals {
+		err := r.fencedSwap(ctx, l, w)
+		if !errors.Is(err, errSuperseded) {
+			return err
+		}
+		cur, gerr := r.s.kv.Get(ctx, r.key)
+		switch {
+		case errors.Is(gerr, ErrNotFound):
+			return errRecordGone
+		case gerr != nil:
+			return storeErr(ctx, "read tokens", gerr)
+		case !w.sameTokens(r.s.plainOf(cur, r.key)):
+			return errSuperseded
+		}
+		w.old = cur
+	}
+	return errSuperseded
+}
+
+// fencedSwap writes w.new over w.old while l is still held.
+func (r *refreshRun) fencedSwap(ctx context.Context, l *lease, w *pendingWrite) error {
 	held, err := l.confirm(ctx)
 	if err != nil {
 		return err
@@ -278,7 +321,7 @@ func (r *refreshRun) write(ctx context.Context, l *lease, w pendingWrite) error 
 		return storeErr(ctx, "store refreshed tokens", err)
 	}
 	if !ok {
-		return errSuperseded // the next read keeps w if only the sealing changed (pendingFor)
+		return errSuperseded
 	}
 	r.s.pending.drop(r.key)
 	r.s.events.emit(ctx, Event{Kind: EventTokensRefreshed, UserID: r.userID, ProviderID: r.providerID})
@@ -286,8 +329,9 @@ func (r *refreshRun) write(ctx context.Context, l *lease, w pendingWrite) error 
 }
 
 // retry writes w again with a growing backoff until it lands, is superseded,
-// the lease is lost or ctx ends.
-func (r *refreshRun) retry(ctx context.Context, l *lease, w pendingWrite) {
+// finds the record deleted (w's tokens are then revoked), the lease is lost or
+// ctx ends.
+func (r *refreshRun) retry(ctx context.Context, l *lease, w *pendingWrite) {
 	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		if err := sleepCtx(ctx, backoff); err != nil {
 			r.unsaved = err
@@ -296,6 +340,9 @@ func (r *refreshRun) retry(ctx context.Context, l *lease, w pendingWrite) {
 		err := r.write(ctx, l, w)
 		switch {
 		case err == nil, errors.Is(err, errSuperseded):
+			return
+		case errors.Is(err, errRecordGone):
+			_ = r.gone(ctx, w.t)
 			return
 		case errors.Is(err, errLeaseLost):
 			r.unsaved = err

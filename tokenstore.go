@@ -349,38 +349,58 @@ func (s *TokenStore) storedToken(ctx context.Context, userID, providerID string,
 	return t.AccessToken, t.ExpiresAt, err
 }
 
-// DeleteTokens disconnects the user from the provider: the provider is asked to
-// revoke the grant where it can (RFC 7009), and the record is deleted even when
-// that fails; the failure is reported as EventRevokeFailed. A disconnect always
-// wins over a refresh in flight: the refresh finds the record gone and writes nothing.
+// DeleteTokens disconnects the user from the provider: the record is deleted,
+// and the provider is asked to revoke the grant where it can (RFC 7009), even
+// when that fails; the failure is reported as EventRevokeFailed. A disconnect
+// always wins over a refresh in flight and leaves none of the grant's tokens
+// valid: it deletes only the record it read and revokes that record's
+// tokens (a refresh that wrote meanwhile is read again), and a refresh that
+// then finds the record gone revokes the tokens it got (refresh.go).
 func (s *TokenStore) DeleteTokens(ctx context.Context, userID, providerID string) error {
 	if err := checkIDs(userID, providerID); err != nil {
 		return err
 	}
 	ctx = ctxOrBackground(ctx)
 	key := tokenKey(userID, providerID)
+	for range maxRefreshRounds {
+		done, err := s.deleteRead(ctx, userID, providerID, key)
+		if err != nil || done {
+			return err
+		}
+	}
+	return fmt.Errorf("oauthflow: disconnect %s: the record changed %d times during the disconnect", providerID, maxRefreshRounds)
+}
+
+// deleteRead deletes the record under key if it still holds what it is read
+// as now, then revokes its tokens. done is false when it changed in between.
+func (s *TokenStore) deleteRead(ctx context.Context, userID, providerID, key string) (done bool, _ error) {
 	raw, v, err := s.read(ctx, key)
 	switch {
 	case errors.Is(err, ErrNoToken):
 		s.pending.drop(key)
-		return nil
+		return true, nil
 	case err != nil && !errors.Is(err, ErrCorruptRecord):
-		return err
-	case err == nil:
-		t := v.tokens()
-		if pw, ok := s.pendingFor(key, raw); ok {
-			t = pw.t
-		}
-		s.revoke(ctx, userID, providerID, t)
+		return false, err
 	}
-	if err := s.kv.Del(ctx, key); err != nil {
-		return storeErr(ctx, "delete tokens", err)
+	t, corrupt := v.tokens(), err != nil
+	if pw, ok := s.pendingFor(key, raw); ok && !corrupt {
+		t = pw.t
+	}
+	deleted, err := s.kv.CompareAndDelete(ctx, key, raw)
+	if err != nil {
+		return false, storeErr(ctx, "delete tokens", err)
+	}
+	if !deleted {
+		return false, nil
+	}
+	if !corrupt {
+		s.revoke(ctx, userID, providerID, t)
 	}
 	_ = s.kv.Unschedule(ctx, connIndexKey(userID), providerID) // a failure is repaired by the next listing
 	s.forget(ctx, userID, providerID)
 	s.pending.drop(key)
 	s.events.emit(ctx, Event{Kind: EventTokensDeleted, UserID: userID, ProviderID: providerID})
-	return nil
+	return true, nil
 }
 
 func (s *TokenStore) revoke(ctx context.Context, userID, providerID string, t StoredTokens) {
