@@ -56,9 +56,21 @@ func (ts *storeTokenSource) token(ctx context.Context) (*oauth2.Token, error) {
 // be replayed (no body, or GetBody set, as http.NewRequest does for in-memory
 // bodies). A refresh that finds the grant dead fails the request with
 // ErrNoToken; any other refresh failure leaves the caller the API's 401.
+//
+// The token goes only to the origin of the request the caller made: see Transport.
 func (s *TokenStore) Client(ctx context.Context, userID, providerID string) *http.Client {
+	return &http.Client{Transport: s.Transport(ctx, userID, providerID, nil)}
+}
+
+// Transport is the RoundTripper of Client over base (nil: http.DefaultTransport),
+// for an app whose calls must go through its own transport (custom CAs, a
+// proxy, an egress filter). ctx gives the token reads its values only.
+func (s *TokenStore) Transport(ctx context.Context, userID, providerID string, base http.RoundTripper) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
 	src := &storeTokenSource{values: valuesOnly(ctx), s: s, userID: userID, providerID: providerID}
-	return &http.Client{Transport: &bearerTransport{src: src, base: http.DefaultTransport}}
+	return &bearerTransport{src: src, base: base}
 }
 
 // bearerTransport adds the user's token to each request, read under the request's context.
@@ -68,6 +80,9 @@ type bearerTransport struct {
 }
 
 func (t *bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !SameOrigin(req.URL, firstRequest(req).URL) {
+		return t.base.RoundTrip(WithoutCredentials(req)) // a redirect elsewhere: see redirects.go
+	}
 	ctx := withValuesOf(req.Context(), t.src.values)
 	tok, err := t.src.token(ctx)
 	if err != nil {
