@@ -605,7 +605,11 @@ func (e *FlowError) Error() string {
 	if e.Err == nil {
 		return e.Message
 	}
-	return e.Message + ": " + e.Err.Error()
+	msg := e.Message
+	if n := len(msg); n > 0 && msg[n-1] == '.' {
+		msg = msg[:n-1] // one sentence, the cause last
+	}
+	return msg + ": " + e.Err.Error()
 }
 
 func (e *FlowError) Unwrap() error { return e.Err }

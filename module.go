@@ -204,7 +204,13 @@ func (m *Module) Tools() []*Tool { return []*Tool{m.BuildOAuthURL, m.ExchangeOAu
 
 // StartSignIn launches the "oauth" workflow for userID and provider and returns
 // the run with its prompt document: what a host app shows as "Connect".
+//
+// A provider the registry does not know is refused with ErrUnknownProvider
+// before anything is created (no run, no flow_failed event).
 func (m *Module) StartSignIn(ctx context.Context, userID, provider string, scopes ...string) (*Run, *OAuthPromptDocument, error) {
+	if _, err := m.Registry.Get(provider); err != nil {
+		return nil, nil, err
+	}
 	r, err := m.Engine.Launch(ctx, userID, OAuthWorkflowName, OAuthWorkflowArgs{Provider: provider, Scopes: scopes}, RunOptions{})
 	if err != nil {
 		return r, nil, err
