@@ -94,6 +94,13 @@ type server struct {
 	addr   string
 	log    string
 	exited chan struct{} // closed once the process has exited and been reaped
+	cmd    *exec.Cmd
+}
+
+// kill ends the server at once, as a crash would, and waits until it is gone.
+func (s *server) kill() {
+	_ = s.cmd.Process.Kill()
+	<-s.exited
 }
 
 // startServer starts redis-server on a free loopback port with the common test
@@ -126,6 +133,7 @@ func tryStartServer(t testing.TB, extra func(port int, dir string) []string) (*s
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
+	s.cmd = cmd
 	go func() { _ = cmd.Wait(); close(s.exited) }()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); <-s.exited })
 	if err := s.waitReady(); err != nil {
