@@ -200,7 +200,7 @@ func (m *Module) completeProviderError(r *http.Request, p callbackParams) outcom
 	if m.verifies() && m.checkUser(r, s, p.State) != nil {
 		return m.refused(s)
 	}
-	if s.Issuer != "" && p.Iss != s.Issuer {
+	if checkIss(s, p.Iss) != nil {
 		return outcome{provider: out.provider, kind: outcomeRejected, message: "The sign-in response came from an unexpected issuer."}
 	}
 	if s.WorkflowID != "" {

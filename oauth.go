@@ -109,8 +109,19 @@ type Provider interface {
 type (
 	// PKCESupporter reports whether the provider accepts PKCE (default true).
 	PKCESupporter interface{ SupportsPKCE() bool }
-	// Issuerer names the provider's issuer, which enables the RFC 9207 iss check.
+	// Issuerer names the provider's issuer, which enables the RFC 9207 iss check:
+	// a non-empty Issuer means the server sends iss, and a callback must carry it.
 	Issuerer interface{ Issuer() string }
+	// IssuerReporter names the issuer of the authorization server a
+	// provider's sign-ins are sent to, and whether that server advertises
+	// RFC 9207 (authorization_response_iss_parameter_supported). Each sign-in
+	// records both: a callback whose iss is another issuer is refused either
+	// way (the mix-up defence of RFC 9700 §4.4), and one without iss is
+	// refused when the server advertises it. A provider that implements it
+	// is not asked for Issuerer.
+	IssuerReporter interface {
+		AuthorizationIssuer() (issuer string, advertised bool)
+	}
 	// Revoker revokes a token (RFC 7009); DeleteTokens calls it.
 	Revoker interface {
 		RevokeToken(ctx context.Context, token, hint string) error
@@ -151,7 +162,9 @@ type StoredTokens struct {
 }
 
 // Session is a pending sign-in, registered under its state when the URL is built.
-// CodeVerifier is the PKCE verifier; it never leaves the server.
+// CodeVerifier is the PKCE verifier; it never leaves the server. Issuer is the
+// authorization server the sign-in was sent to (IssuerReporter, Issuerer): a
+// callback's iss must be it, and may be absent only when IssOptional.
 type Session struct {
 	WorkflowID   string   `json:"workflowId"`
 	UserID       string   `json:"userId"`
@@ -160,8 +173,9 @@ type Session struct {
 	Scopes       []string `json:"scopes,omitempty"`
 	RedirectURL  string   `json:"redirectUrl,omitempty"`
 	Issuer       string   `json:"issuer,omitempty"`
-	CreatedAt    int64    `json:"createdAt,omitempty"` // Unix milliseconds
-	Binding      string   `json:"binding,omitempty"`   // SHA-256 (hex) of the secret a bound sign-in's browser holds (binding.go)
+	IssOptional  bool     `json:"issOptional,omitempty"` // Issuer does not advertise RFC 9207: iss may be absent, never another
+	CreatedAt    int64    `json:"createdAt,omitempty"`   // Unix milliseconds
+	Binding      string   `json:"binding,omitempty"`     // SHA-256 (hex) of the secret a bound sign-in's browser holds (binding.go)
 }
 
 // Sentinel errors callers branch on with errors.Is.

@@ -107,7 +107,8 @@ func (m *Module) buildAuthURL(ctx context.Context, tc ToolContext, a BuildOAuthU
 		scopes = p.DefaultScopes()
 	}
 	state := newState()
-	s := Session{WorkflowID: tc.RunID, UserID: tc.UserID, Provider: p.ProviderID(), Scopes: scopes, Issuer: issuerOf(p)}
+	s := Session{WorkflowID: tc.RunID, UserID: tc.UserID, Provider: p.ProviderID(), Scopes: scopes}
+	s.Issuer, s.IssOptional = issuerOf(p)
 	var opts []oauth2.AuthCodeOption
 	if supportsPKCE(p) {
 		s.CodeVerifier = oauth2.GenerateVerifier()
@@ -176,10 +177,18 @@ func checkSession(s *Session, tc ToolContext, a ExchangeOAuthTokenArgs) error {
 	if tc.UserID != "" && tc.UserID != s.UserID {
 		return ErrForbidden
 	}
-	if s.Issuer != "" && a.Iss != s.Issuer {
-		return &FlowError{Message: "The sign-in response came from an unexpected issuer.", Err: ErrIssuerMismatch}
+	return checkIss(s, a.Iss)
+}
+
+// checkIss refuses a callback's iss that is not the issuer the sign-in was
+// sent to, and a missing one when that issuer advertises RFC 9207 (the
+// mix-up defence, RFC 9207 §2.4 and MCP's SEP-2468). Both completion paths
+// call it: the exchange and a provider's error redirect.
+func checkIss(s *Session, iss string) error {
+	if s.Issuer == "" || iss == s.Issuer || iss == "" && s.IssOptional {
+		return nil
 	}
-	return nil
+	return &FlowError{Message: "The sign-in response came from an unexpected issuer.", Err: ErrIssuerMismatch}
 }
 
 func (m *Module) callExchange(ctx context.Context, s *Session, code string) (ts *TokenSet, err error) {
@@ -213,11 +222,17 @@ func supportsPKCE(p Provider) bool {
 	return true
 }
 
-func issuerOf(p Provider) string {
-	if i, ok := p.(Issuerer); ok {
-		return i.Issuer()
+// issuerOf is the issuer p's sign-ins are sent to, and whether a callback
+// may omit iss (the server does not advertise RFC 9207).
+func issuerOf(p Provider) (issuer string, optional bool) {
+	if r, ok := p.(IssuerReporter); ok {
+		issuer, advertised := r.AuthorizationIssuer()
+		return issuer, issuer != "" && !advertised
 	}
-	return ""
+	if i, ok := p.(Issuerer); ok {
+		return i.Issuer(), false
+	}
+	return "", false
 }
 
 func displayName(p Provider) string {

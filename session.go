@@ -175,6 +175,7 @@ func fastDecodeSession(b []byte) (*Session, bool) {
 	}
 	s.RedirectURL = p.optStr(`,"redirectUrl":`)
 	s.Issuer = p.optStr(`,"issuer":`)
+	s.IssOptional = p.peekLit(`,"issOptional":true`) // omitempty: only ever true
 	if p.peekLit(`,"createdAt":`) {
 		s.CreatedAt = p.int()
 	}

@@ -227,8 +227,9 @@ func (c *Connector) oauth2(id string, s *server) (*providers.OAuth2, error) {
 		Scopes: s.Scopes, AuthStyle: style, PKCE: providers.PKCERequired,
 		AuthParams: map[string]string{"resource": d.Resource}, TokenParams: map[string]string{"resource": d.Resource},
 	}
+	cfg.Issuer, cfg.IssOptional = d.AS.Issuer, true // a callback naming another issuer is refused (mix-up)
 	if d.AS.IssParameterSupported {
-		cfg.Issuer = d.AS.Issuer
+		cfg.IssOptional = false // advertised (RFC 9207): a callback must carry it
 	}
 	secret := cl.Secret
 	if cl.authMethod() == "none" {

@@ -44,6 +44,10 @@ func (p *serverProvider) DisplayName() string     { return p.now().DisplayName()
 func (p *serverProvider) SupportsPKCE() bool      { return p.now().SupportsPKCE() }
 func (p *serverProvider) Issuer() string          { return p.now().Issuer() }
 
+// AuthorizationIssuer: every sign-in records its authorization server's
+// issuer, advertised or not (oauthflow.IssuerReporter, the mix-up defence).
+func (p *serverProvider) AuthorizationIssuer() (string, bool) { return p.now().AuthorizationIssuer() }
+
 func (p *serverProvider) BuildAuthURL(scopes []string, state string, opts ...oauth2.AuthCodeOption) string {
 	return p.now().BuildAuthURL(scopes, state, opts...)
 }

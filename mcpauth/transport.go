@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -58,13 +59,16 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, closeBody(req, err)
 	}
+	if !t.serversOrigin(req.URL) {
+		return t.baseRT().RoundTrip(oauthflow.WithoutCredentials(req))
+	}
 	connected, err := t.connected(req.Context(), id)
 	if err != nil {
 		return nil, closeBody(req, err)
 	}
 	var resp *http.Response
 	if connected {
-		resp, err = t.c.cfg.Module.Tokens.Client(t.values, t.userID, id).Transport.RoundTrip(req)
+		resp, err = t.c.cfg.Module.Tokens.Transport(t.values, t.userID, id, t.baseRT()).RoundTrip(req)
 	} else {
 		resp, err = t.baseRT().RoundTrip(req)
 	}
@@ -126,6 +130,15 @@ func (t *transport) connected(ctx context.Context, id string) (bool, error) {
 	}
 	_, ok, err := t.c.load(ctx, id)
 	return ok, err
+}
+
+// serversOrigin reports whether u is on the origin of the connection's
+// server. Nothing else gets its token, and no answer from elsewhere connects
+// anything: the Go SDK's SSE transport posts to whatever URL the server's
+// endpoint event names, and a server may redirect anywhere.
+func (t *transport) serversOrigin(u *url.URL) bool {
+	s, err := url.Parse(t.server)
+	return err == nil && oauthflow.SameOrigin(u, s)
 }
 
 func (t *transport) baseRT() http.RoundTripper {

@@ -59,8 +59,13 @@ type Config struct {
 	RevocationURL string `json:"revocation_url,omitempty"` // RFC 7009; empty: RevokeToken returns ErrRevocationUnsupported
 	// Issuer is the value the server sends as the RFC 9207 "iss" parameter.
 	// Set it only for servers that send it: a non-empty Issuer makes the
-	// callback require and compare iss.
-	Issuer         string            `json:"issuer,omitempty"`
+	// callback require and compare iss, unless IssOptional.
+	Issuer string `json:"issuer,omitempty"`
+	// IssOptional says the server at Issuer does not advertise RFC 9207: a
+	// callback without iss is accepted, one naming another issuer is still
+	// refused (the mix-up defence for servers that do not send iss, when
+	// another one does). Issuer() is then "" and AuthorizationIssuer tells both.
+	IssOptional    bool              `json:"iss_optional,omitempty"`
 	Scopes         []string          `json:"scopes,omitempty"`          // default scopes
 	ScopeSeparator string            `json:"scope_separator,omitempty"` // "" means " "
 	AuthStyle      AuthStyle         `json:"auth_style,omitempty"`

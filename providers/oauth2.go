@@ -31,6 +31,7 @@ var (
 	_ oauthflow.Provider       = (*OAuth2)(nil)
 	_ oauthflow.PKCESupporter  = (*OAuth2)(nil)
 	_ oauthflow.Issuerer       = (*OAuth2)(nil)
+	_ oauthflow.IssuerReporter = (*OAuth2)(nil)
 	_ oauthflow.Revoker        = (*OAuth2)(nil)
 	_ oauthflow.DisplayNamer   = (*OAuth2)(nil)
 	_ oauthflow.DeadGrantCoder = (*OAuth2)(nil)
@@ -121,8 +122,20 @@ func (p *OAuth2) RequiresPKCE() bool { return p.cfg.PKCE == PKCERequired }
 func (p *OAuth2) DeadGrantCodes() []string { return slices.Clone(p.cfg.DeadGrantCodes) }
 
 // Issuer returns the RFC 9207 issuer the authorization response must carry
-// as "iss", or "" when the provider does not send one.
-func (p *OAuth2) Issuer() string { return p.cfg.Issuer }
+// as "iss", or "" when the provider does not send one (Config.IssOptional).
+func (p *OAuth2) Issuer() string {
+	if p.cfg.IssOptional {
+		return ""
+	}
+	return p.cfg.Issuer
+}
+
+// AuthorizationIssuer returns Config.Issuer and whether the server
+// advertises RFC 9207 (oauthflow.IssuerReporter): a callback's iss must be
+// the issuer, and may be absent only when it is not advertised.
+func (p *OAuth2) AuthorizationIssuer() (issuer string, advertised bool) {
+	return p.cfg.Issuer, p.cfg.Issuer != "" && !p.cfg.IssOptional
+}
 
 // ClientID is the client ID the provider signs in and refreshes with.
 func (p *OAuth2) ClientID() string { return p.token.ClientID }
