@@ -7,26 +7,38 @@ import (
 )
 
 // A child's end reaches its parent's callback transition exactly once in
-// effect. When a child ends, its delivery is written to the due-work index
-// first (owe), then tried at once; until one try lands, the Module's worker
-// tries again, on any instance. The parent records every child it heard, so a
-// try after one that landed changes nothing.
+// effect. Before a child's end is saved, its delivery is written to the
+// due-work index (owe); an end that cannot be owed is not saved, so no
+// failure after the save (a store blip, a crash) leaves an ended child whose
+// parent nothing will resume. The delivery is tried once the child's lock is
+// released; until one try lands, the Module's worker tries again, on any
+// instance. The parent records every child it heard, so a try after one that
+// landed changes nothing.
 
 // jobDeliver is the worker's job that delivers a child's end to its parent.
 const jobDeliver = "deliver"
 
-// owe records that child r's result is due to its parent.
-func (e *Engine) owe(ctx context.Context, r *Run) {
-	if err := e.kv.Schedule(ctx, dueIndex, jobDeliver+":"+r.ID, e.now()); err != nil {
-		e.log.LogAttrs(ctx, slog.LevelWarn, "oauthflow: a parent delivery could not be recorded; trying it once now",
-			slog.String("run", r.ID), slog.String("error", err.Error()))
+// owe records that r's result is due to its parent, when r is an ended child
+// with a callback. Called before r's end is saved, which fails with it.
+func (e *Engine) owe(ctx context.Context, r *Run) error {
+	if r.State != StateEnd || !reportsToParent(r) {
+		return nil
 	}
+	if err := e.kv.Schedule(ctx, dueIndex, jobDeliver+":"+r.ID, e.now()); err != nil {
+		return storeErr(ctx, "record the parent delivery", err)
+	}
+	return nil
+}
+
+// reportsToParent reports whether r's end is delivered to a parent.
+func reportsToParent(r *Run) bool {
+	return r.ParentID != "" && r.Options.Callback != nil && r.Options.Callback.Transition != ""
 }
 
 // deliver fires the callback transition of child's parent with the child's
 // result. It returns an error only when a later try may land (the store
-// failed); a delivery that can never land (the parent is gone, or not waiting
-// for it) is dropped with a warning.
+// failed, or the child's end is not saved yet); a delivery that can never
+// land (the parent is gone, or not waiting for it) is dropped with a warning.
 func (e *Engine) deliver(ctx context.Context, child string) error {
 	r, err := e.Get(ctx, child)
 	if errors.Is(err, ErrRunNotFound) {
@@ -35,8 +47,13 @@ func (e *Engine) deliver(ctx context.Context, child string) error {
 	if err != nil {
 		return err
 	}
-	if r.ParentID == "" || r.Options.Callback == nil || r.Options.Callback.Transition == "" {
+	if !reportsToParent(r) {
 		return e.settle(ctx, child)
+	}
+	if r.State != StateEnd {
+		// Owed before the end's save landed (or the save failed): the entry
+		// stays, claimed again later, until the end is saved and owed anew.
+		return errHandled
 	}
 	in, err := marshalArg(ChildResult{RunID: r.ID, Status: r.Status, Result: r.Result})
 	if err != nil {

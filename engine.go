@@ -328,7 +328,8 @@ func (e *Engine) step(ctx context.Context, w *Workflow, r *Run, t *Transition, i
 }
 
 // finished tells the OnRunDone hooks and the parent (through its callback
-// transition, as the run's user) that r has ended.
+// transition, as the run's user) that r has ended. The parent's delivery was
+// owed before r's end was saved (saveOps); this is its first try.
 func (e *Engine) finished(ctx context.Context, ch *callChain, r *Run) {
 	e.mu.RLock()
 	hooks := e.onDone
@@ -336,10 +337,9 @@ func (e *Engine) finished(ctx context.Context, ch *callChain, r *Run) {
 	for _, h := range hooks {
 		h(ctx, r)
 	}
-	if r.ParentID == "" || r.Options.Callback == nil || r.Options.Callback.Transition == "" {
+	if !reportsToParent(r) {
 		return
 	}
-	e.owe(ctx, r)
 	notify := func(ctx context.Context) {
 		if err := e.deliver(ctx, r.ID); err != nil {
 			e.log.LogAttrs(ctx, slog.LevelWarn, "oauthflow: parent callback failed; the worker retries it",
@@ -394,7 +394,8 @@ func (e *Engine) saveLast(ctx context.Context, r *Run) error {
 }
 
 // saveOps are the writes that save r: the run, and for an ended run its
-// documents' shorter TTL.
+// documents' shorter TTL. An ended child's delivery is owed first, here: its
+// end is not saved unless the delivery is recorded.
 func (e *Engine) saveOps(ctx context.Context, r *Run) ([]*kvOp, error) {
 	r.UpdatedAt = e.now().UnixMilli()
 	b, err := json.Marshal(r)
@@ -404,6 +405,9 @@ func (e *Engine) saveOps(ctx context.Context, r *Run) ([]*kvOp, error) {
 	ops := []*kvOp{{kind: opSet, key: runKey(r.ID), value: b, ttl: e.ttlOf(r)}}
 	if r.State != StateEnd {
 		return ops, nil
+	}
+	if err := e.owe(ctx, r); err != nil {
+		return nil, err
 	}
 	expire, err := e.shortenOps(ctx, r)
 	return append(ops, expire...), err
@@ -426,6 +430,8 @@ func savedOrNot(ctx context.Context, ops []*kvOp) error {
 // letGo releases l after sending the hold's final writes, all in one batch:
 // the store runs them in order, so the run is saved before the lock is free.
 // The fence holds as for any write: the lock is proven (or confirmed) first.
+// A run that cannot be saved (the lock lost, its delivery not owed) keeps its
+// due work: only the lock is released.
 func (e *Engine) letGo(ctx context.Context, id string, l *lease) error {
 	l.stop()
 	ctx = context.WithoutCancel(ctx)
@@ -437,7 +443,11 @@ func (e *Engine) letGo(ctx context.Context, id string, l *lease) error {
 			save, err = e.saveOps(ctx, f.run)
 		}
 	}
-	ops := append(append(save, f.tidy...), &kvOp{kind: opCompareAndDelete, key: l.key, value: l.owner})
+	var ops []*kvOp
+	if err == nil { // a run not saved keeps its due work
+		ops = append(save, f.tidy...)
+	}
+	ops = append(ops, &kvOp{kind: opCompareAndDelete, key: l.key, value: l.owner})
 	runBatch(ctx, e.kv, ops...)
 	for _, op := range f.tidy {
 		if op.err != nil {
