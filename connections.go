@@ -17,7 +17,9 @@ import (
 // record. Listing reads the index and the records together and repairs the
 // index both ways: an entry whose record is gone (a dead grant, an expiry) is
 // removed, and a record without an entry (written before the index existed,
-// or by another writer) is found through the registry and added.
+// or by another writer) of one of the app's own providers is found through
+// the registry and added. A listing reads the user's index and two records
+// per provider the app registered itself, whatever other users connected.
 
 // Connection is one of a user's connections. It holds no token.
 type Connection struct {
@@ -76,7 +78,7 @@ func (s *TokenStore) Connections(ctx context.Context, userID string) ([]Connecti
 		}
 	}
 	ids := slices.Sorted(maps.Keys(indexed))
-	for _, id := range s.reg.IDs() {
+	for _, id := range s.repairIDs() {
 		if _, ok := indexed[id]; !ok {
 			ids = append(ids, id)
 		}
@@ -103,6 +105,17 @@ func (s *TokenStore) Connections(ctx context.Context, userID string) ([]Connecti
 		}
 	}
 	return out, nil
+}
+
+// repairIDs are the providers whose records a listing reads besides the
+// user's index, to repair it: the app's own providers, a bounded few,
+// never every provider a resolver built (one per MCP server any user met).
+// A KV without an index lists through the whole registry (bounded too).
+func (s *TokenStore) repairIDs() []string {
+	if _, ok := s.kv.(indexReader); ok {
+		return s.reg.ownIDs()
+	}
+	return s.reg.IDs()
 }
 
 // connection reads one record of the listing and its health record (meta);

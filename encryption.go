@@ -247,3 +247,20 @@ func sealRecord(ring *KeyRing, plain []byte, name string) []byte {
 	}
 	return ring.seal(plain, name)
 }
+
+// SealRecord returns plain sealed with the module's key ring (its current
+// key), bound to name: the record's key without the app's key prefix, so
+// that it opens only under that key. Without a ring it returns plain. For
+// records a subpackage stores that hold a secret (an MCP server's dynamic
+// client registration); Reencrypt walks only the kinds it knows.
+func (m *Module) SealRecord(name string, plain []byte) []byte {
+	return sealRecord(m.ring, plain, name)
+}
+
+// OpenRecord returns the plain form of a record SealRecord wrote under name
+// (a plain record, written before encryption was on, as it is). A key ID
+// the ring lacks is ErrUnknownKey; a record that does not open is
+// ErrCorruptRecord.
+func (m *Module) OpenRecord(name string, b []byte) ([]byte, error) {
+	return openRecord(m.ring, b, name)
+}

@@ -37,20 +37,21 @@ type ReencryptProgress struct {
 
 const reencryptBatch = 500
 
-// Reencrypt seals every token record and pending sign-in of the module's
-// store under the current key of its key ring: plain records and records
-// under older keys alike. See the package function Reencrypt.
+// Reencrypt seals every token record, pending sign-in and MCP dynamic
+// client registration of the module's store under the current key of its
+// key ring: plain records and records under older keys alike. See the package function Reencrypt.
 func (m *Module) Reencrypt(ctx context.Context, opts ReencryptOptions) (ReencryptProgress, error) {
 	return Reencrypt(ctx, m.KV, m.ring, opts)
 }
 
 // Reencrypt walks kv (SCAN, on every master of a Cluster) and seals every
-// token record and pending sign-in under ring's current key, so that older
-// keys can leave the ring. Each record is rewritten with a compare-and-swap
-// that keeps its time to live: a record written meanwhile (by a sign-in, a
-// refresh, another walk) is left to its writer. A walk that stops (an error,
-// ctx ending) returns the progress so far, whose Cursor resumes it; running
-// it again from the start is also safe, and rewrites nothing twice.
+// token record, pending sign-in and MCP dynamic registration under ring's
+// current key, so that older keys can leave the ring. Each record is
+// rewritten with a compare-and-swap that keeps its time to live: a record
+// written meanwhile (by a sign-in, a refresh, another walk) is left to its
+// writer. A walk that stops (an error, ctx ending) returns the progress so
+// far, whose Cursor resumes it; running it again from the start is also safe,
+// and rewrites nothing twice.
 func Reencrypt(ctx context.Context, kv KV, ring *KeyRing, opts ReencryptOptions) (ReencryptProgress, error) {
 	if ring == nil || !ring.usable() {
 		return ReencryptProgress{}, invalidArg("no encryption key ring is configured")
@@ -135,14 +136,15 @@ func reseal(ctx context.Context, kv KV, ring *KeyRing, key string, p *ReencryptP
 }
 
 // sealedKind reports whether key (without the app's prefix) names a record
-// that is sealed at rest: a token record or a pending sign-in.
+// that is sealed at rest: a token record, a pending sign-in, or an MCP
+// server's dynamic client registration (mcpauth, through Module.SealRecord).
 func sealedKind(key string) bool {
 	rest, ok := strings.CutPrefix(key, "oauth:")
 	if !ok {
 		return false
 	}
 	first, _, _ := strings.Cut(rest, ":")
-	if first == "session" {
+	if first == "session" || strings.HasPrefix(rest, "mcp:client:") {
 		return true
 	}
 	return !reservedSegment(first) // any other reserved word is another kind; the rest are users

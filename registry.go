@@ -5,14 +5,31 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Registry holds the providers a host app registered. It is safe for concurrent use.
+//
+// Providers under a resolver's prefix (AddResolver: an MCP server's, one
+// per server URL an agent meets) are a cache of what their resolver builds
+// from the store: at most maxResolved of them are kept, and the one used
+// least recently is let go for a new one (Get builds it again when asked).
 type Registry struct {
 	mu        sync.RWMutex
 	providers map[string]Provider
+	resolved  map[string]*resolvedEntry
+	uses      atomic.Uint64 // the clock of resolvedEntry.used
 	resolvers []resolver
 }
+
+// resolvedEntry is a provider a resolver built, and when it was last got.
+type resolvedEntry struct {
+	p    Provider
+	used atomic.Uint64
+}
+
+// maxResolved bounds the providers a registry keeps of those its resolvers built.
+const maxResolved = 1024
 
 // resolver builds providers the registry does not hold yet, for IDs under prefix.
 type resolver struct {
@@ -64,11 +81,46 @@ func (r *Registry) Register(p Provider) (err error) {
 	if r.providers == nil {
 		r.providers = make(map[string]Provider)
 	}
-	if _, dup := r.providers[id]; dup {
+	if _, dup := r.providers[id]; dup || r.resolved[id] != nil {
 		return fmt.Errorf("%w: provider %q is already registered", ErrInvalidArgument, id)
+	}
+	if r.resolvable(id) {
+		r.keepResolved(id, p)
+		return nil
 	}
 	r.providers[id] = p
 	return nil
+}
+
+// resolvable reports whether a resolver builds id: such a provider is kept
+// among the resolved ones, bounded. r.mu is held.
+func (r *Registry) resolvable(id string) bool {
+	for _, res := range r.resolvers {
+		if strings.HasPrefix(id, res.prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// keepResolved adds p among the resolved providers, letting go of the one
+// used least recently when they are maxResolved. r.mu is held.
+func (r *Registry) keepResolved(id string, p Provider) {
+	if r.resolved == nil {
+		r.resolved = make(map[string]*resolvedEntry)
+	}
+	if len(r.resolved) >= maxResolved {
+		oldest, at := "", uint64(0)
+		for k, e := range r.resolved {
+			if u := e.used.Load(); oldest == "" || u < at {
+				oldest, at = k, u
+			}
+		}
+		delete(r.resolved, oldest)
+	}
+	e := &resolvedEntry{p: p}
+	e.used.Store(r.uses.Add(1))
+	r.resolved[id] = e
 }
 
 // Get returns the provider registered as id; one that is not, but that a
@@ -77,10 +129,15 @@ func (r *Registry) Register(p Provider) (err error) {
 func (r *Registry) Get(id string) (Provider, error) {
 	r.mu.RLock()
 	p, ok := r.providers[id]
+	e := r.resolved[id]
 	resolvers := r.resolvers
 	r.mu.RUnlock()
 	if ok {
 		return p, nil
+	}
+	if e != nil {
+		e.used.Store(r.uses.Add(1))
+		return e.p, nil
 	}
 	for _, res := range resolvers {
 		if strings.HasPrefix(id, res.prefix) {
@@ -120,6 +177,9 @@ func (r *Registry) resolve(res resolver, id string) (p Provider, err error) {
 	if err := r.Register(p); err != nil {
 		r.mu.RLock()
 		first, ok := r.providers[id] // another caller's, registered meanwhile
+		if e := r.resolved[id]; e != nil {
+			first, ok = e.p, true
+		}
 		r.mu.RUnlock()
 		if !ok {
 			return nil, err
@@ -134,11 +194,28 @@ func (r *Registry) Has(id string) bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	_, ok := r.providers[id]
-	return ok
+	return ok || r.resolved[id] != nil
 }
 
-// IDs returns the registered provider IDs, sorted.
+// IDs returns the registered provider IDs, sorted: the app's own, and those
+// its resolvers built that the registry keeps now.
 func (r *Registry) IDs() []string {
+	r.mu.RLock()
+	ids := make([]string, 0, len(r.providers)+len(r.resolved))
+	for id := range r.providers {
+		ids = append(ids, id)
+	}
+	for id := range r.resolved {
+		ids = append(ids, id)
+	}
+	r.mu.RUnlock()
+	sort.Strings(ids)
+	return ids
+}
+
+// ownIDs returns the IDs of the providers the app registered itself, not
+// those its resolvers built, sorted.
+func (r *Registry) ownIDs() []string {
 	r.mu.RLock()
 	ids := make([]string, 0, len(r.providers))
 	for id := range r.providers {

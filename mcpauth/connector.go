@@ -4,13 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/oauthflow/oauthflow"
@@ -31,7 +30,9 @@ type Config struct {
 	// Metadata Document; it is the client ID at servers that accept one.
 	ClientMetadataURL string
 	// Clients are pre-registered clients, by authorization server issuer; the
-	// one under "*" serves every issuer that has none of its own.
+	// one under "*" serves every issuer that has none of its own. They are
+	// read at each use and never stored; SetClients replaces them (a rotated
+	// secret).
 	Clients map[string]Client
 	// CrossApp is the enterprise identity provider the app's users sign in
 	// with, for servers they reach through it (ConnectCrossApp).
@@ -44,13 +45,18 @@ type Config struct {
 // Connector turns MCP server URLs into oauthflow providers. Make one per
 // Module with New; it is safe for concurrent use.
 type Connector struct {
-	cfg  Config
-	kv   oauthflow.KV
-	http *http.Client
+	cfg     Config
+	kv      oauthflow.KV
+	http    *http.Client
+	clients atomic.Pointer[map[string]Client] // Config.Clients, or what SetClients gave since
 }
 
 // idPrefix starts the provider ID of every MCP server.
 const idPrefix = "mcp-"
+
+// maxIDHost bounds the host in a provider ID: with the prefix, the hash and
+// the longest suffix ("-xaa") it fills a provider ID's 64 characters.
+const maxIDHost = 64 - len(idPrefix) - 1 - 32 - len(xaaSuffix)
 
 // New makes a Connector and has cfg.Module's registry rebuild, from the
 // store, the provider of any MCP server that another instance connected.
@@ -68,12 +74,16 @@ func New(cfg Config) (*Connector, error) {
 	if c.http == nil {
 		c.http = &http.Client{Timeout: 30 * time.Second}
 	}
+	c.SetClients(cfg.Clients)
 	cfg.Module.Registry.AddResolver(idPrefix, c.resolve)
 	return c, nil
 }
 
 // ProviderID is the provider ID of the MCP server at serverURL: "mcp-", its
-// host, and a hash of its whole canonical URL.
+// host (at most 23 characters of it), and 128 bits of a SHA-256 of its whole
+// canonical URL, so that no server can be given another's ID. It is at most
+// 60 characters, room for the "-cc" and "-xaa" suffixes within a provider
+// ID's 64.
 func ProviderID(serverURL string) (string, error) {
 	resource, err := canonicalResource(serverURL)
 	if err != nil {
@@ -87,20 +97,8 @@ func ProviderID(serverURL string) (string, error) {
 		return '-'
 	}, u.Hostname())
 	sum := sha256.Sum256([]byte(resource))
-	return idPrefix + host[:min(len(host), 40)] + "-" + hex.EncodeToString(sum[:6]), nil
+	return idPrefix + host[:min(len(host), maxIDHost)] + "-" + hex.EncodeToString(sum[:16]), nil
 }
-
-// server is what the store keeps of an MCP server: enough to rebuild its
-// provider on any instance.
-type server struct {
-	URL       string     `json:"url"`
-	Discovery Discovered `json:"discovery"`
-	Scopes    []string   `json:"scopes,omitempty"` // what a sign-in asks for by default
-	Client    Client     `json:"client"`
-	Saved     time.Time  `json:"saved"`
-}
-
-func serverKey(id string) string { return "oauth:mcp:server:" + id }
 
 // Connect makes the MCP server at serverURL a provider of the module and
 // returns its ID: discovery (with ch, the challenge of the server's 401 or
@@ -137,11 +135,10 @@ func (c *Connector) discoverServer(ctx context.Context, serverURL string, ch Cha
 	if err != nil {
 		return nil, err
 	}
-	cl, err := c.client(ctx, d.AS)
-	if err != nil {
+	if _, err := c.client(ctx, d); err != nil {
 		return nil, err
 	}
-	return &server{URL: serverURL, Discovery: *d, Scopes: defaultScopes(d, ch), Client: cl, Saved: time.Now()}, nil
+	return &server{URL: serverURL, Discovery: *d, Scopes: defaultScopes(d, ch), Saved: time.Now()}, nil
 }
 
 // defaultScopes are the scopes a sign-in asks for: the challenge's, else the
@@ -159,31 +156,9 @@ func defaultScopes(d *Discovered, ch Challenge) []string {
 	return scopes
 }
 
-func (c *Connector) load(ctx context.Context, id string) (*server, bool, error) {
-	b, err := c.kv.Get(ctx, serverKey(id))
-	if errors.Is(err, oauthflow.ErrNotFound) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	var s server
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, false, nil // unreadable: discovered again
-	}
-	return &s, true, nil
-}
-
-func (c *Connector) save(ctx context.Context, id string, s *server) error {
-	b, err := json.Marshal(s)
-	if err != nil {
-		return err
-	}
-	return c.kv.Set(ctx, serverKey(id), b, 0)
-}
-
 // resolve rebuilds the provider of an MCP server another instance
-// connected; the registry calls it for IDs under idPrefix.
+// connected (or this one, since the registry let it go); the registry
+// calls it for IDs under idPrefix.
 func (c *Connector) resolve(id string) (oauthflow.Provider, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -197,25 +172,12 @@ func (c *Connector) resolve(id string) (oauthflow.Provider, error) {
 	if strings.HasSuffix(id, ccSuffix) || strings.HasSuffix(id, xaaSuffix) {
 		return c.clientProvider(id, s.Discovery, s.Scopes)
 	}
-	return c.build(id, s)
+	return c.build(ctx, id, s)
 }
 
-// build makes the provider of s.
-func (c *Connector) build(id string, s *server) (oauthflow.Provider, error) {
-	inner, err := c.oauth2(id, s)
-	if err != nil {
-		return nil, err
-	}
-	p := &serverProvider{c: c, id: id}
-	p.inner.Store(inner)
-	_, preset := c.preset(s.Discovery.AS)
-	p.dynamic.Store(!preset)
-	return p, nil
-}
-
-// oauth2 makes the oauth2 provider of s, for its current client.
-func (c *Connector) oauth2(id string, s *server) (*providers.OAuth2, error) {
-	d, cl := s.Discovery, s.Client
+// oauth2 makes the oauth2 provider of s for the client cl.
+func (c *Connector) oauth2(id string, s *server, cl Client) (*providers.OAuth2, error) {
+	d := s.Discovery
 	style := providers.AuthStyleHeader
 	if m := cl.authMethod(); m == "client_secret_post" || m == "none" {
 		style = providers.AuthStyleParams

@@ -13,18 +13,24 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
-
-	"github.com/oauthflow/oauthflow"
 )
 
 // Client registration, once per authorization server for every instance: the
-// host app's pre-registered credentials for the issuer, else its Client ID
-// Metadata Document where the server accepts one, else RFC 7591 dynamic
-// registration. A dynamic registration is stored in the KV under the
-// issuer (oauth:mcp:client:{hash}); the instance that registers holds a
-// short lock, and the others wait for its record instead of registering
-// again.
+// host app's pre-registered credentials for the issuer (read from the
+// Connector at each use, never stored), else its Client ID Metadata Document
+// where the server accepts one, else RFC 7591 dynamic registration.
+//
+// A dynamic registration is stored under the issuer discovery verified
+// (oauth:mcp:client:{hash}), never under one a server's metadata only
+// claims, sealed with the module's key ring, with its provenance: the
+// issuer, the registration endpoint and the server whose discovery made it,
+// and when. It is used only while that provenance matches the current
+// discovery and until the expiry the server gave its secret; else it is
+// replaced. The instance that registers holds a short lock (an owner token,
+// freed by compare-and-delete), and the others wait for its record instead
+// of registering again.
 
 // Client is a client registration at an authorization server.
 type Client struct {
@@ -56,37 +62,55 @@ func (c Client) authMethod() string {
 const (
 	registrationLockTTL = 30 * time.Second
 	maxRegistration     = 64 << 10
+	// expiryMargin retires a registration this long before its secret expires.
+	expiryMargin = time.Minute
 )
 
 // issuerKey names a record of the authorization server issuer.
 func issuerKey(kind, issuer string) string {
 	sum := sha256.Sum256([]byte(issuer))
-	return "oauth:mcp:" + kind + ":" + hex.EncodeToString(sum[:12])
+	return "oauth:mcp:" + kind + ":" + hex.EncodeToString(sum[:16])
 }
 
-// client returns the client to use at the authorization server md describes.
-func (c *Connector) client(ctx context.Context, md ServerMetadata) (Client, error) {
-	if cl, ok := c.preset(md); ok {
+// verifiedIssuer is the issuer discovery proved for d: the authorization
+// server the resource metadata names (whose own metadata named itself), or
+// for a 2025-03-26 server without resource metadata its origin, whatever
+// issuer its metadata claims. Registrations and the app's clients are
+// chosen by it.
+func verifiedIssuer(d *Discovered) string {
+	if d.PRM != nil {
+		return strings.TrimSuffix(d.AS.Issuer, "/")
+	}
+	u, err := url.Parse(d.Resource)
+	if err != nil {
+		return d.Resource
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+func registrationKey(d *Discovered) string  { return issuerKey("client", verifiedIssuer(d)) }
+func registrationLock(d *Discovered) string { return issuerKey("reglock", verifiedIssuer(d)) }
+
+// client returns the client to use at the authorization server of d.
+func (c *Connector) client(ctx context.Context, d *Discovered) (Client, error) {
+	if cl, ok := c.preset(d); ok {
 		return cl, nil
 	}
-	if md.RegistrationEndpoint == "" {
-		return Client{}, fmt.Errorf("%w: %s offers no dynamic registration, and no client is configured for it (Config.Clients)", ErrRegistration, md.Issuer)
+	if d.AS.RegistrationEndpoint == "" {
+		return Client{}, fmt.Errorf("%w: %s offers no dynamic registration, and no client is configured for it (Config.Clients)", ErrRegistration, verifiedIssuer(d))
 	}
-	return c.registered(ctx, md)
+	return c.registered(ctx, d)
 }
 
-// preset is the client the app gives for md's server: pre-registered for
-// its issuer (or for every issuer, "*"), or the app's Client ID Metadata
-// Document where the server accepts one. ok is false when a dynamic
-// registration is needed.
-func (c *Connector) preset(md ServerMetadata) (Client, bool) {
-	if cl, ok := c.cfg.Clients[md.Issuer]; ok {
+// preset is the client the app gives for d's server: pre-registered for
+// its verified issuer (or for every issuer, "*"), as the Connector holds
+// them now, or the app's Client ID Metadata Document where the server
+// accepts one. ok is false when a dynamic registration is needed.
+func (c *Connector) preset(d *Discovered) (Client, bool) {
+	if cl, ok := c.presetClient(verifiedIssuer(d)); ok {
 		return cl, true
 	}
-	if cl, ok := c.cfg.Clients["*"]; ok {
-		return cl, true
-	}
-	if md.ClientIDMetadataDocumentSupported && c.cfg.ClientMetadataURL != "" {
+	if d.AS.ClientIDMetadataDocumentSupported && c.cfg.ClientMetadataURL != "" {
 		return Client{ID: c.cfg.ClientMetadataURL, AuthMethod: "none"}, true
 	}
 	return Client{}, false
@@ -95,14 +119,14 @@ func (c *Connector) preset(md ServerMetadata) (Client, bool) {
 // ErrRegistration means no client could be registered at an authorization server.
 var ErrRegistration = errors.New("mcpauth: client registration failed")
 
-// registered is the stored dynamic registration at md's server, made now
-// if there is none: by this instance if it takes the lock, else by the one
-// that holds it.
-func (c *Connector) registered(ctx context.Context, md ServerMetadata) (Client, error) {
-	key, lock := issuerKey("client", md.Issuer), issuerKey("reglock", md.Issuer)
+// registered is the stored dynamic registration at d's server, made now
+// if there is none that fits d: by this instance if it takes the lock, else
+// by the one that holds it.
+func (c *Connector) registered(ctx context.Context, d *Discovered) (Client, error) {
+	key, lock := registrationKey(d), registrationLock(d)
 	for wait := 10 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		if cl, ok, err := c.storedClient(ctx, key); err != nil || ok {
-			return cl, err
+		if reg, _, ok, err := c.storedRegistration(ctx, key); err != nil || ok && reg.fits(d, time.Now()) {
+			return reg.Client, err
 		}
 		owner := []byte(rand.Text()) // frees the lock only while it is still this instance's
 		took, err := c.kv.SetNX(ctx, lock, owner, registrationLockTTL)
@@ -110,10 +134,7 @@ func (c *Connector) registered(ctx context.Context, md ServerMetadata) (Client, 
 			return Client{}, err
 		}
 		if took {
-			cl, err := c.register(ctx, md)
-			if err == nil {
-				err = c.storeClient(ctx, key, cl)
-			}
+			cl, err := c.registerLocked(ctx, d, key)
 			_, _ = c.kv.CompareAndDelete(ctx, lock, owner)
 			return cl, err
 		}
@@ -125,36 +146,22 @@ func (c *Connector) registered(ctx context.Context, md ServerMetadata) (Client, 
 	}
 }
 
-func (c *Connector) storedClient(ctx context.Context, key string) (Client, bool, error) {
-	b, err := c.kv.Get(ctx, key)
-	if errors.Is(err, oauthflow.ErrNotFound) {
-		return Client{}, false, nil
+// registerLocked registers at d's server, under the registration lock,
+// unless another instance stored a fitting registration since it was read.
+func (c *Connector) registerLocked(ctx context.Context, d *Discovered, key string) (Client, error) {
+	if reg, _, ok, err := c.storedRegistration(ctx, key); err != nil || ok && reg.fits(d, time.Now()) {
+		return reg.Client, err
 	}
+	reg, err := c.register(ctx, d)
 	if err != nil {
-		return Client{}, false, err
+		return Client{}, err
 	}
-	var cl Client
-	if err := json.Unmarshal(b, &cl); err != nil || cl.ID == "" {
-		return Client{}, false, nil // unreadable: registered again
-	}
-	return cl, true, nil
+	return reg.Client, c.storeRegistration(ctx, key, reg)
 }
 
-func (c *Connector) storeClient(ctx context.Context, key string, cl Client) error {
-	b, _ := json.Marshal(cl)
-	return c.kv.Set(ctx, key, b, 0)
-}
-
-// forgetClient drops the stored registration at issuer if it is still cl
-// (the server answered invalid_client to it), so that the next sign-in
-// registers again.
-func (c *Connector) forgetClient(ctx context.Context, issuer string, cl Client) {
-	b, _ := json.Marshal(cl)
-	_, _ = c.kv.CompareAndDelete(ctx, issuerKey("client", issuer), b)
-}
-
-// register makes an RFC 7591 dynamic registration at md's server.
-func (c *Connector) register(ctx context.Context, md ServerMetadata) (Client, error) {
+// register makes an RFC 7591 dynamic registration at d's server.
+func (c *Connector) register(ctx context.Context, d *Discovered) (registration, error) {
+	md := d.AS
 	method := preferredAuthMethod(md.TokenEndpointAuthMethodsSupported)
 	meta := map[string]any{
 		"client_name":                c.cfg.ClientName,
@@ -169,30 +176,45 @@ func (c *Connector) register(ctx context.Context, md ServerMetadata) (Client, er
 	body, _ := json.Marshal(meta)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, md.RegistrationEndpoint, bytes.NewReader(body))
 	if err != nil {
-		return Client{}, fmt.Errorf("%w: %w", ErrRegistration, err)
+		return registration{}, fmt.Errorf("%w: %w", ErrRegistration, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return Client{}, fmt.Errorf("%w: %w", ErrRegistration, err)
+		return registration{}, fmt.Errorf("%w: %w", ErrRegistration, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxRegistration))
 	if err != nil {
-		return Client{}, fmt.Errorf("%w: %w", ErrRegistration, err)
+		return registration{}, fmt.Errorf("%w: %w", ErrRegistration, err)
 	}
 	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
-		return Client{}, fmt.Errorf("%w: %s answered HTTP %d", ErrRegistration, md.RegistrationEndpoint, resp.StatusCode)
+		return registration{}, fmt.Errorf("%w: %s answered HTTP %d", ErrRegistration, md.RegistrationEndpoint, resp.StatusCode)
 	}
-	var cl Client
-	if err := json.Unmarshal(raw, &cl); err != nil || cl.ID == "" {
-		return Client{}, fmt.Errorf("%w: %s answered no client_id", ErrRegistration, md.RegistrationEndpoint)
+	return newRegistration(d, raw, method, time.Now())
+}
+
+// newRegistration reads a registration answer (raw) into a registration
+// with its provenance: d's verified issuer and registration endpoint, the
+// server, now, and the expiry the server gave the secret.
+func newRegistration(d *Discovered, raw []byte, method string, now time.Time) (registration, error) {
+	var answer struct {
+		Client
+		SecretExpiresAt int64 `json:"client_secret_expires_at"`
 	}
-	if cl.AuthMethod == "" {
-		cl.AuthMethod = method
+	if err := json.Unmarshal(raw, &answer); err != nil || answer.ID == "" {
+		return registration{}, fmt.Errorf("%w: %s answered no client_id", ErrRegistration, d.AS.RegistrationEndpoint)
 	}
-	return cl, nil
+	if answer.AuthMethod == "" {
+		answer.AuthMethod = method
+	}
+	reg := registration{Client: answer.Client, Issuer: verifiedIssuer(d), Endpoint: d.AS.RegistrationEndpoint,
+		Server: d.Resource, At: now}
+	if answer.SecretExpiresAt > 0 { // 0: never (RFC 7591 §3.2.1)
+		reg.Expires = time.Unix(answer.SecretExpiresAt, 0)
+	}
+	return reg, nil
 }
 
 // preferredAuthMethod is the token endpoint authentication asked for at

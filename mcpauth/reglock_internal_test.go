@@ -115,14 +115,14 @@ func TestRegistrationLockIsFreedOnlyByItsOwner(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := c.client(ctx, d.AS)
+			_, err := c.client(ctx, d)
 			results <- err
 		}()
 	}
 
 	run() // A takes the lock; its registration waits
 	within(t, g.arrived, "A's registration")
-	if err := kv.Del(ctx, issuerKey("reglock", issuer)); err != nil { // A's lock expires
+	if err := kv.Del(ctx, registrationLock(d)); err != nil { // A's lock expires
 		t.Fatal(err)
 	}
 	run() // B takes the lock; its registration waits

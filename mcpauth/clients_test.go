@@ -1,0 +1,94 @@
+package mcpauth_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/mcpauth"
+)
+
+// secretsSeen records the client secret of each token request it carries.
+type secretsSeen struct {
+	base http.RoundTripper
+	mu   sync.Mutex
+	seen []string
+}
+
+func (s *secretsSeen) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/token") && req.Body != nil {
+		body, err := io.ReadAll(io.LimitReader(req.Body, 1<<16))
+		_ = req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		form, _ := url.ParseQuery(string(body))
+		_, basic, _ := req.BasicAuth()
+		s.mu.Lock()
+		s.seen = append(s.seen, form.Get("client_secret")+basic)
+		s.mu.Unlock()
+		req.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	return s.base.RoundTrip(req)
+}
+
+func (s *secretsSeen) last() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.seen) == 0 {
+		return ""
+	}
+	return s.seen[len(s.seen)-1]
+}
+
+// The app's pre-registered client is read at each use and never stored:
+// the server record holds neither its ID nor its secret, and after the app
+// rotates the secret (SetClients) the next token request, on every
+// instance, sends the new one.
+func TestRotatedClientSecretIsUsedAtOnce(t *testing.T) {
+	t.Parallel()
+	f := newFakeMCPAuth(t)
+	kv := oauthflow.NewMemoryKV()
+	wire := &secretsSeen{base: f.srv.Client().Transport}
+	client := &http.Client{Transport: wire}
+	clients := func(secret string) map[string]mcpauth.Client {
+		return map[string]mcpauth.Client{"*": {ID: "app-client", Secret: secret, AuthMethod: "client_secret_post"}}
+	}
+	a, b := newInstanceWith(t, kv, client, clients("secret-one")), newInstanceWith(t, kv, client, clients("secret-one"))
+	ctx := context.Background()
+	id, err := a.conn.Connect(ctx, f.srv.URL+"/mcp", mcpauth.Challenge{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	signIn(t, a, "alice", id)
+	if got := wire.last(); got != "secret-one" {
+		t.Fatalf("the first token request sent %q, want secret-one", got)
+	}
+	record, err := kv.Get(ctx, "oauth:mcp:server:"+id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(record, []byte("secret-one")) || bytes.Contains(record, []byte("app-client")) {
+		t.Fatalf("the server record holds the app's client: %s", record)
+	}
+	if n := f.registrations.Load(); n != 0 {
+		t.Fatalf("%d registrations for a pre-registered client", n)
+	}
+
+	a.conn.SetClients(clients("secret-two"))
+	b.conn.SetClients(clients("secret-two"))
+	signIn(t, a, "bob", id)
+	if got := wire.last(); got != "secret-two" {
+		t.Fatalf("after the rotation instance a sent %q, want secret-two", got)
+	}
+	signIn(t, b, "carol", id)
+	if got := wire.last(); got != "secret-two" {
+		t.Fatalf("after the rotation instance b sent %q, want secret-two", got)
+	}
+}

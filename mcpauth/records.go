@@ -1,0 +1,141 @@
+package mcpauth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/oauthflow/oauthflow"
+)
+
+// An MCP server's records. The server record (oauth:mcp:server:{id}) holds
+// what discovery found and the scopes a sign-in asks for: no client and no
+// secret. It lives serverTTL from its last use (a Connect, or a provider
+// built from it) and its discovery is done again when it is older than
+// rediscoverAfter, the next time a provider is built from it. The name
+// record (oauth:mcp:url:{id}) holds only the server's URL; it is written
+// when a user's tokens are stored for the server and each time they are
+// refreshed, and lives nameTTL from then, so that a server record gone while
+// a user's tokens live is rebuilt by discovering the server again. A URL
+// that no user signed in to leaves nothing past serverTTL.
+
+const (
+	serverTTL       = 7 * 24 * time.Hour
+	rediscoverAfter = 24 * time.Hour
+	nameTTL         = 90 * 24 * time.Hour
+)
+
+// server is what the store keeps of an MCP server: enough to rebuild its
+// provider on any instance.
+type server struct {
+	URL       string     `json:"url"`
+	Discovery Discovered `json:"discovery"`
+	Scopes    []string   `json:"scopes,omitempty"` // what a sign-in asks for by default
+	Saved     time.Time  `json:"saved"`            // when Discovery was found
+}
+
+func serverKey(id string) string { return "oauth:mcp:server:" + id }
+func nameKey(id string) string   { return "oauth:mcp:url:" + id }
+
+// load reads the record of the server id, rediscovering the server when its
+// record is gone (from the URL its name record keeps) or its discovery is
+// stale; each read resets the record's time to live. ok is false when
+// neither record is there.
+func (c *Connector) load(ctx context.Context, id string) (*server, bool, error) {
+	s, raw, err := c.readServer(ctx, id)
+	if err != nil {
+		return nil, false, err
+	}
+	if s == nil {
+		return c.rediscoverByName(ctx, id)
+	}
+	if time.Since(s.Saved) > rediscoverAfter {
+		if fresh, err := c.rediscover(ctx, id, s.URL, s.Scopes); err == nil {
+			return fresh, true, nil
+		} // unreachable now: the stored discovery serves, and the next build tries again
+	}
+	_, _ = c.kv.CompareAndExpire(ctx, serverKey(id), raw, serverTTL)
+	return s, true, nil
+}
+
+// readServer reads the server record of id; nil when it is absent or unreadable.
+func (c *Connector) readServer(ctx context.Context, id string) (*server, []byte, error) {
+	raw, err := c.kv.Get(ctx, serverKey(id))
+	if errors.Is(err, oauthflow.ErrNotFound) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var s server
+	if json.Unmarshal(raw, &s) != nil || s.URL == "" {
+		return nil, nil, nil // unreadable: discovered again
+	}
+	return &s, raw, nil
+}
+
+// rediscoverByName rebuilds the server record of id from its name record.
+func (c *Connector) rediscoverByName(ctx context.Context, id string) (*server, bool, error) {
+	u, err := c.kv.Get(ctx, nameKey(id))
+	if errors.Is(err, oauthflow.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if base, _ := ProviderID(string(u)); base == "" || !strings.HasPrefix(id, base) {
+		return nil, false, nil // a name record that is not this server's
+	}
+	s, err := c.rediscover(ctx, id, string(u), nil)
+	if err != nil {
+		return nil, false, err
+	}
+	return s, true, nil
+}
+
+// rediscover discovers the server at serverURL again and saves its record;
+// scopes, when given, are kept (they may have come from a challenge).
+func (c *Connector) rediscover(ctx context.Context, id, serverURL string, scopes []string) (*server, error) {
+	d, err := discover(ctx, c.http, serverURL, Challenge{})
+	if err != nil {
+		return nil, err
+	}
+	if scopes == nil {
+		scopes = defaultScopes(d, Challenge{})
+	}
+	s := &server{URL: serverURL, Discovery: *d, Scopes: scopes, Saved: time.Now()}
+	return s, c.save(ctx, id, s)
+}
+
+// save writes the server record of id. A server reached without a sign-in
+// (client credentials, cross-app access) has its tokens stored at once:
+// its name is kept too.
+func (c *Connector) save(ctx context.Context, id string, s *server) error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	if err := c.kv.Set(ctx, serverKey(id), b, serverTTL); err != nil {
+		return err
+	}
+	if strings.HasSuffix(id, ccSuffix) || strings.HasSuffix(id, xaaSuffix) {
+		return c.keepName(ctx, id, s.URL)
+	}
+	return nil
+}
+
+// keepName (re)writes the name record of id: a user's tokens for it live.
+func (c *Connector) keepName(ctx context.Context, id, serverURL string) error {
+	return c.kv.Set(ctx, nameKey(id), []byte(serverURL), nameTTL)
+}
+
+// keepRegistration resets the time to live of d's dynamic registration: a
+// user's tokens issued to it live.
+func (c *Connector) keepRegistration(ctx context.Context, d *Discovered) {
+	key := registrationKey(d)
+	if raw, err := c.kv.Get(ctx, key); err == nil {
+		_, _ = c.kv.CompareAndExpire(ctx, key, raw, nameTTL)
+	}
+}

@@ -1,0 +1,73 @@
+package mcpauth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/oauthflow/oauthflow"
+)
+
+// registration is a stored dynamic registration and its provenance: where
+// and through what it was made, for which server's discovery, and when.
+type registration struct {
+	Client   Client    `json:"client"`
+	Issuer   string    `json:"issuer"`                // the verified issuer it was made at
+	Endpoint string    `json:"registration_endpoint"` // the endpoint that made it
+	Server   string    `json:"server"`                // the resource whose discovery led to it
+	At       time.Time `json:"registered_at"`
+	Expires  time.Time `json:"expires_at,omitzero"` // the secret's end, as the server said; zero: never
+}
+
+// fits reports whether reg may serve d's server at now: made at d's
+// verified issuer through its current registration endpoint, and not
+// about to expire.
+func (reg registration) fits(d *Discovered, now time.Time) bool {
+	return reg.Client.ID != "" && reg.Issuer == verifiedIssuer(d) && reg.Endpoint == d.AS.RegistrationEndpoint &&
+		(reg.Expires.IsZero() || now.Before(reg.Expires.Add(-expiryMargin)))
+}
+
+// storedRegistration reads the registration under key, and its stored form
+// (for a compare-and-delete). A record that does not open or parse is
+// absent (registered again), except one sealed under a key the ring lacks:
+// that is a configuration fault, reported rather than overwritten.
+func (c *Connector) storedRegistration(ctx context.Context, key string) (reg registration, raw []byte, ok bool, err error) {
+	raw, err = c.kv.Get(ctx, key)
+	if errors.Is(err, oauthflow.ErrNotFound) {
+		return registration{}, nil, false, nil
+	}
+	if err != nil {
+		return registration{}, nil, false, err
+	}
+	plain, err := c.cfg.Module.OpenRecord(key, raw)
+	if errors.Is(err, oauthflow.ErrUnknownKey) {
+		return registration{}, nil, false, err
+	}
+	if err != nil || json.Unmarshal(plain, &reg) != nil || reg.Client.ID == "" {
+		return registration{}, raw, false, nil
+	}
+	return reg, raw, true, nil
+}
+
+// storeRegistration writes reg under key, sealed with the module's key ring.
+func (c *Connector) storeRegistration(ctx context.Context, key string, reg registration) error {
+	b, err := json.Marshal(reg)
+	if err != nil {
+		return err
+	}
+	return c.kv.Set(ctx, key, c.cfg.Module.SealRecord(key, b), nameTTL)
+}
+
+// forgetRegistration drops the registration of d's server if it is still
+// the client refused (the server answered invalid_client to it, or refused
+// it at its authorization page), so that the next use registers again.
+func (c *Connector) forgetRegistration(ctx context.Context, d *Discovered, refused string) error {
+	key := registrationKey(d)
+	reg, raw, ok, err := c.storedRegistration(ctx, key)
+	if err != nil || !ok || reg.Client.ID != refused {
+		return err
+	}
+	_, err = c.kv.CompareAndDelete(ctx, key, raw)
+	return err
+}

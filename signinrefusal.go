@@ -1,0 +1,21 @@
+package oauthflow
+
+import "context"
+
+// SignInRefusalHearer is a provider that hears of the sign-ins its
+// authorization server refused at its authorization page: an error redirect
+// to the callback that passed the sign-in's checks (its state, its user,
+// its iss). An MCP server's provider uses it to replace a client
+// registration the server no longer knows, which only the authorization
+// page may report. The module calls it synchronously, once per refusal.
+type SignInRefusalHearer interface {
+	SignInRefused(ctx context.Context, err *ProviderError)
+}
+
+// tellRefused tells p, when it hears them, of a sign-in its authorization
+// page refused with code and description.
+func tellRefused(ctx context.Context, p Provider, code, description string) {
+	if h, ok := p.(SignInRefusalHearer); ok && code != "" {
+		h.SignInRefused(ctx, &ProviderError{ProviderID: p.ProviderID(), Code: code, Description: description})
+	}
+}
