@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -430,32 +431,76 @@ func TestTokenStoreAbandonedLockExpires(t *testing.T) {
 	assert.EqualValues(t, 1, f.prov.refreshes.Load())
 }
 
-// The lease is renewed while a slow refresh runs, so no second replica starts one.
+// The lease is renewed while a slow refresh runs, so no second replica starts
+// one. The lock lives in a store on a fake clock that the test moves four
+// leases forward while the refresh is at the provider, a step of two thirds of
+// a lease after each renewal it counts: without the renewals the lock would
+// lapse at the second step. Counts, not sleeps, order the steps, so a loaded
+// machine cannot change the outcome.
 func TestTokenStoreLeaseRenewedDuringSlowRefresh(t *testing.T) {
 	t.Parallel()
-	kv := sharedRedis(t, true)
-	f := newStoreFixture(t, kv, oauthflow.WithLockLease(150*time.Millisecond))
+	const lease = 150 * time.Millisecond
+	clock := fakeclock.New(epoch)
+	kv := &leaseCountingKV{KV: oauthflow.NewMemoryKV(oauthflow.WithMemoryClock(clock.Now))}
+	f := newStoreFixture(t, kv, oauthflow.WithClock(clock.Now), oauthflow.WithLockLease(lease))
 	require.NoError(t, f.store.StoreFromTokenSet(ctx, "u", "acme", &oauthflow.TokenSet{AccessToken: "stale", RefreshToken: "r", ExpiresIn: 10}))
-	f.prov.setRefresh(func(context.Context, string, int64) (*oauthflow.TokenSet, error) {
-		time.Sleep(600 * time.Millisecond) // four leases long
+	started, release := gate(f, 1, func(context.Context, string, int64) (*oauthflow.TokenSet, error) {
 		return &oauthflow.TokenSet{AccessToken: "slow-fresh", ExpiresIn: 3600}, nil
 	})
+	first := goRead(ctx, f.store, "u")
+	within(t, started, "the slow refresh")
+	for range 6 {
+		waitCount(t, &kv.renewals, kv.renewals.Load()+1, "a renewal of the refresh's lease")
+		clock.Advance(lease * 2 / 3)
+	}
+
 	reg := oauthflow.NewRegistry()
 	require.NoError(t, reg.Register(f.prov))
-	other := oauthflow.NewTokenStore(kv, reg, oauthflow.WithClock(f.clock.Now), oauthflow.WithLockLease(150*time.Millisecond))
-	var wg sync.WaitGroup
-	for _, s := range []*oauthflow.TokenStore{f.store, other} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tok, err := s.GetValidAccessToken(ctx, "u", "acme")
-			assert.NoError(t, err)
-			assert.Equal(t, "slow-fresh", tok)
-		}()
-		time.Sleep(50 * time.Millisecond)
+	other := oauthflow.NewTokenStore(kv, reg, oauthflow.WithClock(clock.Now), oauthflow.WithLockLease(lease),
+		oauthflow.WithLogger(slog.New(slog.DiscardHandler)))
+	refused := kv.refused.Load()
+	second := goRead(ctx, other, "u")
+	waitCount(t, &kv.refused, refused+1, "the second replica finding the lock held")
+	close(release)
+	for _, r := range []readResult{within(t, first, "the first answer"), within(t, second, "the second answer")} {
+		require.NoError(t, r.err)
+		assert.Equal(t, "slow-fresh", r.tok)
 	}
-	waitfor.Group(t, &wg, "the reads on two stores")
-	assert.EqualValues(t, 1, f.prov.refreshes.Load())
+	assert.EqualValues(t, 1, f.prov.refreshes.Load(), "one refresh across the replicas")
+}
+
+// leaseCountingKV counts the renewals of refresh locks that found the lock
+// still held, and the attempts to take one that found it taken.
+type leaseCountingKV struct {
+	oauthflow.KV
+	renewals, refused atomic.Int64
+}
+
+func (k *leaseCountingKV) CompareAndExpire(ctx context.Context, key string, v []byte, ttl time.Duration) (bool, error) {
+	ok, err := k.KV.CompareAndExpire(ctx, key, v, ttl)
+	if ok && strings.HasPrefix(key, "oauth:lock:") {
+		k.renewals.Add(1)
+	}
+	return ok, err
+}
+
+func (k *leaseCountingKV) SetNX(ctx context.Context, key string, v []byte, ttl time.Duration) (bool, error) {
+	ok, err := k.KV.SetNX(ctx, key, v, ttl)
+	if err == nil && !ok && strings.HasPrefix(key, "oauth:lock:") {
+		k.refused.Add(1)
+	}
+	return ok, err
+}
+
+// waitCount waits until n holds at least want, failing with what after
+// waitfor.Limit. It polls: the count is the order, the pause only yields.
+func waitCount(t *testing.T, n *atomic.Int64, want int64, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(waitfor.Limit); n.Load() < want; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen within %s", what, waitfor.Limit)
+		}
+	}
 }
 
 func TestTokenStoreDeleteTokens(t *testing.T) {
