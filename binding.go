@@ -73,7 +73,7 @@ func (m *Module) checkUser(r *http.Request, s *Session, state string) error {
 
 func (m *Module) userCheck(r *http.Request, s *Session, state string) (err error) {
 	if s.Binding != "" {
-		c, cerr := r.Cookie(bindingCookiePrefix + state)
+		c, cerr := r.Cookie(bindingCookieName(r, state))
 		if cerr != nil || !bindingMatches(s, c.Value) {
 			return ErrSignInRefused
 		}
@@ -101,9 +101,7 @@ func (m *Module) StartHandler() http.Handler {
 		}
 		state := r.PostFormValue("state")
 		ttl := m.signInTTL - m.now().Sub(time.UnixMilli(s.CreatedAt))
-		http.SetCookie(w, &http.Cookie{Name: bindingCookiePrefix + state, Value: r.PostFormValue("binding"),
-			Path: "/api/v1/oauth/", MaxAge: max(int(ttl/time.Second), 1), HttpOnly: true,
-			Secure: r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https", SameSite: http.SameSiteLaxMode})
+		http.SetCookie(w, bindingCookie(r, state, r.PostFormValue("binding"), ttl)) // binding_cookie.go
 		authURL, err := m.authURLOf(s, state)
 		if err != nil {
 			m.renderPage(w, outcome{kind: outcomeInternal, message: "The sign-in could not be started."}, "")

@@ -34,6 +34,14 @@ type Config struct {
 	// refused. A link opened any other way (printed in a terminal, sent in a
 	// chat) cannot complete. See binding.go.
 	BindSignIns bool
+	// WithholdTokens leaves the tokens out of exchange_oauth_token's result,
+	// which then only says the user is connected (ExchangeOAuthTokenReceipt).
+	// SPEC's result carries the access and refresh tokens; set this whenever
+	// the result can reach a model (Tools hands the tool to an agent), where
+	// a prompt injection could have them repeated or sent on. The tokens are
+	// stored for the user either way, and nothing in the library reads them
+	// from the result. See oauthtools.go.
+	WithholdTokens bool
 
 	// Encryption seals token records and pending sign-ins at rest (AES-256-GCM;
 	// see KeyRing). nil: the ring in OAUTHFLOW_ENCRYPTION_KEYS, and records
@@ -95,6 +103,7 @@ type Module struct {
 	ring        *KeyRing // seals records at rest (encryption.go); nil: plain
 	verifyUser  func(r *http.Request, userID string) error
 	bindSignIns bool
+	withhold    bool // exchange_oauth_token's result has no tokens (Config.WithholdTokens)
 	log         *slog.Logger
 	httpClient  *http.Client
 	events      notifier
@@ -133,7 +142,7 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	}
 	m := &Module{Registry: cfg.Registry, KV: kv, ring: ring, log: log, httpClient: cfg.HTTPClient, ownsKV: owned,
 		events: notifier{hook: cfg.OnEvent, log: log, now: now}, origins: origins, now: now, signInTTL: cfg.SignInTTL,
-		verifyUser: cfg.VerifyUser, bindSignIns: cfg.BindSignIns}
+		verifyUser: cfg.VerifyUser, bindSignIns: cfg.BindSignIns, withhold: cfg.WithholdTokens}
 	if m.signInTTL <= 0 {
 		m.signInTTL = DefaultSessionTTL
 	}

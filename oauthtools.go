@@ -55,6 +55,16 @@ type ExchangeOAuthTokenResult struct {
 	Scope        string `json:"scope,omitempty"`
 }
 
+// ExchangeOAuthTokenReceipt is exchange_oauth_token's result under
+// Config.WithholdTokens: the user is connected to Provider with Scope, for
+// ExpiresIn seconds (0: not reported), and no token is in it.
+type ExchangeOAuthTokenReceipt struct {
+	Connected bool   `json:"connected"`
+	Provider  string `json:"provider"`
+	Scope     string `json:"scope,omitempty"`
+	ExpiresIn int64  `json:"expiresIn,omitempty"`
+}
+
 var (
 	buildOAuthURLSchema = Schema{Type: "object", Required: []string{"provider", "scopes"},
 		Properties: map[string]Property{
@@ -77,12 +87,40 @@ func (m *Module) newTools() (build, exchange *Tool) {
 		buildOAuthURLSchema, func(ctx context.Context, tc ToolContext, a BuildOAuthURLArgs) (any, error) {
 			return m.buildAuthURL(ctx, tc, a)
 		})
-	exchange = NewTool(ToolExchangeOAuthToken,
-		"Validates the state, exchanges an authorization code for tokens and stores them for the current user.",
+	exchange = NewTool(ToolExchangeOAuthToken, m.exchangeDescription(),
 		exchangeOAuthTokenSchema, func(ctx context.Context, tc ToolContext, a ExchangeOAuthTokenArgs) (any, error) {
-			return m.exchangeCode(ctx, tc, a)
+			res, err := m.exchangeCode(ctx, tc, a)
+			if err != nil || !m.withhold {
+				return res, err
+			}
+			return withheld(tc, a, res), nil
 		})
 	return build, exchange
+}
+
+// Should exchange_oauth_token's result reach a model? No: a model needs to
+// know the user is connected, never the token, and whatever is in its
+// context a prompt injection can have it repeat or send on. The library
+// itself never reads the result (the sign-in stores the tokens for the
+// user). SPEC defines the result with the tokens, and code is written
+// against it, so it stays the default; Config.WithholdTokens gives the safe
+// result, and the description tells the model which one it gets.
+
+func (m *Module) exchangeDescription() string {
+	const does = "Validates the state, exchanges an authorization code for tokens and stores them for the current user."
+	if m.withhold {
+		return does + " The result says the user is connected; it never carries the tokens."
+	}
+	return does + " The result carries the access and refresh tokens (SPEC); an app that hands tool results to a model sets Config.WithholdTokens."
+}
+
+// withheld is res without its tokens.
+func withheld(tc ToolContext, a ExchangeOAuthTokenArgs, res *ExchangeOAuthTokenResult) *ExchangeOAuthTokenReceipt {
+	provider := a.Provider
+	if tc.Session != nil {
+		provider = tc.Session.Provider
+	}
+	return &ExchangeOAuthTokenReceipt{Connected: true, Provider: provider, Scope: res.Scope, ExpiresIn: res.ExpiresIn}
 }
 
 // newState returns 32 random bytes, base64url: unguessable and URL-safe.
