@@ -82,7 +82,10 @@ func (p *serverProvider) last() *providers.OAuth2 {
 
 // dynamic reports whether a dynamic registration serves, not the app's own client.
 func (p *serverProvider) dynamic() bool {
-	_, preset := p.c.preset(&p.s.Discovery)
+	p.mu.Lock()
+	d := &p.s.Discovery
+	p.mu.Unlock()
+	_, preset := p.c.preset(d)
 	return !preset
 }
 
