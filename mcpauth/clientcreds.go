@@ -44,8 +44,9 @@ type ccProvider struct {
 	client   Client
 	d        Discovered
 	scopes   []string
-	http     *http.Client
-	issuer   string // the JWT assertion's audience
+	http     *http.Client // under the outbound policy: the server's token endpoint
+	idp      *http.Client // the app's identity provider (Config.CrossApp), which may be internal
+	issuer   string       // the JWT assertion's and the ID-JAG's audience: a proven issuer (audience)
 	tokenURL string
 	crossApp *CrossApp // set: the user's IdP grants the assertion (cross-app access)
 }
@@ -75,7 +76,7 @@ func (p *ccProvider) grant(ctx context.Context, userID string) (*oauthflow.Token
 		if userID == "" {
 			return nil, fmt.Errorf("%w: a cross-app token names no user", oauthflow.ErrNoToken)
 		}
-		jag, err := p.crossApp.assertionGrant(ctx, userID, p.id, p.issuer, p.d.Resource, p.http)
+		jag, err := p.crossApp.assertionGrant(ctx, userID, p.id, p.issuer, p.d.Resource, p.idp)
 		if err != nil {
 			return nil, err
 		}
@@ -219,7 +220,8 @@ func signingKey(c Client) (crypto.Signer, string, error) {
 // ConnectAsClient connects the MCP server at serverURL for the agent itself:
 // discovery (with ch, the challenge of the server's 401, when there is
 // one), a provider that fetches tokens with the client credentials of
-// Config.Clients for the server's issuer, and a first token stored for
+// Config.Clients for the server's verified issuer (for a 2025-03-26 server,
+// its origin: a claimed issuer selects nothing), and a first token stored for
 // userID, the app's name for the agent. It returns the provider ID; reads of
 // userID's token for it fetch a new one when it expires.
 func (c *Connector) ConnectAsClient(ctx context.Context, serverURL, userID string, ch Challenge) (string, error) {
@@ -270,12 +272,22 @@ func (c *Connector) clientProvider(id string, d Discovered, scopes []string) (*c
 			return nil, fmt.Errorf("%w: %s needs Config.CrossApp", oauthflow.ErrUnknownProvider, id)
 		}
 	}
-	cl, ok := c.cfg.Clients[d.AS.Issuer]
+	issuer := verifiedIssuer(&d) // never a 2025-03-26 server's claim: its secret would go to the claimant
+	cl, ok := c.presetClient(issuer)
 	if !ok {
-		if cl, ok = c.cfg.Clients["*"]; !ok {
-			return nil, fmt.Errorf("%w: no client credentials are configured for %s (Config.Clients)", ErrRegistration, d.AS.Issuer)
-		}
+		return nil, fmt.Errorf("%w: no client credentials are configured for %s (Config.Clients)", ErrRegistration, issuer)
 	}
-	return &ccProvider{id: id, client: cl, d: d, scopes: scopes, http: c.http, issuer: d.AS.Issuer,
-		tokenURL: d.AS.TokenEndpoint, crossApp: idp}, nil
+	return &ccProvider{id: id, client: cl, d: d, scopes: scopes, http: c.http, idp: appClient(c.cfg),
+		issuer: audience(&d), tokenURL: d.AS.TokenEndpoint, crossApp: idp}, nil
+}
+
+// audience is the authorization server as a client assertion and an
+// ID-JAG name it: its issuer where discovery proved it, else the origin
+// that served its metadata, so that an assertion made for a server that
+// claims another's issuer is worth nothing at that other server.
+func audience(d *Discovered) string {
+	if d.issuerProven() {
+		return d.AS.Issuer
+	}
+	return verifiedIssuer(d)
 }

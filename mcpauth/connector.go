@@ -38,8 +38,19 @@ type Config struct {
 	// with, for servers they reach through it (ConnectCrossApp).
 	CrossApp *CrossApp
 	// HTTPClient makes discovery and registration requests and every call
-	// of the providers it builds (default: a client with a 30 s timeout).
+	// of the providers it builds (default: a client with a 30 s timeout),
+	// under the outbound policy (outbound.go): https only (plain http to
+	// loopback hosts only, for local development), no redirects, no
+	// private, link-local or other non-public address, a deadline on each
+	// call. Its *http.Transport is cloned with its TLS and proxy settings;
+	// another RoundTripper gets the URL rules only.
 	HTTPClient *http.Client
+	// AllowPrivateNetworks lets outbound calls reach private (RFC 1918,
+	// unique local, shared) and loopback addresses under any name, for MCP
+	// servers and authorization servers inside an internal network.
+	// Link-local (cloud metadata), multicast and reserved addresses stay
+	// refused.
+	AllowPrivateNetworks bool
 }
 
 // Connector turns MCP server URLs into oauthflow providers. Make one per
@@ -70,10 +81,7 @@ func New(cfg Config) (*Connector, error) {
 	if cfg.ClientName == "" {
 		cfg.ClientName = "oauthflow"
 	}
-	c := &Connector{cfg: cfg, kv: cfg.Module.KV, http: cfg.HTTPClient}
-	if c.http == nil {
-		c.http = &http.Client{Timeout: 30 * time.Second}
-	}
+	c := &Connector{cfg: cfg, kv: cfg.Module.KV, http: outboundClient(cfg)}
 	c.SetClients(cfg.Clients)
 	cfg.Module.Registry.AddResolver(idPrefix, c.resolve)
 	return c, nil

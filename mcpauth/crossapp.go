@@ -61,7 +61,8 @@ func (x *CrossApp) assertionGrant(ctx context.Context, userID, id, issuer, resou
 // the identity provider of Config.CrossApp: discovery (with ch, the
 // challenge of the server's 401, when there is one), a provider that
 // exchanges the user's ID token for an ID-JAG and that for a token,
-// authenticated with Config.Clients' credentials for the server's issuer,
+// authenticated with Config.Clients' credentials for the server's verified
+// issuer (for a 2025-03-26 server, its origin, whatever issuer it claims),
 // and a first token stored. It returns the provider ID. Each user's tokens,
 // the refreshed ones too, come from that user's own ID token.
 func (c *Connector) ConnectCrossApp(ctx context.Context, serverURL, userID string, ch Challenge) (string, error) {

@@ -137,11 +137,38 @@ func indexFold(s, word string) int {
 	return -1
 }
 
-// Discovered is what discovery found for one MCP server.
+// Discovered is what discovery found for one MCP server. What the server
+// and its metadata say is input: AS.Issuer is proven only when the resource
+// metadata names the authorization server and that server's own metadata
+// names the same issuer (RFC 8414 §3.3). For a 2025-03-26 server (PRM nil)
+// the metadata comes from the server's origin, which is the only identity
+// proven, whatever issuer it claims: verifiedIssuer(d) is that origin, and
+// credentials (Config.Clients), stored registrations and a client
+// assertion's audience are chosen by verifiedIssuer, never by a claim.
 type Discovered struct {
 	Resource string            // the resource indicator to send (RFC 8707): the server's canonical URL
 	PRM      *ResourceMetadata // nil for a 2025-03-26 server without resource metadata
 	AS       ServerMetadata
+}
+
+// issuerProven reports whether d.AS.Issuer is the issuer discovery proved:
+// named by the resource metadata, or, for a 2025-03-26 server, its origin.
+func (d *Discovered) issuerProven() bool {
+	return d.PRM != nil || strings.TrimSuffix(d.AS.Issuer, "/") == originOf(d.Resource)
+}
+
+// originOf is u's scheme://host[:port], lowercase and without the
+// scheme's default port, or "" when u is not an absolute URL.
+func originOf(u string) string {
+	p, err := url.Parse(u)
+	if err != nil || p.Host == "" {
+		return ""
+	}
+	scheme, host := strings.ToLower(p.Scheme), strings.ToLower(p.Host)
+	if port := p.Port(); (scheme == "https" && port == "443") || (scheme == "http" && port == "80") {
+		host = strings.TrimSuffix(host, ":"+port)
+	}
+	return scheme + "://" + host
 }
 
 // canonicalResource is the server's URL as a resource indicator: scheme and
@@ -162,9 +189,13 @@ func discover(ctx context.Context, client *http.Client, server string, ch Challe
 	if err != nil {
 		return nil, err
 	}
+	local := loopbackHost(hostOf(resource))
+	if err := namedURL(resource, local); err != nil {
+		return nil, err
+	}
 	prm, err := fetchResourceMetadata(ctx, client, resource, ch.ResourceMetadata)
 	if errors.Is(err, errNoMetadata) {
-		return discoverLegacy(ctx, client, resource)
+		return discoverLegacy(ctx, client, resource, local)
 	}
 	if err != nil {
 		return nil, err
@@ -176,8 +207,14 @@ func discover(ctx context.Context, client *http.Client, server string, ch Challe
 	if len(prm.AuthorizationServers) == 0 {
 		return nil, fmt.Errorf("%w: the resource metadata of %s names no authorization server", ErrDiscovery, resource)
 	}
+	if err := namedURL(prm.AuthorizationServers[0], local); err != nil {
+		return nil, err
+	}
 	as, err := fetchServerMetadata(ctx, client, prm.AuthorizationServers[0])
 	if err != nil {
+		return nil, err
+	}
+	if err := as.endpointsFit(local); err != nil {
 		return nil, err
 	}
 	return &Discovered{Resource: declared, PRM: prm, AS: *as}, nil
@@ -211,6 +248,9 @@ var errNoMetadata = errors.New("mcpauth: no resource metadata")
 // else from the well-known URLs: the path-aware one, then the root.
 func fetchResourceMetadata(ctx context.Context, client *http.Client, resource, fromChallenge string) (*ResourceMetadata, error) {
 	if fromChallenge != "" {
+		if originOf(fromChallenge) != originOf(resource) {
+			return nil, fmt.Errorf("%w: the challenge names resource metadata at %q, off the server's origin %s", ErrDiscovery, fromChallenge, originOf(resource))
+		}
 		var prm ResourceMetadata
 		if err := getJSON(ctx, client, fromChallenge, &prm); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrDiscovery, err)
@@ -298,7 +338,7 @@ func (md *ServerMetadata) usable() error {
 // discoverLegacy is discovery for a 2025-03-26 server: its origin is the
 // authorization server, whose metadata is at the root well-known URL or,
 // failing that, whose endpoints are /authorize, /token and /register.
-func discoverLegacy(ctx context.Context, client *http.Client, resource string) (*Discovered, error) {
+func discoverLegacy(ctx context.Context, client *http.Client, resource string, local bool) (*Discovered, error) {
 	u, _ := url.Parse(resource)
 	origin := u.Scheme + "://" + u.Host
 	var md ServerMetadata
@@ -311,6 +351,9 @@ func discoverLegacy(ctx context.Context, client *http.Client, resource string) (
 		return nil, fmt.Errorf("%w: %w", ErrDiscovery, err)
 	default:
 		if err := md.usable(); err != nil {
+			return nil, err
+		}
+		if err := md.endpointsFit(local); err != nil {
 			return nil, err
 		}
 	}
@@ -340,6 +383,50 @@ func getJSON(ctx context.Context, client *http.Client, u string, v any) error {
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxMetadata)).Decode(v); err != nil {
 		return fmt.Errorf("%s: %w", u, err)
+	}
+	return nil
+}
+
+// hostOf is the host (no port) of the absolute URL u.
+func hostOf(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return ""
+	}
+	return p.Hostname()
+}
+
+// namedURL checks a URL that a server or its metadata names, for a server
+// that is (local) or is not on a loopback host: https, or http to a
+// loopback host; and a loopback host only for a loopback server, so that
+// a public server's metadata cannot point this backend at the machine it
+// runs on. The outbound policy checks the addresses when it dials.
+func namedURL(raw string, local bool) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.User != nil {
+		return fmt.Errorf("%w: %q is not an absolute URL", ErrDiscovery, raw)
+	}
+	lb := loopbackHost(u.Hostname())
+	switch {
+	case lb && !local:
+		return fmt.Errorf("%w: %s is on a loopback host, named for a server that is not", ErrDiscovery, u.Redacted())
+	case u.Scheme == "https", u.Scheme == "http" && lb:
+		return nil
+	}
+	return fmt.Errorf("%w: %s is not https (plain http is for loopback hosts only)", ErrDiscovery, u.Redacted())
+}
+
+// endpointsFit checks each endpoint the metadata names with namedURL: an
+// https server's metadata naming an http endpoint would send codes,
+// verifiers and secrets in the clear.
+func (md *ServerMetadata) endpointsFit(local bool) error {
+	for _, e := range []string{md.AuthorizationEndpoint, md.TokenEndpoint, md.RegistrationEndpoint, md.RevocationEndpoint} {
+		if e == "" {
+			continue
+		}
+		if err := namedURL(e, local); err != nil {
+			return fmt.Errorf("%w (in the metadata of %s)", err, md.Issuer)
+		}
 	}
 	return nil
 }
