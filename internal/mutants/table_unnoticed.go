@@ -62,5 +62,39 @@ func unnoticedGuards() []mutant {
 			Run:  "TestTransportHandsBackTheServersOwnRefusal",
 			Why:  "only a 403 insufficient_scope asks for a sign-in: the server's own refusal reaches the caller, not ErrNoToken",
 		},
+
+		// The check that every wait in a test has a deadline (waits_test.go).
+		{
+			Name: "waits/bare-receive-passes",
+			File: "waits_test.go",
+			Old:  "if n.Op == token.ARROW && !inSelect[n] && !isDeadline(n.X) {",
+			New:  "if false && n.Op == token.ARROW && !inSelect[n] && !isDeadline(n.X) {",
+			Run:  "TestWaitCheckFlagsBlockingWaits",
+			Why:  "the wait check flags a channel receive outside a select",
+		},
+		{
+			Name: "waits/any-select-passes",
+			File: "waits_test.go",
+			Old:  "has = has || isDeadline(r.X)",
+			New:  "has = true",
+			Run:  "TestWaitCheckFlagsBlockingWaits",
+			Why:  "the wait check flags a select with no timeout, context or default case",
+		},
+		{
+			Name: "waits/wait-call-passes",
+			File: "waits_test.go",
+			Old:  "if isMethodCall(n, \"Wait\") && len(n.Args) == 0 {",
+			New:  "if false && isMethodCall(n, \"Wait\") && len(n.Args) == 0 {",
+			Run:  "TestWaitCheckFlagsBlockingWaits",
+			Why:  "the wait check flags a WaitGroup or Cond Wait() on the test's path",
+		},
+		{
+			Name: "waits/goroutines-checked",
+			File: "waits_test.go",
+			Old:  "return !elsewhere[n]",
+			New:  "return true",
+			Run:  "TestWaitCheckFlagsBlockingWaits",
+			Why:  "the wait check leaves out code under go and WaitGroup.Go, whose waits hold up nothing the test does not wait for",
+		},
 	}
 }
