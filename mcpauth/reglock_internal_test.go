@@ -7,12 +7,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/waitfor"
 )
 
 // lockWatchKV reports each registration lock it refuses on refused.
@@ -75,18 +75,6 @@ func newGatedRegistrations(t *testing.T) *gatedRegistrations {
 	return g
 }
 
-func within[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(20 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-		var zero T
-		return zero
-	}
-}
-
 // An instance whose registration outlived its lock (the lock expired, and
 // another instance took it) must not free the other instance's lock when
 // it ends: else a third instance registers beside the second, and two
@@ -109,26 +97,23 @@ func TestRegistrationLockIsFreedOnlyByItsOwner(t *testing.T) {
 		AuthorizationEndpoint: issuer + "/authorize", TokenEndpoint: issuer + "/token",
 		RegistrationEndpoint: g.srv.URL + "/register", CodeChallengeMethodsSupported: []string{"S256"}}}
 	ctx := context.Background()
-	var wg sync.WaitGroup
 	results := make(chan error, 3)
 	run := func() {
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
 			_, err := c.client(ctx, d)
 			results <- err
 		}()
 	}
 
 	run() // A takes the lock; its registration waits
-	within(t, g.arrived, "A's registration")
+	waitfor.Recv(t, g.arrived, "A's registration")
 	if err := kv.Del(ctx, registrationLock(d)); err != nil { // A's lock expires
 		t.Fatal(err)
 	}
 	run() // B takes the lock; its registration waits
-	within(t, g.arrived, "B's registration")
+	waitfor.Recv(t, g.arrived, "B's registration")
 	close(g.gates[0]) // A's registration fails; A frees its lock
-	if err := within(t, results, "A's end"); err == nil {
+	if err := waitfor.Recv(t, results, "A's end"); err == nil {
 		t.Fatal("A's registration answered 500 and succeeded")
 	}
 	run() // C finds B's lock held, or (with a plain Del) registers itself
@@ -140,7 +125,7 @@ func TestRegistrationLockIsFreedOnlyByItsOwner(t *testing.T) {
 	}
 	close(g.gates[1])
 	for range 2 {
-		if err := within(t, results, "B's and C's ends"); err != nil {
+		if err := waitfor.Recv(t, results, "B's and C's ends"); err != nil {
 			t.Fatal(err)
 		}
 	}
