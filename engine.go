@@ -443,11 +443,10 @@ func (e *Engine) letGo(ctx context.Context, id string, l *lease) error {
 			save, err = e.saveOps(ctx, f.run)
 		}
 	}
-	var ops []*kvOp
-	if err == nil { // a run not saved keeps its due work
-		ops = append(save, f.tidy...)
+	if err != nil { // a run not saved keeps its due work
+		save, f.tidy = nil, nil
 	}
-	ops = append(ops, &kvOp{kind: opCompareAndDelete, key: l.key, value: l.owner})
+	ops := append(append(save, f.tidy...), &kvOp{kind: opCompareAndDelete, key: l.key, value: l.owner})
 	runBatch(ctx, e.kv, ops...)
 	for _, op := range f.tidy {
 		if op.err != nil {

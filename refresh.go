@@ -245,8 +245,8 @@ func (r *refreshRun) round(ctx context.Context, l *lease, raw []byte, base Store
 // the next refresh of this record in this process. A record deleted meanwhile
 // (a disconnect) gets nothing written, and t is revoked (gone).
 func (r *refreshRun) save(ctx context.Context, l *lease, raw []byte, t StoredTokens) (StoredTokens, bool, error) {
-	w := &pendingWrite{old: raw, oldPlain: r.s.plainOf(raw, r.key), new: r.s.seal(t, r.key), t: t}
-	switch err := r.write(ctx, l, w); {
+	w := pendingWrite{old: raw, oldPlain: r.s.plainOf(raw, r.key), new: r.s.seal(t, r.key), t: t}
+	switch err := r.write(ctx, l, &w); {
 	case err == nil:
 		return t, false, nil
 	case errors.Is(err, errRecordGone):
@@ -254,13 +254,13 @@ func (r *refreshRun) save(ctx context.Context, l *lease, raw []byte, t StoredTok
 	case errors.Is(err, errSuperseded):
 		return StoredTokens{}, true, nil
 	case errors.Is(err, errLeaseLost):
-		r.s.pending.keep(r.key, *w)
+		r.s.pending.keep(r.key, w)
 		r.unsaved = err
 		return t, false, nil
 	}
-	r.s.pending.keep(r.key, *w)
+	r.s.pending.keep(r.key, w)
 	r.publish(t, nil)
-	r.retry(ctx, l, w)
+	r.retry(ctx, l, &w)
 	return t, false, nil
 }
 

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/waitfor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/oauth2"
@@ -180,4 +182,101 @@ func (k *refreshAfterRead) Get(ctx context.Context, key string) ([]byte, error) 
 		k.refreshed++
 	}
 	return b, err
+}
+
+// The fenced write is two commands, the lease check and the compare-and-swap
+// (the lock and the record are two keys, which a Cluster may keep on two
+// nodes, so no one script can hold both). A holder that stalls between them
+// past its lease cannot lose anything to that: the swap is against the exact
+// bytes the holder read, so of two holders that read the same record exactly
+// one write lands, whichever reaches the store first, and the other holder
+// hands out the tokens that landed. (A stall past the lease anywhere after the
+// provider call lets the next holder present a refresh token already spent; a
+// one-step fence would not change that, only the lease's length does.)
+func TestFencedWriteStalledPastItsLease(t *testing.T) {
+	t.Parallel()
+	for _, stalledFirst := range []bool{false, true} {
+		name := map[bool]string{false: "the new holder writes first", true: "the stalled holder writes first"}[stalledFirst]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			wrap := func(inner oauthflow.KV) oauthflow.KV { return newStallKV(inner, stalledFirst) }
+			onEveryBackend(t, wrap, func(t *testing.T, f *storeFixture) {
+				testFencedWriteStalled(t, f, f.kv.(*stallKV), stalledFirst)
+			})
+		})
+	}
+}
+
+func testFencedWriteStalled(t *testing.T, f *storeFixture, kv *stallKV, stalledFirst bool) {
+	reg := oauthflow.NewRegistry()
+	require.NoError(t, reg.Register(f.prov))
+	other := oauthflow.NewTokenStore(f.kv, reg, oauthflow.WithClock(f.clock.Now),
+		oauthflow.WithLogger(slog.New(slog.DiscardHandler)))
+
+	stalled := goRead(ctx, f.store, "u") // refresh 1: access-1, then stalls after its lease check
+	within(t, kv.stalled, "the first holder's stall between its lease check and its swap")
+	require.NoError(t, f.kv.Del(ctx, "oauth:lock:u:acme")) // its lease lapses
+	late := goRead(ctx, other, "u")                        // refresh 2: access-2
+	var lateRes readResult
+	if stalledFirst {
+		within(t, kv.atSecond, "the new holder's swap")
+		close(kv.resume)
+		lateRes = within(t, late, "the new holder's answer")
+	} else {
+		lateRes = within(t, late, "the new holder's answer")
+		close(kv.resume)
+	}
+
+	want := map[bool]string{false: "access-2", true: "access-1"}[stalledFirst]
+	for _, r := range []readResult{within(t, stalled, "the stalled holder's answer"), lateRes} {
+		require.NoError(t, r.err)
+		assert.Equal(t, want, r.tok, "both holders hand out the tokens that landed")
+	}
+	got, err := f.store.GetTokens(ctx, "u", "acme")
+	require.NoError(t, err)
+	assert.Equal(t, want, got.AccessToken)
+	assert.EqualValues(t, 1, kv.landed.Load(), "exactly one write landed")
+	assert.EqualValues(t, 2, f.prov.refreshes.Load())
+}
+
+// stallKV holds the first compare-and-swap of the token record until resume
+// is closed (a holder stalled between its lease check and its swap). With
+// secondWaits, the second one waits until the first has landed.
+type stallKV struct {
+	oauthflow.KV
+	secondWaits               bool
+	calls, landed             atomic.Int64
+	stalled, resume, atSecond chan struct{}
+	firstDone                 chan struct{}
+}
+
+func newStallKV(inner oauthflow.KV, secondWaits bool) *stallKV {
+	return &stallKV{KV: inner, secondWaits: secondWaits, stalled: make(chan struct{}), resume: make(chan struct{}),
+		atSecond: make(chan struct{}), firstDone: make(chan struct{})}
+}
+
+func (k *stallKV) CompareAndSwap(ctx context.Context, key string, old, v []byte, ttl time.Duration) (bool, error) {
+	if key != "oauth:u:acme" {
+		return k.KV.CompareAndSwap(ctx, key, old, v, ttl)
+	}
+	switch k.calls.Add(1) {
+	case 1:
+		close(k.stalled)
+		defer close(k.firstDone)
+		if _, err := waitfor.RecvErr(k.resume, "the stalled holder's resume"); err != nil {
+			return false, err
+		}
+	case 2:
+		if k.secondWaits {
+			close(k.atSecond)
+			if _, err := waitfor.RecvErr(k.firstDone, "the stalled holder's swap"); err != nil {
+				return false, err
+			}
+		}
+	}
+	ok, err := k.KV.CompareAndSwap(ctx, key, old, v, ttl)
+	if ok {
+		k.landed.Add(1)
+	}
+	return ok, err
 }

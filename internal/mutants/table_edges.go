@@ -54,10 +54,18 @@ func edges() []mutant {
 		{
 			Name: "edges/unsaved-run-tidied",
 			File: "engine.go",
-			Old:  "\tif err == nil { // a run not saved keeps its due work\n",
-			New:  "\tif true {\n",
+			Old:  "\tif err != nil { // a run not saved keeps its due work\n",
+			New:  "\tif false {\n",
 			Why:  "a run whose last save failed keeps its due work (its sign-in's lapse)",
 			Run:  "TestUnsavedEndKeepsItsDueWork",
+		},
+		{
+			Name: "edges/fence-blind-write",
+			File: "refresh.go",
+			Old:  "ok, err := r.s.kv.CompareAndSwap(ctx, r.key, w.old, w.new, r.s.ttl(w.t))",
+			New:  "ok, err := true, r.s.kv.Set(ctx, r.key, w.new, r.s.ttl(w.t))",
+			Why:  "a holder stalled past its lease between its lease check and its write cannot overwrite the next holder's write",
+			Run:  "TestFencedWriteStalledPastItsLease",
 		},
 	}
 }
