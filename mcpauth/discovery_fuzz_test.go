@@ -50,14 +50,16 @@ func fuzzServer(f *testing.F) (*httptest.Server, *atomic.Pointer[fuzzDocs]) {
 	return srv, &docs
 }
 
-// onlyTo is a transport that connects to addr and nowhere else: whatever
-// the fuzzer names, nothing but the fuzzed server is reached.
+// onlyTo is a transport that connects to addr, also under the name
+// localhost (another origin for the same server), and nowhere else:
+// whatever the fuzzer names, nothing but the fuzzed server is reached.
 func onlyTo(addr string) *http.Transport {
+	_, port, _ := net.SplitHostPort(addr)
 	return &http.Transport{DialContext: func(ctx context.Context, network, a string) (net.Conn, error) {
-		if a != addr {
+		if a != addr && a != "localhost:"+port {
 			return nil, errors.New("fuzz: only the fuzzed server is reachable")
 		}
-		return (&net.Dialer{}).DialContext(ctx, network, a)
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
 	}}
 }
 
@@ -76,6 +78,7 @@ func FuzzDiscovery(f *testing.F) {
 	f.Add(``, prm, as, reg)
 	f.Add(`Bearer resource_metadata="{base}/prm", scope="a b"`, prm, as, reg)
 	f.Add(`Bearer resource_metadata="http://169.254.169.254/latest/meta-data/"`, prm, as, reg)
+	f.Add(`Bearer resource_metadata="{other}/prm"`, prm, as, reg) // the same server on another origin
 	f.Add(``, ``, strings.Replace(as, `"issuer":"{base}"`, `"issuer":"https://honest.example"`, 1), reg)
 	f.Add(``, ``, ``, `{"client_id":""}`)
 	f.Add(``, `{"resource":"{base}","authorization_servers":["{base}/tenant"]}`,
@@ -97,10 +100,12 @@ func FuzzDiscovery(f *testing.F) {
 		f.Fatal(err)
 	}
 	server := srv.URL + "/mcp"
+	_, port, _ := net.SplitHostPort(addr)
+	other := "http://localhost:" + port
 	f.Fuzz(func(t *testing.T, header, prm, as, reg string) {
 		docs.Store(&fuzzDocs{prm: prm, as: as, reg: reg})
 		h := http.Header{}
-		h.Set("WWW-Authenticate", strings.ReplaceAll(header, "{base}", srv.URL))
+		h.Set("WWW-Authenticate", strings.NewReplacer("{base}", srv.URL, "{other}", other).Replace(header))
 		ch, _ := ParseChallenge(h)
 		d, err := discover(context.Background(), c.http, server, ch)
 		if err != nil {
