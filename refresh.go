@@ -260,7 +260,7 @@ func (r *refreshRun) save(ctx context.Context, l *lease, raw []byte, t StoredTok
 	}
 	r.s.pending.keep(r.key, w)
 	r.publish(t, nil)
-	r.retry(ctx, l, &w)
+	r.retry(ctx, l, w)
 	return t, false, nil
 }
 
@@ -331,13 +331,13 @@ func (r *refreshRun) fencedSwap(ctx context.Context, l *lease, w *pendingWrite) 
 // retry writes w again with a growing backoff until it lands, is superseded,
 // finds the record deleted (w's tokens are then revoked), the lease is lost or
 // ctx ends.
-func (r *refreshRun) retry(ctx context.Context, l *lease, w *pendingWrite) {
+func (r *refreshRun) retry(ctx context.Context, l *lease, w pendingWrite) {
 	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		if err := sleepCtx(ctx, backoff); err != nil {
 			r.unsaved = err
 			return
 		}
-		err := r.write(ctx, l, w)
+		err := r.write(ctx, l, &w)
 		switch {
 		case err == nil, errors.Is(err, errSuperseded):
 			return
