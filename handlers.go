@@ -203,6 +203,7 @@ func (m *Module) completeProviderError(r *http.Request, p callbackParams) outcom
 	if checkIss(s, p.Iss) != nil {
 		return outcome{provider: out.provider, kind: outcomeRejected, message: "The sign-in response came from an unexpected issuer."}
 	}
+	tellRefused(ctx, out.provider, p.Error, p.ErrorDescription) // e.g. an MCP server's provider re-registers a refused client
 	if s.WorkflowID != "" {
 		in := ProviderErrorInput{Error: p.Error, ErrorDescription: p.ErrorDescription, ErrorURI: p.ErrorURI}
 		ctx, cancel := m.serverOwned(ctx) // the denial is recorded even when the browser left

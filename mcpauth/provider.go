@@ -198,10 +198,21 @@ func (p *serverProvider) SignInRefused(ctx context.Context, e *oauthflow.Provide
 		return
 	}
 	p.mu.Lock()
-	refused := p.client.ID
+	refused, d := p.client.ID, p.s.Discovery
 	p.mu.Unlock()
+	// The browser brings this refusal, so anyone with a sign-in can claim
+	// one, and a heal replaces the client every user's grant belongs to:
+	// claims heal once per authorization server per interval, across
+	// instances. The token endpoint's invalid_client is not rationed.
+	if took, err := p.c.kv.SetNX(ctx, issuerKey("healed", verifiedIssuer(&d)), []byte("1"), refusalHealInterval); err != nil || !took {
+		return
+	}
 	_ = p.heal(ctx, refused)
 }
+
+// refusalHealInterval is how often a refusal at the authorization page may
+// replace an authorization server's client registration.
+const refusalHealInterval = 15 * time.Minute
 
 // refusedAtAuthorize reports whether an authorization error redirect
 // refuses the client.
