@@ -189,6 +189,15 @@ func (r *Registry) resolve(res resolver, id string) (p Provider, err error) {
 	return p, nil
 }
 
+// knows reports whether id is registered or under a resolver's prefix: a
+// provider Get may build, without building it.
+func (r *Registry) knows(id string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, ok := r.providers[id]
+	return ok || r.resolved[id] != nil || r.resolvable(id)
+}
+
 // Has reports whether a provider is registered as id.
 func (r *Registry) Has(id string) bool {
 	r.mu.RLock()

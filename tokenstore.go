@@ -323,6 +323,17 @@ func (s *TokenStore) validToken(ctx context.Context, userID, providerID string, 
 	return tok, expiresAt, err
 }
 
+// absent is err, a failed read, unless it found no record for a provider
+// the registry does not know: that is ErrUnknownProvider (a mistyped ID, a
+// provider not registered), not ErrNoToken, which sends the user to a
+// sign-in that cannot work.
+func (s *TokenStore) absent(providerID string, err error) error {
+	if errors.Is(err, ErrNoToken) && !s.reg.knows(providerID) {
+		return fmt.Errorf("%w: %q", ErrUnknownProvider, providerID)
+	}
+	return err
+}
+
 // storedToken is validToken read from the store (or refreshed), apart from
 // the memory fast path and the mark.
 func (s *TokenStore) storedToken(ctx context.Context, userID, providerID string, need []string) (string, int64, error) {
@@ -330,7 +341,7 @@ func (s *TokenStore) storedToken(ctx context.Context, userID, providerID string,
 	key := s.direct.tokenKey(userID, providerID)
 	raw, v, err := s.readFrom(ctx, s.direct.kv, key, key[len(s.direct.prefix):])
 	if err != nil {
-		return "", 0, err
+		return "", 0, s.absent(providerID, err)
 	}
 	if len(need) > 0 {
 		if err := lacking(providerID, v.scope, need); err != nil {

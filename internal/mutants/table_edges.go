@@ -67,5 +67,21 @@ func edges() []mutant {
 			Why:  "a holder stalled past its lease between its lease check and its write cannot overwrite the next holder's write",
 			Run:  "TestFencedWriteStalledPastItsLease",
 		},
+		{
+			Name: "edges/unknown-provider-asks-sign-in",
+			File: "tokenstore.go",
+			Old:  "if errors.Is(err, ErrNoToken) && !s.reg.knows(providerID) {",
+			New:  "if false {",
+			Why:  "a token read for a provider nobody registered is ErrUnknownProvider, not a sign-in that cannot work",
+			Run:  "TestUnknownProviderIsNotASignIn",
+		},
+		{
+			Name: "edges/unknown-provider-resolvable-missed",
+			File: "registry.go",
+			Old:  "return ok || r.resolved[id] != nil || r.resolvable(id)",
+			New:  "return ok || r.resolved[id] != nil",
+			Why:  "an MCP server's ID (a resolver's prefix) never connected is still ErrNoToken, which connects and signs in",
+			Pkg:  "./mcpauth",
+		},
 	}
 }
