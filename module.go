@@ -84,6 +84,15 @@ type Config struct {
 	// rotates refresh tokens in the background, so it is the app's choice.
 	// Set it on every instance alike: one without it takes connections out.
 	RefreshAhead, RefreshAheadIdle time.Duration
+	// ReplicaAcks is how many Redis replicas must hold a write of a rotated
+	// refresh token or a new sign-in's tokens (Redis WAIT on the key's
+	// master, at most ReplicaAckTimeout, default 500 ms). 0, the default,
+	// does not wait: a failover in the moment after a rotation can then
+	// cost the grant. A refreshed record that misses its replicas is kept
+	// by the instance that refreshed it, and written again if a failover
+	// loses it. RELIABILITY.md gives the recovery point of each setting.
+	ReplicaAcks       int
+	ReplicaAckTimeout time.Duration
 	// WorkerInterval is how often the background worker looks for due work
 	// (one store command when there is none). 0: one second.
 	WorkerInterval time.Duration
@@ -154,7 +163,8 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 		m.httpClient = defaultHTTPClient()
 	}
 	m.Tokens = NewTokenStore(kv, m.Registry, WithClock(now), WithLogger(log), WithEventHook(cfg.OnEvent),
-		WithEncryption(ring), WithRefreshBackoff(cfg.RefreshBackoff), WithRefreshAhead(cfg.RefreshAhead, cfg.RefreshAheadIdle))
+		WithEncryption(ring), WithRefreshBackoff(cfg.RefreshBackoff), WithRefreshAhead(cfg.RefreshAhead, cfg.RefreshAheadIdle),
+		WithReplicaAcks(cfg.ReplicaAcks, orDefault(cfg.ReplicaAckTimeout, 500*time.Millisecond)))
 	m.Sessions = NewSessionService(kv, WithSessionClock(now), WithSessionTTL(m.signInTTL), WithSessionEncryption(ring))
 	m.Engine = NewEngine(kv, WithEngineClock(now), WithEngineLogger(log), WithFinishedRunTTL(cfg.FinishedRunTTL),
 		WithRunLease(m.runLockLease))

@@ -323,7 +323,14 @@ func (r *refreshRun) fencedSwap(ctx context.Context, l *lease, w *pendingWrite) 
 	if !ok {
 		return errSuperseded
 	}
-	r.s.pending.drop(r.key)
+	if w.rotated() && !r.s.replicated(ctx, r.key) {
+		// On the master only: a failover may yet lose it. Kept, and written
+		// again if the record it replaced comes back (pendingWrites.get).
+		w.unconfirmed = true
+		r.s.pending.keep(r.key, *w)
+	} else {
+		r.s.pending.drop(r.key)
+	}
 	r.s.events.emit(ctx, Event{Kind: EventTokensRefreshed, UserID: r.userID, ProviderID: r.providerID})
 	return nil
 }
@@ -414,6 +421,17 @@ func (s *TokenStore) merge(old StoredTokens, ts *TokenSet) StoredTokens {
 type pendingWrite struct {
 	old, oldPlain, new []byte
 	t                  StoredTokens
+	unconfirmed        bool // written, but not on the replicas WithReplicaAcks asks for
+}
+
+// rotated reports whether w replaces the refresh token of the record it
+// was refreshed from.
+func (w pendingWrite) rotated() bool {
+	if w.oldPlain == nil {
+		return true
+	}
+	v, err := parseTokenView(w.oldPlain)
+	return err != nil || string(v.refresh) != w.t.RefreshToken
 }
 
 // pendingWrites holds, per token key, the refreshed record that is not written
@@ -441,6 +459,9 @@ func (p *pendingWrites) get(key string, raw []byte, open func([]byte) []byte) (p
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	w, ok := p.m[key]
+	if ok && w.unconfirmed && bytes.Equal(w.new, raw) {
+		return pendingWrite{}, false // in the store; kept until its replicas have it or a failover loses it
+	}
 	if ok && !bytes.Equal(w.old, raw) && !w.sameTokens(open(raw)) {
 		delete(p.m, key)
 		return pendingWrite{}, false

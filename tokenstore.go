@@ -37,10 +37,12 @@ type TokenStore struct {
 	events         notifier
 	flights        flightGroup
 	pending        pendingWrites
-	direct         directKV    // kv without its key prefix, for the hot read
-	ring           *KeyRing    // seals records at rest; nil: plain
-	backoff        Backoff     // between transient refresh failures (health.go)
-	ahead          *aheadState // refresh ahead (ahead.go); nil: off
+	direct         directKV      // kv without its key prefix, for the hot read
+	ring           *KeyRing      // seals records at rest; nil: plain
+	backoff        Backoff       // between transient refresh failures (health.go)
+	ahead          *aheadState   // refresh ahead (ahead.go); nil: off
+	acks           int           // replicas a rotated refresh token must reach (durability.go)
+	ackTimeout     time.Duration // how long a write waits for them
 }
 
 // TokenStoreOption configures a TokenStore.
@@ -153,6 +155,9 @@ func (s *TokenStore) StoreTokens(ctx context.Context, userID, providerID string,
 	ctx = ctxOrBackground(ctx)
 	if err := s.write(ctx, userID, providerID, t); err != nil {
 		return err
+	}
+	if t.RefreshToken != "" {
+		s.replicated(ctx, tokenKey(userID, providerID)) // a shortfall is logged: the sign-in's tokens are stored on the master
 	}
 	s.pending.drop(tokenKey(userID, providerID))
 	s.events.emit(ctx, Event{Kind: EventTokensStored, UserID: userID, ProviderID: providerID})

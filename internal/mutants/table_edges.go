@@ -83,5 +83,29 @@ func edges() []mutant {
 			Why:  "an MCP server's ID (a resolver's prefix) never connected is still ErrNoToken, which connects and signs in",
 			Pkg:  "./mcpauth",
 		},
+		{
+			Name: "edges/failover-unacked-dropped",
+			File: "refresh.go",
+			Old:  "if w.rotated() && !r.s.replicated(ctx, r.key) {",
+			New:  "if false {",
+			Why:  "a rotated refresh token not on enough replicas is kept, so a failover that loses its write does not cost the grant",
+			Run:  "TestRotatedTokenAcrossAFailover",
+		},
+		{
+			Name: "edges/failover-kept-write-forgotten",
+			File: "refresh.go",
+			Old:  "if ok && w.unconfirmed && bytes.Equal(w.new, raw) {",
+			New:  "if false {",
+			Why:  "a written but unacknowledged rotation stays kept while the store holds it, until a failover brings back what it replaced",
+			Run:  "TestRotatedTokenAcrossAFailover",
+		},
+		{
+			Name: "edges/failover-wait-stale-offset",
+			File: "durability.go",
+			Old:  "\tpipe.Ping(ctx)\n",
+			New:  "",
+			Why:  "WAIT on a pooled connection waits for that connection's last offset: a PING first brings it up to the caller's write",
+			Run:  "TestRotatedTokenAcrossAFailover",
+		},
 	}
 }

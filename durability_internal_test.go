@@ -1,0 +1,28 @@
+package oauthflow
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/oauthflow/oauthflow/internal/redistest"
+)
+
+// The wait answers on a single node and on a Cluster, where it runs on the
+// key's master. Neither has replicas here, so each answers 0 without error;
+// that it counts the replicas of the write's own master is shown with a
+// real master and replica by TestRotatedTokenAcrossAFailover.
+func TestWaitReplicasAnswersOnEveryDeployment(t *testing.T) {
+	ctx := context.Background()
+	for name, kv := range map[string]*RedisKV{
+		"single":  NewRedisKV(redistest.Real(t)),
+		"cluster": NewRedisKV(redistest.Cluster(t)),
+	} {
+		for _, key := range []string{"oauth:alice:github", "oauth:bob:github", "oauth:carol:slack"} {
+			got, err := kv.waitReplicas(ctx, key, 1, 50*time.Millisecond)
+			if err != nil || got != 0 {
+				t.Errorf("%s: waitReplicas(%s) = %d, %v; want 0 replicas and no error", name, key, got, err)
+			}
+		}
+	}
+}
