@@ -26,3 +26,25 @@ func TestWaitReplicasAnswersOnEveryDeployment(t *testing.T) {
 		}
 	}
 }
+
+// The cost of an acknowledged write: a SET alone, and a SET followed by
+// the wait for one replica, against a real master and replica.
+func BenchmarkReplicaAck(b *testing.B) {
+	ctx := context.Background()
+	pair := redistest.Replicated(b)
+	kv := NewRedisKV(pair.Client)
+	for _, acks := range []int{0, 1} {
+		b.Run(map[int]string{0: "set", 1: "set+wait1"}[acks], func(b *testing.B) {
+			for b.Loop() {
+				if err := kv.Set(ctx, "oauth:alice:acme", []byte("tokens"), time.Hour); err != nil {
+					b.Fatal(err)
+				}
+				if acks > 0 {
+					if n, err := kv.waitReplicas(ctx, "oauth:alice:acme", acks, time.Second); err != nil || n < acks {
+						b.Fatalf("waitReplicas = %d, %v", n, err)
+					}
+				}
+			}
+		})
+	}
+}
