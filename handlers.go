@@ -23,10 +23,14 @@ const maxCompleteBody = 16 << 10
 // maxParamLen bounds each callback parameter; real codes and states are far shorter.
 const maxParamLen = 4096
 
-// Mount registers the two public endpoints on mux:
-// "GET /api/v1/oauth/callback" and "POST /api/v1/oauth/complete", and the
-// latter's CORS preflight, "OPTIONS /api/v1/oauth/complete", which allows
-// Config.FrontendOrigins only (403 for any other request).
+// Mount registers the three public endpoints on mux:
+//   - "GET /api/v1/oauth/callback", the provider's redirect target (CallbackHandler),
+//     which also finishes a sign-in sent by the frontend callback page's no-script form;
+//   - "POST /api/v1/oauth/complete" (CompleteHandler), with its CORS preflight
+//     "OPTIONS /api/v1/oauth/complete", which allows Config.FrontendOrigins only
+//     (403 for any other request);
+//   - "POST /api/v1/oauth/start" (StartHandler), which opens a bound sign-in
+//     (Config.BindSignIns).
 func (m *Module) Mount(mux *http.ServeMux) {
 	mux.Handle("GET "+CallbackPath, m.CallbackHandler())
 	mux.Handle("POST "+CompletePath, m.CompleteHandler())
@@ -37,7 +41,9 @@ func (m *Module) Mount(mux *http.ServeMux) {
 // FrontendHandler serves the browser side of the flow, as embedded assets with no
 // build step: the frontend callback page (GET /oauth/callback, a redirect URI
 // target that hands the code to the widget, or completes through
-// POST /api/v1/oauth/complete when opened directly) and the oauth-prompt widget
+// POST /api/v1/oauth/complete when opened directly; in a browser that runs no
+// script, its form sends the provider's answer to GET /api/v1/oauth/callback,
+// which completes the sign-in and shows the outcome) and the oauth-prompt widget
 // (GET /oauth/oauth-prompt.js and .css). Mount it on the frontend's origin:
 //
 //	mux.Handle("GET /oauth/", m.FrontendHandler(""))

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"html"
 	"io"
 	"log/slog"
 	"net/http"
@@ -22,9 +23,10 @@ import (
 
 // These tests drive the app over HTTP with Go clients, no browser. The consent
 // page is answered by posting its form; in terminal mode the frontend page
-// /oauth/callback completes in a browser through JavaScript, so the test posts
-// the code and state to /api/v1/oauth/complete exactly as that page would. The
-// Chromium tests (internal/browsertest) cover the page and the widget themselves.
+// /oauth/callback is answered as a browser that runs no script would: by
+// submitting its <noscript> form, which sends the provider's answer to the API
+// callback. The Chromium tests (internal/browsertest) cover the page's script
+// and the widget themselves.
 
 // waitLimit bounds every wait of a test; nothing asserts on time.
 const waitLimit = time.Minute
@@ -86,7 +88,29 @@ func readView(t *testing.T, c *http.Client, method, url string) (runView, []byte
 	return v, b
 }
 
-var consentField = regexp.MustCompile(`name="consent" value="([^"]+)"`)
+var (
+	consentField = regexp.MustCompile(`name="consent" value="([^"]+)"`)
+	getForm      = regexp.MustCompile(`<form method="get" action="([^"]*)">`)
+	hiddenField  = regexp.MustCompile(`<input type="hidden" name="([^"]*)" value="([^"]*)">`)
+)
+
+// submitForm submits the one GET form of page, found at pageURL, as a browser
+// that runs no script would, and returns where it ended and what it showed.
+func submitForm(t *testing.T, pageURL *url.URL, page []byte) (*url.URL, int, []byte) {
+	t.Helper()
+	require.Equal(t, 1, strings.Count(string(page), "<form"), "one form:\n%s", page)
+	m := getForm.FindSubmatch(page)
+	require.NotNil(t, m, "a GET form:\n%s", page)
+	action, err := pageURL.Parse(html.UnescapeString(string(m[1])))
+	require.NoError(t, err)
+	fields := url.Values{}
+	for _, f := range hiddenField.FindAllSubmatch(page, -1) {
+		fields.Add(html.UnescapeString(string(f[1])), html.UnescapeString(string(f[2])))
+	}
+	action.RawQuery = fields.Encode()
+	status, body := do(t, http.DefaultClient, http.MethodGet, action.String(), "", "")
+	return action, status, body
+}
 
 // consent opens the sign-in link and answers the demo's consent page with
 // decision ("allow" or "deny"), as the user would.
@@ -316,13 +340,11 @@ func TestTerminalPrintsLinkWaitsAndListsRepos(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	assert.Contains(t, string(page), `id="oauth-callback"`, "the frontend callback page")
 
-	// What that page's script does when opened without an opener.
-	q := cb.Query()
-	payload, err := json.Marshal(map[string]string{"code": q.Get("code"), "state": q.Get("state"), "iss": q.Get("iss")})
-	require.NoError(t, err)
-	status, body := do(t, http.DefaultClient, http.MethodPost, srv.URL+oauthflow.CompletePath, "application/json", string(payload))
+	// The user's browser runs no script: it submits the page's form.
+	done, status, body := submitForm(t, cb, page)
 	require.Equal(t, http.StatusOK, status, string(body))
-	assert.JSONEq(t, `{"ok":true,"provider":"demo","providerName":"Demo Cloud"}`, string(body))
+	assert.Equal(t, srv.URL+oauthflow.CallbackPath, done.Scheme+"://"+done.Host+done.Path, "the API callback completed it")
+	assert.Contains(t, string(body), "<h1>Demo Cloud account connected</h1>")
 
 	require.NoError(t, waitFor(ctx, t, errc))
 	waitFor(ctx, t, out.done)
@@ -359,11 +381,11 @@ func TestTerminalReportsADenialAndFails(t *testing.T) {
 	q := cb.Query()
 	require.Equal(t, "access_denied", q.Get("error"))
 	require.NotEmpty(t, q.Get("iss"), "the provider names itself on the error redirect (RFC 9207)")
-	// What the frontend page's script posts when opened without an opener.
-	payload, err := json.Marshal(map[string]string{"state": q.Get("state"), "error": q.Get("error"), "iss": q.Get("iss")})
-	require.NoError(t, err)
-	status, body := do(t, http.DefaultClient, http.MethodPost, srv.URL+oauthflow.CompletePath, "application/json", string(payload))
-	require.Equal(t, http.StatusOK, status, string(body))
+	// A browser that runs no script submits the frontend page's form.
+	_, page := do(t, http.DefaultClient, http.MethodGet, cb.String(), "", "")
+	done, _, body := submitForm(t, cb, page)
+	assert.Equal(t, srv.URL+oauthflow.CallbackPath, done.Scheme+"://"+done.Host+done.Path)
+	assert.Contains(t, string(body), "<h1>Sign-in not completed</h1>")
 
 	assert.ErrorIs(t, waitFor(ctx, t, errc), errSignInNotCompleted, "the terminal mode ends with an error")
 	waitFor(ctx, t, out.done)

@@ -27,8 +27,9 @@ type appConfig struct {
 	Logger   *slog.Logger
 	UseEnvKV bool // Redis from KVSTORE_* (with the memory fallback) instead of memory
 	// Terminal makes the demo provider redirect to the frontend page
-	// /oauth/callback, which completes through POST /api/v1/oauth/complete,
-	// instead of to the API callback.
+	// /oauth/callback, which completes through POST /api/v1/oauth/complete
+	// (its script) or the API callback (its form, without script), instead of
+	// to the API callback.
 	Terminal bool
 	// AutoConsent skips the demo provider's consent page.
 	AutoConsent bool

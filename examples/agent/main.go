@@ -11,8 +11,9 @@
 // Web mode: the page's "List my repositories" button starts a run; the demo
 // redirects to the API callback (GET /api/v1/oauth/callback). Terminal mode: the
 // demo redirects to the frontend page /oauth/callback, which completes through
-// POST /api/v1/oauth/complete; the server still runs, to serve that page, the
-// API and the demo provider. For GitHub set GITHUB_CLIENT_ID,
+// POST /api/v1/oauth/complete (or, in a browser that runs no script such as a
+// text browser, through its form to the API callback); the server still runs, to
+// serve that page, the API and the demo provider. For GitHub set GITHUB_CLIENT_ID,
 // GITHUB_CLIENT_SECRET and GITHUB_OAUTH_REDIRECT_URI (http://127.0.0.1:8081/api/v1/oauth/callback,
 // or http://127.0.0.1:8081/oauth/callback for the terminal mode).
 // Everything is kept in memory unless KVSTORE_HOST is set (then Redis, with the

@@ -18,7 +18,8 @@ const terminalPoll = 500 * time.Millisecond
 // has ended (or ctx ends), and prints the repositories. The server must be
 // serving a meanwhile: the link leads to the provider, whose redirect lands on
 // the frontend page /oauth/callback, which completes the sign-in through POST
-// /api/v1/oauth/complete; the engine then resumes the run.
+// /api/v1/oauth/complete, or without script through its form to the API
+// callback; the engine then resumes the run.
 func runTerminal(ctx context.Context, a *app, user string, out io.Writer) error {
 	run, err := a.launch(ctx, user)
 	if err != nil && run == nil {

@@ -21,5 +21,5 @@ func ExampleHandler() {
 	fmt.Println(rec.Header().Get("Content-Security-Policy"))
 	// Output:
 	// 200 text/html; charset=utf-8 no-referrer
-	// default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self' https://api.example.com; base-uri 'none'; form-action 'none'; frame-ancestors 'none'
+	// default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self' https://api.example.com; base-uri 'none'; form-action 'self' https://api.example.com; frame-ancestors 'none'
 }

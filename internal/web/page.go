@@ -8,13 +8,18 @@ import (
 // callbackPage is the frontend callback page. It has no inline script or style
 // (the Content-Security-Policy forbids both); its one setting, the API base,
 // reaches the script through a data- attribute that html/template escapes.
+// Its no-script form (answer.go) carries the provider's answer when there is one.
 var callbackPage = template.Must(template.ParseFS(assets, "assets/callback.html"))
 
-// renderCallbackPage renders the page once for a handler: it depends only on
-// the API base, never on the request.
-func renderCallbackPage(apiBase string) ([]byte, error) {
+// renderCallbackPage renders the page for apiBase and form (nil: no answer to
+// send, the page every request without one gets).
+func renderCallbackPage(apiBase string, form *answerForm) ([]byte, error) {
 	var buf bytes.Buffer
-	if err := callbackPage.Execute(&buf, struct{ APIBase string }{apiBase}); err != nil {
+	data := struct {
+		APIBase string
+		Form    *answerForm
+	}{apiBase, form}
+	if err := callbackPage.Execute(&buf, data); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil

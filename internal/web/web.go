@@ -14,8 +14,10 @@
 //	mux.Handle("GET /app/oauth/", http.StripPrefix("/app", web.Handler(opts)))
 //
 // The page links its script and stylesheet by relative URL, so any mount point works.
-// No response depends on the request's query: the code and state are read by the
-// script in the browser, never reflected by the server.
+// The script reads the code and state in the browser. The one part of a response
+// that depends on the request's query is the page's <noscript> form (answer.go):
+// the provider's answer, escaped into hidden inputs, for a browser that runs no
+// script to send to the API callback, which completes the sign-in without script.
 package web
 
 import (
@@ -55,8 +57,9 @@ type asset struct {
 
 // handler serves a fixed set of assets; it holds nothing that changes after Handler returns.
 type handler struct {
-	routes map[string]asset
-	csp    string
+	routes  map[string]asset
+	csp     string
+	apiBase string // the checked Options.APIBase, for the callback page's form
 }
 
 var _ http.Handler = (*handler)(nil)
@@ -72,18 +75,19 @@ func Handler(opts Options) http.Handler {
 	if err != nil {
 		panic("web: " + err.Error())
 	}
-	page, err := renderCallbackPage(base.URL)
+	page, err := renderCallbackPage(base.URL, nil)
 	if err != nil {
 		panic("web: rendering the callback page: " + err.Error())
 	}
 	return &handler{
 		routes: map[string]asset{
-			"/oauth/callback":         {body: page, contentType: "text/html; charset=utf-8", cacheControl: "no-store"},
+			callbackPagePath:          {body: page, contentType: "text/html; charset=utf-8", cacheControl: "no-store"},
 			"/oauth/callback.js":      staticAsset("callback.js"),
 			"/oauth/oauth-prompt.js":  widgetAsset(base.URL),
 			"/oauth/oauth-prompt.css": staticAsset("oauth-prompt.css"),
 		},
-		csp: contentSecurityPolicy(base.Origin),
+		csp:     contentSecurityPolicy(base.Origin),
+		apiBase: base.URL,
 	}
 }
 
@@ -149,6 +153,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, http.StatusText(http.StatusMethodNotAllowed), http.StatusMethodNotAllowed)
 		return
 	}
+	if r.URL.Path == callbackPagePath {
+		a = h.callbackPage(r, a)
+	}
 	hd := w.Header()
 	hd.Set("Content-Type", a.contentType)
 	hd.Set("Cache-Control", a.cacheControl)
@@ -169,12 +176,13 @@ func (h *handler) setSecurityHeaders(hd http.Header) {
 }
 
 // contentSecurityPolicy allows scripts and styles from the page's own origin
-// only (no inline code) and fetches to that origin and, when set, the API's.
+// only (no inline code), and fetches and form submissions (the callback page's
+// no-script form) to that origin and, when set, the API's.
 func contentSecurityPolicy(apiOrigin string) string {
-	connect := "'self'"
+	sources := "'self'"
 	if apiOrigin != "" {
-		connect += " " + apiOrigin
+		sources += " " + apiOrigin
 	}
-	return "default-src 'none'; script-src 'self'; style-src 'self'; connect-src " + connect +
-		"; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+	return "default-src 'none'; script-src 'self'; style-src 'self'; connect-src " + sources +
+		"; base-uri 'none'; form-action " + sources + "; frame-ancestors 'none'"
 }

@@ -61,7 +61,7 @@ func TestSecurityHeadersOnEveryResponse(t *testing.T) {
 			csp := res.Header.Get("Content-Security-Policy")
 			for _, directive := range []string{
 				"default-src 'none'", "script-src 'self'", "style-src 'self'", "connect-src 'self'",
-				"base-uri 'none'", "form-action 'none'", "frame-ancestors 'none'",
+				"base-uri 'none'", "form-action 'self'", "frame-ancestors 'none'",
 			} {
 				assert.Contains(t, csp, directive)
 			}
@@ -89,12 +89,20 @@ func TestCallbackPageHasNoInlineCode(t *testing.T) {
 	}
 }
 
-func TestCallbackPageDoesNotReflectTheQuery(t *testing.T) {
+// The query reaches the page only as the no-script form's hidden values,
+// escaped: never into a script, a data- attribute the script reads, or markup.
+func TestCallbackPageReflectsTheAnswerOnlyInItsForm(t *testing.T) {
 	t.Parallel()
 	page := body(t, get(t, Handler(Options{}), http.MethodGet, "/oauth/callback?code=SECRETCODE&state=STATE&error_description=%3Cb%3Ex"))
-	assert.NotContains(t, page, "SECRETCODE")
-	assert.NotContains(t, page, "STATE")
+	assert.Equal(t, 1, strings.Count(page, "SECRETCODE"))
+	assert.Equal(t, 1, strings.Count(page, "STATE"))
+	assert.Contains(t, page, `<input type="hidden" name="code" value="SECRETCODE">`)
+	assert.Contains(t, page, `<input type="hidden" name="state" value="STATE">`)
+	assert.Contains(t, page, `value="&lt;b&gt;x"`)
 	assert.NotContains(t, page, "<b>x")
+	before, _, ok := strings.Cut(page, "<noscript>")
+	require.True(t, ok)
+	assert.NotContains(t, before, "SECRETCODE", "nothing of the answer outside the no-script form")
 }
 
 func TestAPIBase(t *testing.T) {

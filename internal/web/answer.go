@@ -1,0 +1,70 @@
+package web
+
+import (
+	"net/http"
+	"net/url"
+)
+
+// The provider's answer on the callback page's URL, carried by the page's
+// no-script form to the API callback: a browser that runs no script (a text
+// browser, JavaScript turned off) finishes the sign-in there, and the API
+// callback renders the outcome. The page reflects the answer's fields only, as
+// hidden inputs that html/template escapes; the code is already in the page's
+// own URL, and the page is no-store, no-referrer and never framed.
+
+// maxFieldLen bounds each field of the provider's answer, as the API callback does.
+const maxFieldLen = 4096
+
+// callbackAPIPath is the API callback, relative to the API base.
+const callbackAPIPath = "/api/v1/oauth/callback"
+
+// answerFields are the fields of a provider's redirect that the API callback
+// reads, in the order the form carries them.
+var answerFields = [...]string{"code", "state", "iss", "error", "error_description", "error_uri"}
+
+// answerForm is the no-script form: where it goes and what it carries.
+type answerForm struct {
+	Action string
+	Fields []answerField
+}
+
+type answerField struct{ Name, Value string }
+
+// formFor returns the form that sends the answer in rawQuery to the API
+// callback under apiBase, or nil when rawQuery holds no whole answer (a state,
+// and a code or an error, no field longer than maxFieldLen).
+func formFor(apiBase, rawQuery string) *answerForm {
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil || q.Get("state") == "" || q.Get("code") == "" && q.Get("error") == "" {
+		return nil
+	}
+	f := &answerForm{Action: apiBase + callbackAPIPath}
+	for _, name := range answerFields {
+		v := q.Get(name)
+		if len(v) > maxFieldLen {
+			return nil
+		}
+		if v != "" {
+			f.Fields = append(f.Fields, answerField{Name: name, Value: v})
+		}
+	}
+	return f
+}
+
+// callbackPagePath is the frontend callback page's route.
+const callbackPagePath = "/oauth/callback"
+
+// callbackPage is the page for r: static, the asset the handler rendered once,
+// unless r's query holds an answer for its no-script form to send.
+func (h *handler) callbackPage(r *http.Request, static asset) asset {
+	form := formFor(h.apiBase, r.URL.RawQuery)
+	if form == nil {
+		return static
+	}
+	page, err := renderCallbackPage(h.apiBase, form)
+	if err != nil {
+		return static // the template is checked at setup; a failure keeps the script's page
+	}
+	static.body = page
+	return static
+}
