@@ -41,7 +41,7 @@ const ccSuffix = "-cc"
 // ccProvider is an MCP server reached with client credentials.
 type ccProvider struct {
 	id       string
-	client   Client
+	conn     *Connector // its clients are read at each grant, so a rotated secret is used at once
 	d        Discovered
 	scopes   []string
 	http     *http.Client // under the outbound policy: the server's token endpoint
@@ -85,26 +85,30 @@ func (p *ccProvider) grant(ctx context.Context, userID string) (*oauthflow.Token
 	if len(p.scopes) > 0 {
 		form.Set("scope", strings.Join(p.scopes, " "))
 	}
+	cl, ok := p.conn.presetClient(verifiedIssuer(&p.d))
+	if !ok {
+		return nil, fmt.Errorf("%w: no client credentials are configured for %s any more (Config.Clients)", ErrRegistration, verifiedIssuer(&p.d))
+	}
 	basic := false
-	switch p.client.authMethod() {
+	switch cl.authMethod() {
 	case "private_key_jwt":
-		assertion, err := p.assertion()
+		assertion, err := p.assertion(cl)
 		if err != nil {
 			return nil, err
 		}
 		form.Set("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
 		form.Set("client_assertion", assertion)
 	case "client_secret_post":
-		form.Set("client_id", p.client.ID)
-		form.Set("client_secret", p.client.Secret)
+		form.Set("client_id", cl.ID)
+		form.Set("client_secret", cl.Secret)
 	case "none":
-		form.Set("client_id", p.client.ID)
+		form.Set("client_id", cl.ID)
 	default:
 		basic = true
 	}
 	var auth *Client
 	if basic {
-		auth = &p.client
+		auth = &cl
 	}
 	a, err := postToken(ctx, p.http, p.id, p.tokenURL, form, auth)
 	if err != nil {
@@ -154,14 +158,14 @@ func postToken(ctx context.Context, client *http.Client, id, tokenURL string, fo
 
 // assertion is the client's signed JWT for one token request (RFC 7523):
 // issued by and about the client, for the authorization server's issuer.
-func (p *ccProvider) assertion() (string, error) {
-	key, alg, err := signingKey(p.client)
+func (p *ccProvider) assertion(cl Client) (string, error) {
+	key, alg, err := signingKey(cl)
 	if err != nil {
 		return "", err
 	}
 	now := time.Now()
 	header, _ := json.Marshal(map[string]string{"alg": alg, "typ": "JWT"})
-	claims, _ := json.Marshal(map[string]any{"iss": p.client.ID, "sub": p.client.ID, "aud": p.issuer,
+	claims, _ := json.Marshal(map[string]any{"iss": cl.ID, "sub": cl.ID, "aud": p.issuer,
 		"iat": now.Unix(), "exp": now.Add(5 * time.Minute).Unix(), "jti": rand.Text()})
 	signed := b64(header) + "." + b64(claims)
 	digest := sha256.Sum256([]byte(signed))
@@ -273,11 +277,10 @@ func (c *Connector) clientProvider(id string, d Discovered, scopes []string) (*c
 		}
 	}
 	issuer := verifiedIssuer(&d) // never a 2025-03-26 server's claim: its secret would go to the claimant
-	cl, ok := c.presetClient(issuer)
-	if !ok {
+	if _, ok := c.presetClient(issuer); !ok {
 		return nil, fmt.Errorf("%w: no client credentials are configured for %s (Config.Clients)", ErrRegistration, issuer)
 	}
-	return &ccProvider{id: id, client: cl, d: d, scopes: scopes, http: c.http, idp: appClient(c.cfg),
+	return &ccProvider{id: id, conn: c, d: d, scopes: scopes, http: c.http, idp: appClient(c.cfg),
 		issuer: audience(&d), tokenURL: d.AS.TokenEndpoint, crossApp: idp}, nil
 }
 

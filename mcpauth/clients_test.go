@@ -92,3 +92,31 @@ func TestRotatedClientSecretIsUsedAtOnce(t *testing.T) {
 		t.Fatalf("after the rotation instance b sent %q, want secret-two", got)
 	}
 }
+
+// A server reached with the app's own client credentials takes a rotated
+// secret on its next grant too: its provider reads the client at each grant.
+// (The fake knows only the first secret, so it refuses the second: what
+// matters is which one was sent.)
+func TestRotatedSecretReachesClientCredentials(t *testing.T) {
+	t.Parallel()
+	f := newFakeMCPAuth(t)
+	wire := &secretsSeen{base: f.srv.Client().Transport}
+	clients := func(secret string) map[string]mcpauth.Client {
+		return map[string]mcpauth.Client{"*": {ID: "agent-client", Secret: secret}}
+	}
+	in := newInstanceWith(t, oauthflow.NewMemoryKV(), &http.Client{Transport: wire}, clients("agent-secret"))
+	ctx := context.Background()
+	id, err := in.conn.ConnectAsClient(ctx, f.srv.URL+"/mcp", "agent", mcpauth.Challenge{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := wire.last(); got != "agent-secret" {
+		t.Fatalf("the first grant sent %q, want agent-secret", got)
+	}
+	in.conn.SetClients(clients("rotated-secret"))
+	// The fake's tokens live inside the store's skew: every read grants anew.
+	_, _ = in.mod.Tokens.GetValidAccessToken(ctx, "agent", id)
+	if got := wire.last(); got != "rotated-secret" {
+		t.Fatalf("after the rotation the grant sent %q, want rotated-secret", got)
+	}
+}

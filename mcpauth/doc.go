@@ -7,6 +7,18 @@
 // provider whose sign-ins and refreshes name the server as their resource
 // (RFC 8707). The oauthflow package does not import it.
 //
+// What a server says is input: its challenge, its metadata, its registration
+// answers and its redirects. Nothing secret (a code, a verifier, a client
+// secret or assertion, a token) leaves for an origin not verified for it,
+// and every call the Connector makes goes through one outbound policy:
+// https only, with plain http for loopback hosts alone (local development);
+// no redirect followed; loopback, private, link-local and other non-public
+// addresses refused where the connection is dialed, so DNS rebinding cannot
+// get round it (Config.AllowPrivateNetworks opens private and loopback
+// addresses for internal deployments, never link-local); a deadline on every
+// call. A sign-in records the issuer it was sent to, and a callback naming
+// another is refused; a user's token goes to its server's origin only.
+//
 // Nothing the store keeps of a server is trusted for long. A dynamic
 // registration is stored under the issuer discovery verified (for a server
 // without resource metadata, its origin, whatever issuer its metadata

@@ -236,6 +236,5 @@ func loopback(u string) bool {
 	if err != nil || p.Scheme != "http" {
 		return false
 	}
-	h := p.Hostname()
-	return h == "localhost" || h == "127.0.0.1" || h == "::1"
+	return loopbackHost(p.Hostname())
 }
