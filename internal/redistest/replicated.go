@@ -56,6 +56,24 @@ func (p *Pair) waitInSync(t testing.TB) {
 	t.Fatalf("the replica of %s did not come in sync within 20 s", p.master.addr)
 }
 
+// Synced waits until the replica holds every write the master has
+// acknowledged so far (PING then WAIT on one connection to the master).
+func (p *Pair) Synced(t testing.TB) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: p.master.addr})
+	defer func() { _ = c.Close() }()
+	ctx := context.Background()
+	pipe := c.Pipeline()
+	pipe.Ping(ctx)
+	wait := pipe.Do(ctx, "WAIT", 1, 20000)
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatalf("waiting for the replica: %v", err)
+	}
+	if n, err := wait.Int(); err != nil || n != 1 {
+		t.Fatalf("the replica did not catch up within 20 s: %d, %v", n, err)
+	}
+}
+
 // CutLink stops replication where it stands: from now on the replica gets
 // nothing the master writes, while both still believe the link is up.
 func (p *Pair) CutLink() { p.link.cut.Store(true) }
