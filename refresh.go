@@ -469,6 +469,21 @@ func (p *pendingWrites) get(key string, raw []byte, open func([]byte) []byte) (p
 	return w, ok
 }
 
+// peek returns the pending write for key, whatever the record holds now.
+func (p *pendingWrites) peek(key string) (pendingWrite, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w, ok := p.m[key]
+	return w, ok
+}
+
+// appliesTo reports whether w still applies to the record read as raw
+// (plain: raw opened, nil when it does not open): the record w was
+// refreshed from, as read or sealed anew.
+func (w pendingWrite) appliesTo(raw, plain []byte) bool {
+	return bytes.Equal(w.old, raw) || w.sameTokens(plain)
+}
+
 // sameTokens reports whether plain is the record w was refreshed from.
 func (w pendingWrite) sameTokens(plain []byte) bool {
 	return w.oldPlain != nil && plain != nil && bytes.Equal(w.oldPlain, plain)

@@ -280,3 +280,36 @@ func (k *stallKV) CompareAndSwap(ctx context.Context, key string, old, v []byte,
 	}
 	return ok, err
 }
+
+// GetTokens hands out the tokens a refresh kept unwritten even when their
+// write lands between its read of the record and its look-up of them: a
+// Reencrypt that makes a kept write follow the re-sealed record made that
+// window real (a retry's follow-up write landing beside a reader).
+func TestGetTokensWhileTheKeptWriteLands(t *testing.T) {
+	t.Parallel()
+	wrap := func(kv oauthflow.KV) oauthflow.KV { return &refreshAfterRead{KV: &faultKV{KV: kv}} }
+	onEveryBackend(t, wrap, func(t *testing.T, f *storeFixture) {
+		hook := f.kv.(*refreshAfterRead)
+		faults := hook.KV.(*faultKV)
+		f.prov.setRefresh(newRotating("rt-1").answer)
+		faults.down.Store(true)
+		tok, err := f.store.GetValidAccessToken(ctx, "u", "acme")
+		require.NoError(t, err)
+		require.Equal(t, "access-1", tok)
+		waitCount(t, &faults.writes, 2, "a second try of the write")
+		require.NoError(t, f.kv.Set(ctx, "oauth:lock:u:acme", []byte("another-owner"), time.Minute))
+		waitEvent(t, f, oauthflow.EventRefreshUnsaved) // the refresh gave up; rt-2 is kept in the process
+		require.NoError(t, f.kv.Del(ctx, "oauth:lock:u:acme"))
+		faults.down.Store(false)
+
+		hook.refresh = func() { // right after GetTokens' read, the kept write lands
+			tok, err := f.store.GetValidAccessToken(ctx, "u", "acme")
+			assert.NoError(t, err)
+			assert.Equal(t, "access-1", tok)
+		}
+		got, err := f.store.GetTokens(ctx, "u", "acme")
+		require.NoError(t, err)
+		require.Equal(t, 1, hook.refreshed, "the kept write landed inside the read")
+		assert.Equal(t, "rt-2", got.RefreshToken, "GetTokens never hands out the spent refresh token")
+	})
+}

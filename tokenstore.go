@@ -221,12 +221,15 @@ func (s *TokenStore) GetTokens(ctx context.Context, userID, providerID string) (
 	}
 	ctx = ctxOrBackground(ctx)
 	key := tokenKey(userID, providerID)
+	// The kept write is looked up before the read: one that lands in between
+	// is in the record read, while one looked up after could be gone already.
+	pw, kept := s.pending.peek(key)
 	raw, v, err := s.read(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	t := v.tokens()
-	if pw, ok := s.pendingFor(key, raw); ok {
+	if kept && pw.appliesTo(raw, s.plainOf(raw, key)) {
 		t = pw.t
 	}
 	return &t, nil

@@ -161,5 +161,13 @@ func edges() []mutant {
 			Why:  "a sign-in finished without script keeps VerifyUser and the binding cookie",
 			Run:  "TestSignInWithoutJavaScriptKeepsVerifyUser|TestSignInWithoutJavaScriptKeepsTheBindingCookie",
 		},
+		{
+			Name: "edges/kept-write-looked-up-late",
+			File: "tokenstore.go",
+			Old:  "\tpw, kept := s.pending.peek(key)\n\traw, v, err := s.read(ctx, key)\n\tif err != nil {\n\t\treturn nil, err\n\t}\n",
+			New:  "\traw, v, err := s.read(ctx, key)\n\tif err != nil {\n\t\treturn nil, err\n\t}\n\tpw, kept := s.pending.peek(key)\n",
+			Why:  "GetTokens looks up kept tokens before its read, so a kept write landing in between never shows the spent refresh token",
+			Run:  "TestGetTokensWhileTheKeptWriteLands",
+		},
 	}
 }
