@@ -335,13 +335,7 @@ func trySignIn(t *testing.T, in *instance, user, id string, scopes ...string) in
 // takes the new one from the store instead of registering a third.
 func TestReregistersAfterInvalidClient(t *testing.T) {
 	t.Parallel()
-	f := newFakeMCPAuth(t)
-	kv := oauthflow.NewMemoryKV()
-	a, b := newInstance(t, kv, f.srv.Client()), newInstance(t, kv, f.srv.Client())
-	id, err := a.conn.Connect(context.Background(), f.srv.URL+"/mcp", mcpauth.Challenge{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, _, a, b, id := twoInstances(t)
 	signIn(t, a, "alice", id)
 	if _, err := b.mod.Registry.Get(id); err != nil { // b builds the provider with the first client
 		t.Fatal(err)

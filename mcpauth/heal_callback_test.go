@@ -25,20 +25,7 @@ func TestCallbackErrorForTheClientReregisters(t *testing.T) {
 	}
 	signIn(t, in, "alice", id)
 	first := f.lastClientID()
-	_, doc, err := in.mod.StartSignIn(ctx, "bob", id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	au, err := url.Parse(doc.AuthURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	refusal := url.Values{"state": {au.Query().Get("state")}, "error": {"invalid_client"}}
-	resp, err := http.Get(in.api.URL + oauthflow.CallbackPath + "?" + refusal.Encode())
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
+	claimRefusal(t, in, "bob", id)
 	if n := f.registrations.Load(); n != 2 {
 		t.Fatalf("%d registrations after the authorization page refused the client, want 2", n)
 	}
@@ -64,22 +51,30 @@ func TestForgedRefusalsHealOncePerInterval(t *testing.T) {
 	}
 	signIn(t, in, "alice", id)
 	for range 3 {
-		_, doc, err := in.mod.StartSignIn(ctx, "mallory", id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		au, err := url.Parse(doc.AuthURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		refusal := url.Values{"state": {au.Query().Get("state")}, "error": {"invalid_client"}}
-		resp, err := http.Get(in.api.URL + oauthflow.CallbackPath + "?" + refusal.Encode())
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = resp.Body.Close()
+		claimRefusal(t, in, "mallory", id)
 	}
 	if n := f.registrations.Load(); n != 2 {
 		t.Fatalf("%d registrations after three claimed refusals in a row, want 2 (one heal)", n)
 	}
+}
+
+// claimRefusal starts user's sign-in to id and brings its callback an
+// invalid_client error, as the authorization page would, or as anyone
+// holding the sign-in's link can.
+func claimRefusal(t *testing.T, in *instance, user, id string) {
+	t.Helper()
+	_, doc, err := in.mod.StartSignIn(context.Background(), user, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	au, err := url.Parse(doc.AuthURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusal := url.Values{"state": {au.Query().Get("state")}, "error": {"invalid_client"}}
+	resp, err := http.Get(in.api.URL + oauthflow.CallbackPath + "?" + refusal.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
 }

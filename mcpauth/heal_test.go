@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/mcpauth"
 )
 
 // signInRefusalHearer is what the module tells of a sign-in the
@@ -20,14 +19,8 @@ type signInRefusalHearer interface {
 // (access_denied) leaves the registration alone.
 func TestSignInRefusedAtAuthorizePageReregisters(t *testing.T) {
 	t.Parallel()
-	f := newFakeMCPAuth(t)
-	kv := oauthflow.NewMemoryKV()
-	a, b := newInstance(t, kv, f.srv.Client()), newInstance(t, kv, f.srv.Client())
+	f, _, a, b, id := twoInstances(t)
 	ctx := context.Background()
-	id, err := a.conn.Connect(ctx, f.srv.URL+"/mcp", mcpauth.Challenge{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	signIn(t, a, "alice", id)
 	signIn(t, b, "bob", id)
 	first := f.lastClientID()

@@ -74,14 +74,8 @@ func registrationKeyOf(issuer string) string {
 // is forgotten with its record.
 func TestServerRecordGoneIsRediscovered(t *testing.T) {
 	t.Parallel()
-	f := newFakeMCPAuth(t)
-	kv := oauthflow.NewMemoryKV()
-	a, b := newInstance(t, kv, f.srv.Client()), newInstance(t, kv, f.srv.Client())
+	f, kv, a, b, id := twoInstances(t)
 	ctx := context.Background()
-	id, err := a.conn.Connect(ctx, f.srv.URL+"/mcp", mcpauth.Challenge{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	other, err := a.conn.Connect(ctx, f.srv.URL+"/mcp/other", mcpauth.Challenge{})
 	if err != nil {
 		t.Fatal(err)
@@ -111,14 +105,8 @@ func TestServerRecordGoneIsRediscovered(t *testing.T) {
 // instance builds the provider from it.
 func TestStaleDiscoveryIsRedone(t *testing.T) {
 	t.Parallel()
-	f := newFakeMCPAuth(t)
-	kv := oauthflow.NewMemoryKV()
-	a, b := newInstance(t, kv, f.srv.Client()), newInstance(t, kv, f.srv.Client())
+	_, kv, _, b, id := twoInstances(t)
 	ctx := context.Background()
-	id, err := a.conn.Connect(ctx, f.srv.URL+"/mcp", mcpauth.Challenge{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	key := "oauth:mcp:server:" + id
 	saved := func() time.Time {
 		t.Helper()
