@@ -221,16 +221,18 @@ func (s *TokenStore) GetTokens(ctx context.Context, userID, providerID string) (
 	}
 	ctx = ctxOrBackground(ctx)
 	key := tokenKey(userID, providerID)
-	// The kept write is looked up before the read: one that lands in between
-	// is in the record read, while one looked up after could be gone already.
-	pw, kept := s.pending.peek(key)
+	// The kept write is also looked up before the read: one that lands in
+	// between is dropped by then, and the record read is the one it replaced.
+	before, kept := s.pending.peek(key)
 	raw, v, err := s.read(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	t := v.tokens()
-	if kept && pw.appliesTo(raw, s.plainOf(raw, key)) {
+	if pw, ok := s.pendingFor(key, raw); ok {
 		t = pw.t
+	} else if kept && before.appliesTo(raw, s.plainOf(raw, key)) {
+		t = before.t
 	}
 	return &t, nil
 }
