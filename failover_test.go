@@ -40,6 +40,11 @@ func TestRotatedTokenAcrossAFailover(t *testing.T) {
 			if tok, err := s.GetValidAccessToken(ctx, "alice", "acme"); err != nil || tok != "at-alice-1" {
 				t.Fatalf("the refresh before the failover: %q, %v", tok, err)
 			}
+			// A read between the write and the failover (here GetTokens, which
+			// looks for kept writes) must not forget the unacknowledged one.
+			if _, err := s.GetTokens(ctx, "alice", "acme"); err != nil {
+				t.Fatal(err)
+			}
 			pair.Failover(t)
 			clock.Advance(2 * time.Hour)
 			tok, err := s.GetValidAccessToken(ctx, "alice", "acme")

@@ -165,14 +165,14 @@ func (m *Module) exchangeSession(ctx context.Context, s *Session, p callbackPara
 
 // verify checks, when the module verifies completions, that r may complete
 // the sign-in under state (binding.go), before anything is consumed. A
-// sign-in that cannot be read is left for Consume to report.
+// sign-in that cannot be read is refused: the check fails closed.
 func (m *Module) verify(r *http.Request, state string) (outcome, bool) {
 	if !m.verifies() {
 		return outcome{}, true
 	}
 	s, err := m.Sessions.Peek(r.Context(), state)
-	if err != nil {
-		return outcome{}, true
+	if err != nil { // fail closed: the consume right after could still succeed
+		return m.classify(r.Context(), nil, err), false
 	}
 	if err := m.checkUser(r, s, state); err != nil {
 		return m.refused(s), false

@@ -288,13 +288,6 @@ func coreTable() []mutant {
 		},
 
 		{
-			Name: "delivery/not-owed",
-			File: "engine.go",
-			Old:  "\te.owe(ctx, r)\n",
-			New:  "",
-			Why:  "a child's end is recorded as due to its parent before the first try, so a failed try is retried",
-		},
-		{
 			Name: "delivery/heard-twice",
 			File: "engine.go",
 			Old:  "if child != \"\" && slices.Contains(r.Heard, child) {",

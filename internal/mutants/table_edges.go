@@ -84,6 +84,14 @@ func edges() []mutant {
 			Pkg:  "./mcpauth",
 		},
 		{
+			Name: "edges/sign-in-check-fails-open",
+			File: "handlers.go",
+			Old:  "\t\treturn m.classify(r.Context(), nil, err), false\n\t}\n\tif err := m.checkUser",
+			New:  "\t\treturn outcome{}, true\n\t}\n\tif err := m.checkUser",
+			Why:  "a sign-in that cannot be read for the check of who may complete it is refused, not let through to a consume that may succeed",
+			Run:  "TestSignInCheckFailsClosed",
+		},
+		{
 			Name: "edges/failover-unacked-dropped",
 			File: "refresh.go",
 			Old:  "if w.rotated() && !r.s.replicated(ctx, r.key) {",
