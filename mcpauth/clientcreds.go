@@ -85,9 +85,9 @@ func (p *ccProvider) grant(ctx context.Context, userID string) (*oauthflow.Token
 	if len(p.scopes) > 0 {
 		form.Set("scope", strings.Join(p.scopes, " "))
 	}
-	cl, ok := p.conn.presetClient(verifiedIssuer(&p.d))
-	if !ok {
-		return nil, fmt.Errorf("%w: no client credentials are configured for %s any more (Config.Clients)", ErrRegistration, verifiedIssuer(&p.d))
+	cl, err := p.currentClient()
+	if err != nil {
+		return nil, err
 	}
 	basic := false
 	switch cl.authMethod() {
@@ -276,12 +276,24 @@ func (c *Connector) clientProvider(id string, d Discovered, scopes []string) (*c
 			return nil, fmt.Errorf("%w: %s needs Config.CrossApp", oauthflow.ErrUnknownProvider, id)
 		}
 	}
-	issuer := verifiedIssuer(&d) // never a 2025-03-26 server's claim: its secret would go to the claimant
-	if _, ok := c.presetClient(issuer); !ok {
-		return nil, fmt.Errorf("%w: no client credentials are configured for %s (Config.Clients)", ErrRegistration, issuer)
+	p := &ccProvider{id: id, conn: c, d: d, scopes: scopes, http: c.http, idp: appClient(c.cfg),
+		issuer: audience(&d), tokenURL: d.AS.TokenEndpoint, crossApp: idp}
+	if _, err := p.currentClient(); err != nil {
+		return nil, err
 	}
-	return &ccProvider{id: id, conn: c, d: d, scopes: scopes, http: c.http, idp: appClient(c.cfg),
-		issuer: audience(&d), tokenURL: d.AS.TokenEndpoint, crossApp: idp}, nil
+	return p, nil
+}
+
+// currentClient is the app's client for p's authorization server, read at
+// each use so that a rotated secret is used at once: the one configured for
+// its verified issuer, never for a 2025-03-26 server's claim (the secret
+// would go to the claimant).
+func (p *ccProvider) currentClient() (Client, error) {
+	issuer := verifiedIssuer(&p.d)
+	if cl, ok := p.conn.presetClient(issuer); ok {
+		return cl, nil
+	}
+	return Client{}, fmt.Errorf("%w: no client credentials are configured for %s (Config.Clients)", ErrRegistration, issuer)
 }
 
 // audience is the authorization server as a client assertion and an

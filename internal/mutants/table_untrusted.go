@@ -469,8 +469,8 @@ func untrustedServers() []mutant {
 		{
 			Name: "mcp/discovery-claimed-issuer-selects-client",
 			File: "mcpauth/clientcreds.go",
-			Old:  "issuer := verifiedIssuer(&d)",
-			New:  "issuer := d.AS.Issuer",
+			Old:  "issuer := verifiedIssuer(&p.d)",
+			New:  "issuer := p.d.AS.Issuer",
 			Pkg:  "./mcpauth",
 			Why:  "a 2025-03-26 server's claimed issuer never selects the app's client credentials (item 2)",
 			Run:  "TestClaimedIssuerGetsNoSecret",
