@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/mcpauth"
 )
 
 // The authorization server refuses the client at its authorization page
@@ -16,13 +15,7 @@ import (
 // new client.
 func TestCallbackErrorForTheClientReregisters(t *testing.T) {
 	t.Parallel()
-	f := newFakeMCPAuth(t)
-	in := newInstance(t, oauthflow.NewMemoryKV(), f.srv.Client())
-	ctx := context.Background()
-	id, err := in.conn.Connect(ctx, f.srv.URL+"/mcp", mcpauth.Challenge{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, _, in, _, id := twoInstances(t)
 	signIn(t, in, "alice", id)
 	first := f.lastClientID()
 	claimRefusal(t, in, "bob", id)
@@ -42,13 +35,7 @@ func TestCallbackErrorForTheClientReregisters(t *testing.T) {
 // the first registers nothing.
 func TestForgedRefusalsHealOncePerInterval(t *testing.T) {
 	t.Parallel()
-	f := newFakeMCPAuth(t)
-	in := newInstance(t, oauthflow.NewMemoryKV(), f.srv.Client())
-	ctx := context.Background()
-	id, err := in.conn.Connect(ctx, f.srv.URL+"/mcp", mcpauth.Challenge{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, _, in, _, id := twoInstances(t)
 	signIn(t, in, "alice", id)
 	for range 3 {
 		claimRefusal(t, in, "mallory", id)
