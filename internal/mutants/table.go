@@ -101,7 +101,7 @@ func coreTable() []mutant {
 		},
 		{
 			Name: "engine/self-fire-not-refused",
-			File: "engine.go",
+			File: "runhold.go",
 			Old:  "\tif holds(ctx, id) {\n",
 			New:  "\tif false && holds(ctx, id) {\n",
 			Why:  "a run that fires itself within its own transition is refused at once, not deadlocked on its own lock",
@@ -297,14 +297,14 @@ func coreTable() []mutant {
 
 		{
 			Name: "engine/ended-run-kept-30-days",
-			File: "engine.go",
+			File: "runsave.go",
 			Old:  "\tif r.State == StateEnd {\n\t\treturn e.doneTTL\n\t}\n",
 			New:  "",
 			Why:  "a finished sign-in's run is kept for the finished-run TTL (24 h), not 30 days",
 		},
 		{
 			Name: "engine/ended-run-documents-kept",
-			File: "engine.go",
+			File: "runsave.go",
 			Old:  "\texpire, err := e.shortenOps(ctx, r)\n\treturn append(ops, expire...), err\n",
 			New:  "\treturn ops, nil\n",
 			Why:  "an ended run's documents expire with it",
@@ -333,14 +333,14 @@ func coreTable() []mutant {
 		},
 		{
 			Name: "engine/released-before-saved",
-			File: "engine.go",
+			File: "runhold.go",
 			Old:  "\tops := append(append(save, f.tidy...), &kvOp{kind: opCompareAndDelete, key: l.key, value: l.owner})\n",
 			New:  "\tops := append([]*kvOp{{kind: opCompareAndDelete, key: l.key, value: l.owner}}, append(save, f.tidy...)...)\n",
 			Why:  "a run's last save lands before its lock is free: the next holder reads what this one wrote",
 		},
 		{
 			Name: "engine/take-write-unchecked",
-			File: "engine.go",
+			File: "runhold.go",
 			Old:  "\t\t\tif op.err != nil {\n\t\t\t\treturn storeErr(ctx, \"write with the run's lock\", op.err)\n\t\t\t}\n",
 			New:  "",
 			Why:  "a write sent with a run lock's take (a completion's watch) lands before the run's transition runs",
@@ -362,7 +362,7 @@ func coreTable() []mutant {
 
 		{
 			Name: "engine/save-without-holding",
-			File: "engine.go",
+			File: "runhold.go",
 			Old:  "\tif !held {\n\t\treturn fmt.Errorf(\"run %s: %w\", id, errLeaseLost)\n\t}\n",
 			New:  "\t_ = held\n",
 			Why:  "an instance that hung past its run lock's lease rewrites neither the run nor its documents",

@@ -14,7 +14,7 @@ func unnoticedGuards() []mutant {
 		},
 		{
 			Name: "runlock/release-plain-del",
-			File: "engine.go",
+			File: "runhold.go",
 			Old:  "&kvOp{kind: opCompareAndDelete, key: l.key, value: l.owner})\n\trunBatch(ctx, e.kv, ops...)\n",
 			New:  "&kvOp{kind: opGet, key: l.key})\n\trunBatch(ctx, e.kv, ops...)\n\t_ = e.kv.Del(ctx, l.key) // mutant: a plain DEL\n",
 			Run:  "TestRunLockFreedOnlyByItsHolder",
