@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/fakeclock"
 	"github.com/oauthflow/oauthflow/internal/redistest"
 )
 
@@ -23,41 +22,37 @@ func TestRotatedTokenAcrossAFailover(t *testing.T) {
 		t.Run(fmt.Sprintf("ReplicaAcks=%d", acks), func(t *testing.T) {
 			ctx := context.Background()
 			pair := redistest.Replicated(t)
-			clock := fakeclock.New(time.Now())
-			p := newRotatingProvider()
-			reg := oauthflow.NewRegistry()
-			if err := reg.Register(p); err != nil {
-				t.Fatal(err)
-			}
-			s := oauthflow.NewTokenStore(oauthflow.NewRedisKV(pair.Client), reg, oauthflow.WithClock(clock.Now),
-				oauthflow.WithReplicaAcks(acks, 200*time.Millisecond))
-			if err := s.StoreFromTokenSet(ctx, "alice", "acme", p.signIn("alice")); err != nil {
+			f := newStoreFixture(t, oauthflow.NewRedisKV(pair.Client), oauthflow.WithReplicaAcks(acks, 200*time.Millisecond))
+			p := newRotating("rt-1")
+			f.prov.setRefresh(p.answer)
+			err := f.store.StoreTokens(ctx, "alice", "acme", oauthflow.StoredTokens{AccessToken: "access-0",
+				RefreshToken: "rt-1", ExpiresAt: f.clock.Now().Add(time.Hour).UnixMilli()})
+			if err != nil {
 				t.Fatal(err)
 			}
 			pair.Synced(t) // the sign-in is on the replica, whatever the setting
-			clock.Advance(2 * time.Hour)
+			f.clock.Advance(2 * time.Hour)
 			pair.CutLink() // from here the master's writes never reach the replica
-			if tok, err := s.GetValidAccessToken(ctx, "alice", "acme"); err != nil || tok != "at-alice-1" {
+			if tok, err := f.store.GetValidAccessToken(ctx, "alice", "acme"); err != nil || tok != "access-1" {
 				t.Fatalf("the refresh before the failover: %q, %v", tok, err)
 			}
 			// A read between the write and the failover (here GetTokens, which
 			// looks for kept writes) must not forget the unacknowledged one.
-			if _, err := s.GetTokens(ctx, "alice", "acme"); err != nil {
+			if _, err := f.store.GetTokens(ctx, "alice", "acme"); err != nil {
 				t.Fatal(err)
 			}
 			pair.Failover(t)
-			clock.Advance(2 * time.Hour)
-			tok, err := s.GetValidAccessToken(ctx, "alice", "acme")
-			_, total, reuses, _ := p.counts()
+			f.clock.Advance(2 * time.Hour)
+			tok, err := f.store.GetValidAccessToken(ctx, "alice", "acme")
 			if acks == 0 { // the recovery point RELIABILITY.md states without acknowledgements
-				if !errors.Is(err, oauthflow.ErrNoToken) || reuses != 1 {
-					t.Fatalf("without acknowledgements the failover should cost the grant: %q, %v, %d reuses", tok, err, reuses)
+				if !errors.Is(err, oauthflow.ErrNoToken) || p.reused != 1 {
+					t.Fatalf("without acknowledgements the failover should cost the grant: %q, %v, %d reuses", tok, err, p.reused)
 				}
 				return
 			}
-			if err != nil || tok != "at-alice-2" || reuses != 0 || total != 2 {
-				t.Fatalf("after the failover: %q, %v, %d refreshes, %d reuses of a spent token; want at-alice-2 from rt-alice-1, 2, 0",
-					tok, err, total, reuses)
+			if total := f.prov.refreshes.Load(); err != nil || tok != "access-2" || p.reused != 0 || total != 2 {
+				t.Fatalf("after the failover: %q, %v, %d refreshes, %d reuses of a spent token; want access-2 from rt-2, 2, 0",
+					tok, err, total, p.reused)
 			}
 		})
 	}

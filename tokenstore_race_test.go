@@ -63,8 +63,9 @@ func gate(f *storeFixture, n int64, answer func(ctx context.Context, rt string, 
 // rotating answers like a provider that accepts each refresh token once and
 // rotates it: rt-1 gives access-N and a new refresh token rt-N+1.
 type rotating struct {
-	mu    sync.Mutex
-	valid map[string]bool
+	mu     sync.Mutex
+	valid  map[string]bool
+	reused int // refresh tokens presented after they were spent
 }
 
 func newRotating(first string) *rotating { return &rotating{valid: map[string]bool{first: true}} }
@@ -73,6 +74,7 @@ func (r *rotating) answer(_ context.Context, rt string, n int64) (*oauthflow.Tok
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.valid[rt] {
+		r.reused++
 		return nil, &oauthflow.ProviderError{ProviderID: "acme", StatusCode: 400, Code: "invalid_grant"}
 	}
 	delete(r.valid, rt)
