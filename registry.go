@@ -192,10 +192,12 @@ func (r *Registry) resolve(res resolver, id string) (p Provider, err error) {
 // knows reports whether id is registered or under a resolver's prefix: a
 // provider Get may build, without building it.
 func (r *Registry) knows(id string) bool {
+	if r.Has(id) {
+		return true
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	_, ok := r.providers[id]
-	return ok || r.resolved[id] != nil || r.resolvable(id)
+	return r.resolvable(id)
 }
 
 // Has reports whether a provider is registered as id.

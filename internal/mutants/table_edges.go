@@ -78,8 +78,8 @@ func edges() []mutant {
 		{
 			Name: "edges/unknown-provider-resolvable-missed",
 			File: "registry.go",
-			Old:  "return ok || r.resolved[id] != nil || r.resolvable(id)",
-			New:  "return ok || r.resolved[id] != nil",
+			Old:  "\treturn r.resolvable(id)\n}\n\n// Has reports",
+			New:  "\treturn false\n}\n\n// Has reports",
 			Why:  "an MCP server's ID (a resolver's prefix) never connected is still ErrNoToken, which connects and signs in",
 			Pkg:  "./mcpauth",
 		},
