@@ -22,13 +22,13 @@ import (
 // store commands in between), set the connection's score in the seen index
 // (oauth:sys:seen, Unix ms of the last read). A connection not read for
 // idle is left alone: its entry waits until its record would have lapsed
-// (RefreshableTokenTTL after the last read), and the next read brings it
+// (refreshableTokenTTL after the last read), and the next read brings it
 // forward again. A connection that is gone (deleted, dead grant, no refresh
 // token) leaves both indexes.
 
-// DefaultRefreshAheadIdle is how long refresh ahead keeps a connection alive
+// defaultRefreshAheadIdle is how long refresh ahead keeps a connection alive
 // without a read.
-const DefaultRefreshAheadIdle = 7 * 24 * time.Hour
+const defaultRefreshAheadIdle = 7 * 24 * time.Hour
 
 const (
 	jobAhead  = "ahead"
@@ -40,14 +40,14 @@ const (
 // when a Module's worker finds them due (the Module does this for
 // Config.RefreshAhead). ahead is raised to twice the skew when it is less, so
 // that the worker comes before the reads would. A connection not read for
-// idle (0: DefaultRefreshAheadIdle) is left to refresh on read.
+// idle (0: 7 days) is left to refresh on read.
 func WithRefreshAhead(ahead, idle time.Duration) TokenStoreOption {
 	return func(s *TokenStore) {
 		if ahead <= 0 {
 			s.ahead = nil
 			return
 		}
-		s.ahead = &aheadState{before: ahead, idle: orDefault(idle, DefaultRefreshAheadIdle)}
+		s.ahead = &aheadState{before: ahead, idle: orDefault(idle, defaultRefreshAheadIdle)}
 	}
 }
 
@@ -231,7 +231,7 @@ func (s *TokenStore) reschedule(ctx context.Context, member string, due time.Tim
 // have been moved by that read's mark and overwritten here, so it is made
 // due again.
 func (s *TokenStore) park(ctx context.Context, member string, seen time.Time) error {
-	if err := s.reschedule(ctx, member, seen.Add(RefreshableTokenTTL)); !errors.Is(err, errHandled) {
+	if err := s.reschedule(ctx, member, seen.Add(refreshableTokenTTL)); !errors.Is(err, errHandled) {
 		return err
 	}
 	again, ok, err := s.seenAt(ctx, member)

@@ -47,7 +47,7 @@ func (m *Module) completionDone(ctx context.Context, s *Session) {
 
 // abandon fires abandonSignIn on a run whose completion never ended.
 func (m *Module) abandon(ctx context.Context, runID string) error {
-	return m.fireIfWaiting(ctx, runID, TransitionAbandon)
+	return m.fireIfWaiting(ctx, runID, transitionAbandon)
 }
 
 // fireIfWaiting fires transition on run runID as its user; a run that has

@@ -25,10 +25,10 @@ import (
 // plain JSON record (written before encryption was turned on) is still read.
 // Lock values are never sealed: their compare-and-delete compares them.
 
-// EnvEncryptionKeys names the variable New reads its key ring from when
+// envEncryptionKeys names the variable New reads its key ring from when
 // Config.Encryption is nil: "kid:base64key,kid:base64key,...", the first key
 // encrypting and all of them decrypting. Unset or empty: records are stored plain.
-const EnvEncryptionKeys = "OAUTHFLOW_ENCRYPTION_KEYS"
+const envEncryptionKeys = "OAUTHFLOW_ENCRYPTION_KEYS"
 
 // ErrUnknownKey is the error for a record sealed under a key ID the key ring
 // does not hold; the error names the key ID. The record is kept as it is: add
@@ -118,13 +118,13 @@ func KeyRingFromEnv() (*KeyRing, error) {
 }
 
 func keyRingFromLookup(lookup func(string) (string, bool)) (*KeyRing, error) {
-	s, _ := lookup(EnvEncryptionKeys)
+	s, _ := lookup(envEncryptionKeys)
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
 	r, err := ParseKeyRing(s)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", EnvEncryptionKeys, err)
+		return nil, fmt.Errorf("%s: %w", envEncryptionKeys, err)
 	}
 	return r, nil
 }

@@ -90,7 +90,7 @@ func (s *redisSpace) dump(t *testing.T) map[string]string {
 // a refresh, a disconnect) leave no token, refresh token, code or verifier in
 // any value of the keyspace, and every token record and pending sign-in is sealed.
 func TestEncryptedKeyspaceHoldsNoSecrets(t *testing.T) {
-	t.Setenv(oauthflow.EnvEncryptionKeys, newKey(t, "k1")) // New reads the ring from it
+	t.Setenv("OAUTHFLOW_ENCRYPTION_KEYS", newKey(t, "k1")) // New reads the ring from it
 	as := authserver.Start(authserver.Options{AccessTokenTTL: 30 * time.Second, RotateRefreshTokens: true})
 	t.Cleanup(as.Close)
 	space := newRedisSpace(t)
@@ -382,10 +382,10 @@ func TestParseKeyRing(t *testing.T) {
 
 // New reads its ring from OAUTHFLOW_ENCRYPTION_KEYS and refuses a bad one.
 func TestModuleKeyRingFromEnv(t *testing.T) {
-	t.Setenv(oauthflow.EnvEncryptionKeys, "k1:short")
+	t.Setenv("OAUTHFLOW_ENCRYPTION_KEYS", "k1:short")
 	_, err := oauthflow.New(context.Background(), oauthflow.Config{KV: oauthflow.NewMemoryKV()})
-	require.ErrorContains(t, err, oauthflow.EnvEncryptionKeys)
-	t.Setenv(oauthflow.EnvEncryptionKeys, newKey(t, "envkey"))
+	require.ErrorContains(t, err, "OAUTHFLOW_ENCRYPTION_KEYS")
+	t.Setenv("OAUTHFLOW_ENCRYPTION_KEYS", newKey(t, "envkey"))
 	kv := oauthflow.NewMemoryKV()
 	m, err := oauthflow.New(context.Background(), oauthflow.Config{KV: kv})
 	require.NoError(t, err)

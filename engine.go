@@ -26,11 +26,13 @@ type Engine struct {
 	onDone  []func(ctx context.Context, r *Run)
 }
 
-// EngineOption configures an Engine.
+// EngineOption configures an Engine. A Module sets its engine's clock,
+// logger, lock lease and run TTLs from its Config; the options themselves
+// stay inside the package, and the type is kept for NewEngine's signature.
 type EngineOption func(*Engine)
 
-// WithEngineClock sets the engine's clock.
-func WithEngineClock(now func() time.Time) EngineOption {
+// withEngineClock sets the engine's clock.
+func withEngineClock(now func() time.Time) EngineOption {
 	return func(e *Engine) {
 		if now != nil {
 			e.now = now
@@ -38,8 +40,8 @@ func WithEngineClock(now func() time.Time) EngineOption {
 	}
 }
 
-// WithEngineLogger sets the engine's logger.
-func WithEngineLogger(l *slog.Logger) EngineOption {
+// withEngineLogger sets the engine's logger.
+func withEngineLogger(l *slog.Logger) EngineOption {
 	return func(e *Engine) {
 		if l != nil {
 			e.log = l
@@ -47,9 +49,9 @@ func WithEngineLogger(l *slog.Logger) EngineOption {
 	}
 }
 
-// WithRunLease sets how long a run's lock outlives an instance that stopped
+// withRunLease sets how long a run's lock outlives an instance that stopped
 // renewing it (default 30 s).
-func WithRunLease(d time.Duration) EngineOption {
+func withRunLease(d time.Duration) EngineOption {
 	return func(e *Engine) {
 		if d > 0 {
 			e.lease = max(d, time.Millisecond)
@@ -57,9 +59,9 @@ func WithRunLease(d time.Duration) EngineOption {
 	}
 }
 
-// WithFinishedRunTTL sets how long a run that has ended, and its documents,
+// withFinishedRunTTL sets how long a run that has ended, and its documents,
 // are kept (default 24 hours).
-func WithFinishedRunTTL(d time.Duration) EngineOption {
+func withFinishedRunTTL(d time.Duration) EngineOption {
 	return func(e *Engine) {
 		if d > 0 {
 			e.doneTTL = d
@@ -67,8 +69,8 @@ func WithFinishedRunTTL(d time.Duration) EngineOption {
 	}
 }
 
-// WithRunTTL sets how long runs and documents are kept (default 30 days).
-func WithRunTTL(d time.Duration) EngineOption {
+// withRunTTL sets how long runs and documents are kept (default 30 days).
+func withRunTTL(d time.Duration) EngineOption {
 	return func(e *Engine) {
 		if d > 0 {
 			e.ttl = d
@@ -78,7 +80,7 @@ func WithRunTTL(d time.Duration) EngineOption {
 
 // NewEngine returns an engine storing runs in kv.
 func NewEngine(kv KV, opts ...EngineOption) *Engine {
-	e := &Engine{kv: kv, now: time.Now, log: slog.Default(), ttl: DefaultRunTTL, doneTTL: DefaultFinishedRunTTL,
+	e := &Engine{kv: kv, now: time.Now, log: slog.Default(), ttl: defaultRunTTL, doneTTL: defaultFinishedRunTTL,
 		lease: runLockLeaseDefault, flows: make(map[string]*Workflow)}
 	for _, o := range opts {
 		o(e)
@@ -213,7 +215,7 @@ func (e *Engine) advance(ctx context.Context, w *Workflow, r *Run, t *Transition
 			err = fmt.Errorf("oauthflow: workflow %q did not come to rest after %d steps", w.Name, steps)
 		}
 		if err != nil {
-			r.State, r.Status, r.Error = StateEnd, RunFailed, PublicMessage(err)
+			r.State, r.Status, r.Error = StateEnd, RunFailed, publicMessage(err)
 			return r, errors.Join(err, e.saveLast(ctx, r))
 		}
 		input = nil

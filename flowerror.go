@@ -4,10 +4,10 @@ import (
 	"errors"
 )
 
-// PublicMessage is the text of err that may be shown to a user: the message of
+// publicMessage is the text of err that may be shown to a user: the message of
 // a *FlowError in its chain, or a generic sentence. Internal error text never
 // reaches a user.
-func PublicMessage(err error) string {
+func publicMessage(err error) string {
 	var fe *FlowError
 	if errors.As(err, &fe) && fe.Message != "" {
 		return fe.Message

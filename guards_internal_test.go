@@ -104,7 +104,7 @@ func testRunLockFreedOnlyByItsHolder(t *testing.T, kv KV) {
 	clock := fakeclock.New(time.Now())
 	s := newSteppedRun()
 	engine := func(kv KV) *Engine {
-		e := NewEngine(kv, WithEngineClock(clock.Now), WithEngineLogger(slog.New(slog.DiscardHandler)))
+		e := NewEngine(kv, withEngineClock(clock.Now), withEngineLogger(slog.New(slog.DiscardHandler)))
 		if err := e.Register(s.workflow); err != nil {
 			t.Fatal(err)
 		}

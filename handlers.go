@@ -136,10 +136,10 @@ func (m *Module) complete(r *http.Request, p callbackParams) outcome {
 	return outcome{provider: prov, kind: outcomeConnected}
 }
 
-// DefaultCompletionTimeout bounds a completion the server runs after the
+// defaultCompletionTimeout bounds a completion the server runs after the
 // client's request: the exchange, the token write, the run's end and the
 // parent's resume.
-const DefaultCompletionTimeout = time.Minute
+const defaultCompletionTimeout = time.Minute
 
 // serverOwned is ctx's values with no cancellation and a deadline of its own.
 func (m *Module) serverOwned(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -148,8 +148,8 @@ func (m *Module) serverOwned(ctx context.Context) (context.Context, context.Canc
 
 func (m *Module) exchangeSession(ctx context.Context, s *Session, p callbackParams) error {
 	if s.WorkflowID != "" {
-		_, err := m.Engine.Fire(withSession(ctx, s), s.WorkflowID, TransitionExchange,
-			ExchangeInput{Code: p.Code, State: p.State, Iss: p.Iss}, s.UserID)
+		_, err := m.Engine.Fire(withSession(ctx, s), s.WorkflowID, transitionExchange,
+			exchangeInput{Code: p.Code, State: p.State, Iss: p.Iss}, s.UserID)
 		return err
 	}
 	// A sign-in started by calling build_oauth_url directly, outside a workflow.
@@ -211,10 +211,10 @@ func (m *Module) completeProviderError(r *http.Request, p callbackParams) outcom
 	}
 	tellRefused(ctx, out.provider, p.Error, p.ErrorDescription) // e.g. an MCP server's provider re-registers a refused client
 	if s.WorkflowID != "" {
-		in := ProviderErrorInput{Error: p.Error, ErrorDescription: p.ErrorDescription, ErrorURI: p.ErrorURI}
+		in := providerErrorInput{Error: p.Error, ErrorDescription: p.ErrorDescription, ErrorURI: p.ErrorURI}
 		ctx, cancel := m.serverOwned(ctx) // the denial is recorded even when the browser left
 		defer cancel()
-		if _, err := m.Engine.Fire(ctx, s.WorkflowID, TransitionReportError, in, s.UserID); err != nil {
+		if _, err := m.Engine.Fire(ctx, s.WorkflowID, transitionReportError, in, s.UserID); err != nil {
 			m.log.WarnContext(ctx, "oauthflow: recording a provider error redirect failed",
 				"run", s.WorkflowID, "error", logSafeError(err))
 		}

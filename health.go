@@ -28,12 +28,12 @@ import (
 // other tokens says nothing about these. A dead grant deletes the connection,
 // and its record with it.
 
-// DefaultRefreshBackoff is how long a connection whose refresh failed
+// defaultRefreshBackoff is how long a connection whose refresh failed
 // transiently waits before the next attempt: First after one failure, twice
 // as long after each further one, never more than Max, each wait shortened
 // by up to a fifth so that connections that failed together (a provider
 // outage) do not all try again at the same instant.
-var DefaultRefreshBackoff = Backoff{First: 2 * time.Second, Max: 5 * time.Minute, Jitter: 0.2}
+var defaultRefreshBackoff = Backoff{First: 2 * time.Second, Max: 5 * time.Minute, Jitter: 0.2}
 
 // Backoff is an exponential backoff: First, doubled after each failure up to
 // Max. Jitter (0 to 1) shortens each wait by up to that fraction, by an
@@ -60,17 +60,17 @@ func (b Backoff) after(failures int, fp string) time.Duration {
 	return d - time.Duration(float64(d)*min(b.Jitter, 1)*frac)
 }
 
-// orDefault is DefaultRefreshBackoff for the zero Backoff, else b with
-// DefaultRefreshBackoff's value for each zero duration (Jitter stays as set).
+// orDefault is defaultRefreshBackoff for the zero Backoff, else b with
+// defaultRefreshBackoff's value for each zero duration (Jitter stays as set).
 func (b Backoff) orDefault() Backoff {
 	if b == (Backoff{}) {
-		return DefaultRefreshBackoff
+		return defaultRefreshBackoff
 	}
 	if b.First <= 0 {
-		b.First = DefaultRefreshBackoff.First
+		b.First = defaultRefreshBackoff.First
 	}
 	if b.Max <= 0 {
-		b.Max = max(DefaultRefreshBackoff.Max, b.First)
+		b.Max = max(defaultRefreshBackoff.Max, b.First)
 	}
 	return b
 }
@@ -146,7 +146,7 @@ func (s *TokenStore) readMeta(ctx context.Context, userID, providerID string) co
 // are what matters, and the next refresh writes the record again.
 func (s *TokenStore) writeMeta(ctx context.Context, userID, providerID string, m connMeta) {
 	b, _ := json.Marshal(m)
-	if err := s.kv.Set(ctx, metaKey(userID, providerID), b, RefreshableTokenTTL); err != nil && s.events.log != nil {
+	if err := s.kv.Set(ctx, metaKey(userID, providerID), b, refreshableTokenTTL); err != nil && s.events.log != nil {
 		s.events.log.WarnContext(ctx, "oauthflow: the connection's health could not be written",
 			"provider", providerID, "error", err.Error())
 	}

@@ -59,9 +59,9 @@ type KV interface {
 
 // Env variables KVFromEnv reads, with SPEC's defaults.
 const (
-	EnvKVHost     = "KVSTORE_HOST"     // default localhost
-	EnvKVPort     = "KVSTORE_PORT"     // default 6379
-	EnvKVPassword = "KVSTORE_PASSWORD" // default none
+	envKVHost     = "KVSTORE_HOST"     // default localhost
+	envKVPort     = "KVSTORE_PORT"     // default 6379
+	envKVPassword = "KVSTORE_PASSWORD" // default none
 )
 
 // KVFromEnv connects to the Redis named by KVSTORE_HOST, KVSTORE_PORT and
@@ -92,8 +92,8 @@ func redisFromLookup(ctx context.Context, log *slog.Logger, lookup func(string) 
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	addr := net.JoinHostPort(envOr(lookup, EnvKVHost, "localhost"), envOr(lookup, EnvKVPort, "6379"))
-	password, _ := lookup(EnvKVPassword)
+	addr := net.JoinHostPort(envOr(lookup, envKVHost, "localhost"), envOr(lookup, envKVPort, "6379"))
+	password, _ := lookup(envKVPassword)
 	opts := &redis.Options{Addr: addr, Password: password}
 	if err := ping(ctx, opts); err != nil {
 		return nil, addr, storeErr(ctx, "ping "+addr, err)

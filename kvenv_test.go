@@ -29,8 +29,8 @@ func closedPort(t *testing.T) string {
 // With RequireKV and no Redis, New fails, and what it logs says so: never
 // that it goes on in memory.
 func TestRequireKVFailsWithoutClaimingAFallback(t *testing.T) {
-	t.Setenv(oauthflow.EnvKVHost, "127.0.0.1")
-	t.Setenv(oauthflow.EnvKVPort, closedPort(t))
+	t.Setenv("KVSTORE_HOST", "127.0.0.1")
+	t.Setenv("KVSTORE_PORT", closedPort(t))
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	m, err := oauthflow.New(context.Background(), oauthflow.Config{RequireKV: true, Logger: log})
@@ -48,8 +48,8 @@ func TestRequireKVFailsWithoutClaimingAFallback(t *testing.T) {
 
 // Without RequireKV the fallback is taken and said.
 func TestKVFromEnvFallsBackToMemoryAndSaysSo(t *testing.T) {
-	t.Setenv(oauthflow.EnvKVHost, "127.0.0.1")
-	t.Setenv(oauthflow.EnvKVPort, closedPort(t))
+	t.Setenv("KVSTORE_HOST", "127.0.0.1")
+	t.Setenv("KVSTORE_PORT", closedPort(t))
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	m, err := oauthflow.New(context.Background(), oauthflow.Config{Logger: log})

@@ -71,7 +71,7 @@ type Config struct {
 	// RefreshBackoff is how long a connection whose refresh failed
 	// transiently waits before a refresh calls its provider again: reads of a
 	// token that has expired get a RefreshFailingError until then, reads of
-	// one still valid get it as usual. Zero fields: DefaultRefreshBackoff.
+	// one still valid get it as usual. Zero fields: 2 s first, at most 5 min, 20% jitter.
 	RefreshBackoff Backoff
 	// RefreshAhead, when set, has the background worker refresh a
 	// connection's tokens this long before they expire, so that reads never
@@ -153,9 +153,9 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 		events: notifier{hook: cfg.OnEvent, log: log, now: now}, origins: origins, now: now, signInTTL: cfg.SignInTTL,
 		verifyUser: cfg.VerifyUser, bindSignIns: cfg.BindSignIns, withhold: cfg.WithholdTokens}
 	if m.signInTTL <= 0 {
-		m.signInTTL = DefaultSessionTTL
+		m.signInTTL = defaultSessionTTL
 	}
-	m.completionTimeout, m.runLockLease = orDefault(cfg.CompletionTimeout, DefaultCompletionTimeout), orDefault(cfg.RunLockLease, runLockLeaseDefault)
+	m.completionTimeout, m.runLockLease = orDefault(cfg.CompletionTimeout, defaultCompletionTimeout), orDefault(cfg.RunLockLease, runLockLeaseDefault)
 	if m.Registry == nil {
 		m.Registry = NewRegistry()
 	}
@@ -165,9 +165,9 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	m.Tokens = NewTokenStore(kv, m.Registry, WithClock(now), WithLogger(log), WithEventHook(cfg.OnEvent),
 		WithEncryption(ring), WithRefreshBackoff(cfg.RefreshBackoff), WithRefreshAhead(cfg.RefreshAhead, cfg.RefreshAheadIdle),
 		WithReplicaAcks(cfg.ReplicaAcks, orDefault(cfg.ReplicaAckTimeout, 500*time.Millisecond)))
-	m.Sessions = NewSessionService(kv, WithSessionClock(now), WithSessionTTL(m.signInTTL), WithSessionEncryption(ring))
-	m.Engine = NewEngine(kv, WithEngineClock(now), WithEngineLogger(log), WithFinishedRunTTL(cfg.FinishedRunTTL),
-		WithRunLease(m.runLockLease))
+	m.Sessions = NewSessionService(kv, withSessionClock(now), withSessionTTL(m.signInTTL), withSessionEncryption(ring))
+	m.Engine = NewEngine(kv, withEngineClock(now), withEngineLogger(log), withFinishedRunTTL(cfg.FinishedRunTTL),
+		withRunLease(m.runLockLease))
 	m.BuildOAuthURL, m.ExchangeOAuthToken = m.newTools()
 	if err := m.Engine.Register(m.oauthWorkflow()); err != nil {
 		return nil, err

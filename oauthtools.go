@@ -18,8 +18,8 @@ var ErrIssuerMismatch = errors.New("oauthflow: authorization response from an un
 
 // The two OAuth tools' names.
 const (
-	ToolBuildOAuthURL      = "build_oauth_url"
-	ToolExchangeOAuthToken = "exchange_oauth_token"
+	toolBuildOAuthURL      = "build_oauth_url"
+	toolExchangeOAuthToken = "exchange_oauth_token"
 )
 
 // BuildOAuthURLArgs are build_oauth_url's arguments.
@@ -82,12 +82,12 @@ var (
 )
 
 func (m *Module) newTools() (build, exchange *Tool) {
-	build = NewTool(ToolBuildOAuthURL,
+	build = NewTool(toolBuildOAuthURL,
 		"Builds the authorization URL the user visits to connect a provider, with a single-use CSRF state.",
 		buildOAuthURLSchema, func(ctx context.Context, tc ToolContext, a BuildOAuthURLArgs) (any, error) {
 			return m.buildAuthURL(ctx, tc, a)
 		})
-	exchange = NewTool(ToolExchangeOAuthToken, m.exchangeDescription(),
+	exchange = NewTool(toolExchangeOAuthToken, m.exchangeDescription(),
 		exchangeOAuthTokenSchema, func(ctx context.Context, tc ToolContext, a ExchangeOAuthTokenArgs) (any, error) {
 			res, err := m.exchangeCode(ctx, tc, a)
 			if err != nil || !m.withhold {

@@ -9,13 +9,13 @@ import (
 const (
 	OAuthWorkflowName     = "oauth"
 	StateAwaitingAuth     = "awaiting_auth"
-	TransitionInitiate    = "initiateOAuth"
-	TransitionExchange    = "exchangeToken"
-	TransitionReportError = "reportError"
-	TransitionExpire      = "expireSignIn"  // fired by the worker when the sign-in lapses unused
-	TransitionAbandon     = "abandonSignIn" // fired by the worker when a completion never ended
+	transitionInitiate    = "initiateOAuth"
+	transitionExchange    = "exchangeToken"
+	transitionReportError = "reportError"
+	transitionExpire      = "expireSignIn"  // fired by the worker when the sign-in lapses unused
+	transitionAbandon     = "abandonSignIn" // fired by the worker when a completion never ended
 	PromptDocumentName    = "oauthPrompt"
-	PromptWidget          = "oauth-prompt"
+	promptWidget          = "oauth-prompt"
 )
 
 // OAuthPromptDocument statuses.
@@ -50,16 +50,16 @@ type OAuthWorkflowResult struct {
 	Authenticated bool `json:"authenticated"`
 }
 
-// ExchangeInput is the input of the exchangeToken transition.
-type ExchangeInput struct {
+// exchangeInput is the input of the exchangeToken transition.
+type exchangeInput struct {
 	Code  string `json:"code"`
 	State string `json:"state"`
 	Iss   string `json:"iss,omitempty"`
 }
 
-// ProviderErrorInput is the input of the reportError transition: the provider's
+// providerErrorInput is the input of the reportError transition: the provider's
 // error redirect (RFC 6749 §4.1.2.1).
-type ProviderErrorInput struct {
+type providerErrorInput struct {
 	Error            string `json:"error"`
 	ErrorDescription string `json:"error_description,omitempty"`
 	ErrorURI         string `json:"error_uri,omitempty"`
@@ -87,11 +87,11 @@ func (m *Module) oauthWorkflow() *Workflow {
 		Name:   OAuthWorkflowName,
 		States: []string{StateStart, StateAwaitingAuth, StateEnd},
 		Transitions: []Transition{
-			{Name: TransitionInitiate, From: StateStart, To: StateAwaitingAuth, Do: m.initiateOAuth},
-			{Name: TransitionExchange, From: StateAwaitingAuth, To: StateEnd, Wait: true, Do: m.exchangeTransition},
-			{Name: TransitionReportError, From: StateAwaitingAuth, To: StateAwaitingAuth, Wait: true, Do: m.reportErrorTransition},
-			{Name: TransitionExpire, From: StateAwaitingAuth, To: StateEnd, Wait: true, Do: m.expireTransition},
-			{Name: TransitionAbandon, From: StateAwaitingAuth, To: StateEnd, Wait: true, Do: m.abandonTransition},
+			{Name: transitionInitiate, From: StateStart, To: StateAwaitingAuth, Do: m.initiateOAuth},
+			{Name: transitionExchange, From: StateAwaitingAuth, To: StateEnd, Wait: true, Do: m.exchangeTransition},
+			{Name: transitionReportError, From: StateAwaitingAuth, To: StateAwaitingAuth, Wait: true, Do: m.reportErrorTransition},
+			{Name: transitionExpire, From: StateAwaitingAuth, To: StateEnd, Wait: true, Do: m.expireTransition},
+			{Name: transitionAbandon, From: StateAwaitingAuth, To: StateEnd, Wait: true, Do: m.abandonTransition},
 		},
 	}
 }
@@ -117,7 +117,7 @@ func (m *Module) initiateOAuth(ctx context.Context, tc *TransitionContext) error
 	if err := m.work.schedule(ctx, jobLapse, tc.Run.ID, m.now().Add(m.signInTTL)); err != nil {
 		return err
 	}
-	return tc.SaveDocument(ctx, PromptDocumentName, PromptWidget, OAuthPromptDocument{
+	return tc.SaveDocument(ctx, PromptDocumentName, promptWidget, OAuthPromptDocument{
 		Provider: args.Provider, AuthURL: res.AuthURL, State: res.State, Status: PromptPending, Binding: res.Binding})
 }
 
@@ -135,7 +135,7 @@ func (m *Module) tidyDueWork(ctx context.Context, id, job string) {
 // lapse fires expireSignIn on an oauth run whose sign-in lapsed; a run that has
 // moved on (signed in, failed) or is gone needs nothing.
 func (m *Module) lapse(ctx context.Context, runID string) error {
-	return m.fireIfWaiting(ctx, runID, TransitionExpire)
+	return m.fireIfWaiting(ctx, runID, transitionExpire)
 }
 
 // expireTransition ends a sign-in that lapsed unused: the run returns
@@ -157,7 +157,7 @@ func (m *Module) exchangeTransition(ctx context.Context, tc *TransitionContext) 
 	if err := tc.DecodeData(&data); err != nil {
 		return err
 	}
-	var in ExchangeInput
+	var in exchangeInput
 	if err := tc.DecodeInput(&in); err != nil {
 		return m.failFlow(ctx, tc, data.Provider, &FlowError{Message: "The sign-in response is not valid.", Err: err})
 	}
@@ -190,7 +190,7 @@ func (m *Module) reportErrorTransition(ctx context.Context, tc *TransitionContex
 	if err := tc.DecodeData(&data); err != nil {
 		return err
 	}
-	var in ProviderErrorInput
+	var in providerErrorInput
 	if err := tc.DecodeInput(&in); err != nil || in.Error == "" {
 		return invalidArg("reportError needs an error code")
 	}
@@ -227,7 +227,7 @@ func (m *Module) updatePrompt(ctx context.Context, tc *TransitionContext, status
 		return err
 	}
 	doc.Status, doc.Message = status, message
-	return tc.SaveDocument(ctx, PromptDocumentName, PromptWidget, doc)
+	return tc.SaveDocument(ctx, PromptDocumentName, promptWidget, doc)
 }
 
 // flowFailureMessage says what went wrong in words for the user, never with

@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// DefaultSessionTTL is how long a pending sign-in waits for its callback (SPEC: 10 minutes).
-const DefaultSessionTTL = 10 * time.Minute
+// defaultSessionTTL is how long a pending sign-in waits for its callback (SPEC: 10 minutes).
+const defaultSessionTTL = 10 * time.Minute
 
 // maxStateLen bounds the state tokens accepted from a request; ours are 43 bytes.
 const maxStateLen = 512
@@ -22,11 +22,14 @@ type SessionService struct {
 	ring *KeyRing // seals sessions at rest; nil: plain
 }
 
-// SessionOption configures a SessionService.
+// SessionOption configures a SessionService. A Module sets its sessions'
+// TTL, clock and sealing from its Config (SignInTTL, Now, Encryption); the
+// options stay inside the package, and the type is kept for
+// NewSessionService's signature.
 type SessionOption func(*SessionService)
 
-// WithSessionTTL sets how long a pending sign-in lives.
-func WithSessionTTL(d time.Duration) SessionOption {
+// withSessionTTL sets how long a pending sign-in lives.
+func withSessionTTL(d time.Duration) SessionOption {
 	return func(s *SessionService) {
 		if d > 0 {
 			s.ttl = d
@@ -34,8 +37,8 @@ func WithSessionTTL(d time.Duration) SessionOption {
 	}
 }
 
-// WithSessionClock sets the clock used to stamp sessions.
-func WithSessionClock(now func() time.Time) SessionOption {
+// withSessionClock sets the clock used to stamp sessions.
+func withSessionClock(now func() time.Time) SessionOption {
 	return func(s *SessionService) {
 		if now != nil {
 			s.now = now
@@ -43,16 +46,16 @@ func WithSessionClock(now func() time.Time) SessionOption {
 	}
 }
 
-// WithSessionEncryption seals the sessions this service registers with ring's
+// withSessionEncryption seals the sessions this service registers with ring's
 // current key (see KeyRing); plain sessions are still read. nil: plain.
-func WithSessionEncryption(ring *KeyRing) SessionOption {
+func withSessionEncryption(ring *KeyRing) SessionOption {
 	checkRing(ring)
 	return func(s *SessionService) { s.ring = ring }
 }
 
 // NewSessionService returns a SessionService over kv.
 func NewSessionService(kv KV, opts ...SessionOption) *SessionService {
-	s := &SessionService{kv: kv, ttl: DefaultSessionTTL, now: time.Now}
+	s := &SessionService{kv: kv, ttl: defaultSessionTTL, now: time.Now}
 	for _, o := range opts {
 		o(s)
 	}

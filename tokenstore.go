@@ -14,11 +14,11 @@ import (
 
 // Token lifetimes and timings (SPEC "Limits", DESIGN "Token rules").
 const (
-	// RefreshableTokenTTL keeps a record with a refresh token, or one that never expires.
-	RefreshableTokenTTL   = 30 * 24 * time.Hour
-	DefaultSkew           = 60 * time.Second
-	DefaultRefreshTimeout = 30 * time.Second
-	DefaultLockLease      = 10 * time.Second
+	// refreshableTokenTTL keeps a record with a refresh token, or one that never expires.
+	refreshableTokenTTL   = 30 * 24 * time.Hour
+	defaultSkew           = 60 * time.Second
+	defaultRefreshTimeout = 30 * time.Second
+	defaultLockLease      = 10 * time.Second
 	maxExpiresIn          = 100 * 365 * 24 * 3600 // seconds; longer is clamped
 	maxUserIDLen          = 512
 )
@@ -99,7 +99,7 @@ func WithLockLease(d time.Duration) TokenStoreOption {
 
 // WithRefreshBackoff sets how long a connection whose refresh failed
 // transiently waits before a refresh calls the provider again (health.go).
-// A zero field takes DefaultRefreshBackoff's.
+// A zero field takes the default's: First 2 s, Max 5 min, Jitter 0.2.
 func WithRefreshBackoff(b Backoff) TokenStoreOption {
 	return func(s *TokenStore) { s.backoff = b.orDefault() }
 }
@@ -117,9 +117,9 @@ func NewTokenStore(kv KV, reg *Registry, opts ...TokenStoreOption) *TokenStore {
 	if reg == nil {
 		reg = NewRegistry()
 	}
-	s := &TokenStore{kv: kv, reg: reg, now: time.Now, skew: DefaultSkew,
-		refreshTimeout: DefaultRefreshTimeout, lockLease: DefaultLockLease, lockWait: defaultLockWait,
-		events: notifier{log: slog.Default()}, backoff: DefaultRefreshBackoff}
+	s := &TokenStore{kv: kv, reg: reg, now: time.Now, skew: defaultSkew,
+		refreshTimeout: defaultRefreshTimeout, lockLease: defaultLockLease, lockWait: defaultLockWait,
+		events: notifier{log: slog.Default()}, backoff: defaultRefreshBackoff}
 	for _, o := range opts {
 		o(s)
 	}
@@ -185,7 +185,7 @@ func (s *TokenStore) expiresAt(expiresIn int64) int64 {
 
 func (s *TokenStore) ttl(t StoredTokens) time.Duration {
 	if t.RefreshToken != "" || t.ExpiresAt == 0 {
-		return RefreshableTokenTTL
+		return refreshableTokenTTL
 	}
 	left := math.Ceil(float64(t.ExpiresAt-s.now().UnixMilli()) / 1000)
 	return time.Duration(max(left, 1)) * time.Second

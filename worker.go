@@ -23,7 +23,7 @@ const dueIndex = "oauth:sys:due"
 
 // Worker timings.
 const (
-	DefaultWorkerInterval = time.Second
+	defaultWorkerInterval = time.Second
 	workLease             = time.Minute // a claimed piece of work is retried after this
 	workBatch             = 100         // pieces claimed per pass
 	workParallel          = 8           // pieces a pass does at once (a refresh ahead waits on its provider)
@@ -49,7 +49,7 @@ type worker struct {
 
 func newWorker(kv KV, now func() time.Time, log *slog.Logger, every time.Duration) *worker {
 	if every <= 0 {
-		every = DefaultWorkerInterval
+		every = defaultWorkerInterval
 	}
 	return &worker{kv: kv, now: now, log: log, every: every, jobs: make(map[string]job)}
 }

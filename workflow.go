@@ -24,11 +24,11 @@ const (
 // ShowInline is the default RunOptions.Show: the run renders inside its parent's view.
 const ShowInline = "inline"
 
-// DefaultRunTTL is how long runs and their documents are kept.
-const DefaultRunTTL = 30 * 24 * time.Hour
+// defaultRunTTL is how long runs and their documents are kept.
+const defaultRunTTL = 30 * 24 * time.Hour
 
-// DefaultFinishedRunTTL is how long a run that has ended, and its documents, are kept.
-const DefaultFinishedRunTTL = 24 * time.Hour
+// defaultFinishedRunTTL is how long a run that has ended, and its documents, are kept.
+const defaultFinishedRunTTL = 24 * time.Hour
 
 var (
 	// ErrUnknownWorkflow is returned for a workflow name no one registered.
