@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/oauthflow/oauthflow/internal/dpop"
+	"github.com/oauthflow/oauthflow/internal/waitfor"
 )
 
 func mustURL(t testing.TB, s string) *url.URL {
@@ -105,14 +106,14 @@ func TestNoncesConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				u := mustURL(t, fmt.Sprintf("https://w%d-%d.example/", w, i))
+				u := &url.URL{Scheme: "https", Host: fmt.Sprintf("w%d-%d.example", w, i), Path: "/"}
 				n.Set(u, "first")
 				n.Set(u, fmt.Sprintf("n-%d-%d", w, i))
 				n.Get(u)
 			}
 		}()
 	}
-	wg.Wait()
+	waitfor.Group(t, &wg, "the goroutines setting nonces")
 	wrong := 0
 	for w := range workers {
 		for i := range each {

@@ -62,7 +62,12 @@ func ping() error {
 func Mini(t testing.TB) (*miniredis.Miniredis, redis.UniversalClient) {
 	t.Helper()
 	mr := miniredis.RunT(t)
-	c := redis.NewClient(&redis.Options{Addr: mr.Addr(), Dialer: dialWhileOpen(mr), MaxRetries: -1, DialerRetries: 1})
+	// miniredis runs one command at a time, so the suites' races of a
+	// thousand callers queue for the pool; on a loaded machine (a CI run
+	// beside other work) the queue outlasts go-redis's 4 s pool timeout and
+	// callers fail with "connection pool timeout" instead of being counted.
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr(), Dialer: dialWhileOpen(mr), MaxRetries: -1, DialerRetries: 1,
+		PoolTimeout: time.Minute})
 	t.Cleanup(func() { _ = c.Close() })
 	return mr, c
 }
