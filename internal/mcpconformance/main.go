@@ -2,8 +2,11 @@
 // runs for its client auth scenarios: the suite starts an MCP server and its
 // authorization server for a scenario, then runs this program with the
 // server's URL as its one argument, the scenario's name in
-// MCP_CONFORMANCE_SCENARIO and its settings (pre-registered credentials, ...)
-// as JSON in MCP_CONFORMANCE_CONTEXT. It is built on mcpauth and the MCP Go
+// MCP_CONFORMANCE_SCENARIO, the spec revision whose wire the server speaks in
+// MCP_CONFORMANCE_PROTOCOL_VERSION (2026-07-28: stateless, server/discover
+// and per-request _meta, no initialize; earlier revisions: the initialize
+// handshake) and its settings (pre-registered credentials, ...) as JSON in
+// MCP_CONFORMANCE_CONTEXT. It is built on mcpauth and the MCP Go
 // SDK, as an app of ours would be: a Module on a memory store, a Connector,
 // and one user whose sign-in consents at once (the suite's authorization
 // server redirects without asking anyone).
@@ -38,10 +41,19 @@ func main() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := run(ctx, os.Args[1], os.Getenv("MCP_CONFORMANCE_SCENARIO"), os.Getenv("MCP_CONFORMANCE_CONTEXT")); err != nil {
+	suite := suiteRun{scenario: os.Getenv("MCP_CONFORMANCE_SCENARIO"), protocol: os.Getenv("MCP_CONFORMANCE_PROTOCOL_VERSION"),
+		settings: os.Getenv("MCP_CONFORMANCE_CONTEXT")}
+	if err := run(ctx, os.Args[1], suite); err != nil {
 		fmt.Fprintln(os.Stderr, "mcpconformance:", err)
 		os.Exit(1)
 	}
+}
+
+// suiteRun is what the suite tells the client of the scenario it runs.
+type suiteRun struct {
+	scenario string // MCP_CONFORMANCE_SCENARIO
+	protocol string // MCP_CONFORMANCE_PROTOCOL_VERSION; empty: the SDK's latest
+	settings string // MCP_CONFORMANCE_CONTEXT, JSON; empty: none
 }
 
 // settings is what MCP_CONFORMANCE_CONTEXT may carry.
@@ -54,17 +66,26 @@ type settings struct {
 	IdPClientID      string `json:"idp_client_id"`
 	IdPIDToken       string `json:"idp_id_token"`
 	IdPTokenEndpoint string `json:"idp_token_endpoint"`
+	// workload identity federation: the workload's own JWT, for the JWT
+	// bearer grant (the wrong-audience and expired ones are for the suite's
+	// negative runs)
+	WorkloadJWT string `json:"valid_jwt"`
 }
 
-func run(ctx context.Context, serverURL, scenario, rawSettings string) error {
+func run(ctx context.Context, serverURL string, suite suiteRun) error {
 	var set settings
-	if rawSettings != "" {
-		if err := json.Unmarshal([]byte(rawSettings), &set); err != nil {
+	if suite.settings != "" {
+		if err := json.Unmarshal([]byte(suite.settings), &set); err != nil {
 			return fmt.Errorf("MCP_CONFORMANCE_CONTEXT: %w", err)
 		}
 	}
-	if !strings.HasPrefix(scenario, "auth/") {
-		return fmt.Errorf("scenario %q: only the auth scenarios are served", scenario)
+	if !strings.HasPrefix(suite.scenario, "auth/") {
+		return fmt.Errorf("scenario %q: only the auth scenarios are served", suite.scenario)
+	}
+	if set.WorkloadJWT != "" {
+		// Its authorization server takes the JWT bearer grant only: a
+		// sign-in in its stead is the grant fallback the scenario warns of.
+		return errors.New("workload identity federation: mcpauth has no JWT bearer grant with the workload's own token")
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	m, err := oauthflow.New(ctx, oauthflow.Config{KV: oauthflow.NewMemoryKV(), Logger: log})
@@ -74,7 +95,7 @@ func run(ctx context.Context, serverURL, scenario, rawSettings string) error {
 	defer m.Close()
 	cfg := mcpauth.Config{Module: m, RedirectURL: redirectURL, ClientName: "oauthflow conformance client",
 		ClientMetadataURL: "https://conformance-test.local/client-metadata.json"}
-	asClient := strings.HasPrefix(scenario, "auth/client-credentials-")
+	asClient := strings.HasPrefix(suite.scenario, "auth/client-credentials-")
 	if set.ClientID != "" {
 		cl := mcpauth.Client{ID: set.ClientID, Secret: set.ClientSecret, PrivateKeyPEM: set.PrivateKeyPEM, SigningAlg: set.SigningAlg}
 		if set.PrivateKeyPEM != "" {
@@ -92,14 +113,16 @@ func run(ctx context.Context, serverURL, scenario, rawSettings string) error {
 	}
 	h := &mcpauth.OAuthHandler{Connector: conn, UserID: user, ServerURL: serverURL, SignIn: consent, AsClient: asClient,
 		CrossApp: set.IdPIDToken != ""}
-	return callTool(ctx, serverURL, h)
+	return callTool(ctx, serverURL, suite.protocol, h)
 }
 
-// callTool connects to the server as the user, lists its tools and calls
-// the suite's test tool.
-func callTool(ctx context.Context, serverURL string, h *mcpauth.OAuthHandler) error {
+// callTool connects to the server as the user, at the wire of the protocol
+// revision (the SDK's latest when empty), lists its tools and calls the
+// suite's test tool.
+func callTool(ctx context.Context, serverURL, protocol string, h *mcpauth.OAuthHandler) error {
 	client := mcp.NewClient(&mcp.Implementation{Name: "oauthflow-conformance", Version: "1.0.0"}, nil)
-	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: serverURL, OAuthHandler: h}, nil)
+	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: serverURL, OAuthHandler: h},
+		&mcp.ClientSessionOptions{ProtocolVersion: protocol})
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
