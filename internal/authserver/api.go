@@ -20,20 +20,35 @@ type Repo struct {
 	Description string `json:"description"`
 }
 
-// handleAPI answers GET /api/me, the protected demo API (RFC 6750 bearer tokens).
+// handleAPI answers GET /api/me, the protected demo API: a bearer token (RFC 6750)
+// as is, a DPoP-bound one with a proof of its key (RFC 9449 §7).
 func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
-	tok, ok := bearerToken(r)
-	if !ok {
-		writeBearerError(w, "", "a bearer access token is required")
-		return
-	}
-	t, ok := s.activeAccessToken(tok)
-	if !ok {
-		writeBearerError(w, "invalid_token", "the access token is unknown, expired or revoked")
+	nonce := s.offerNonce(w)
+	t, refusal := s.authorizeAPI(r, nonce)
+	if refusal != nil {
+		s.writeChallenge(w, refusal)
 		return
 	}
 	s.stats.apiCalls.Add(1)
 	writeJSON(w, http.StatusOK, Me{User: t.user, Scope: t.scope, Repos: reposOf(t.user)})
+}
+
+// apiRefusal is why the demo API refuses a request: the scheme of its challenge,
+// an error code ("" when the request carried no token, RFC 6750 §3.1) and a
+// description.
+type apiRefusal struct{ scheme, code, desc string }
+
+// authorizeAPI returns the access token r presents, or why it is refused.
+func (s *Server) authorizeAPI(r *http.Request, nonce string) (token, *apiRefusal) {
+	scheme, tok, ok := accessToken(r)
+	if !ok || (scheme == schemeDPoP && !s.opts.DPoP) {
+		return token{}, &apiRefusal{scheme: schemeBearer, desc: "an access token is required"}
+	}
+	t, ok := s.activeAccessToken(tok)
+	if !ok {
+		return token{}, &apiRefusal{scheme, "invalid_token", "the access token is unknown, expired or revoked"}
+	}
+	return t, s.resourceProof(r, scheme, tok, t.jkt, nonce)
 }
 
 // activeAccessToken returns a copy of the access token tok if it may be used.
@@ -48,27 +63,54 @@ func (s *Server) activeAccessToken(tok string) (token, bool) {
 	return *t, true
 }
 
-// bearerToken reads "Authorization: Bearer <token>"; the scheme is case-insensitive.
-func bearerToken(r *http.Request) (string, bool) {
-	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+// Authorization schemes of the demo API, as the server writes them.
+const (
+	schemeBearer = "Bearer"
+	schemeDPoP   = "DPoP"
+)
+
+// accessToken reads "Authorization: Bearer <token>" or "Authorization: DPoP
+// <token>"; the scheme is case-insensitive and returned as written above.
+func accessToken(r *http.Request) (scheme, tok string, ok bool) {
+	scheme, tok, ok = strings.Cut(r.Header.Get("Authorization"), " ")
 	tok = strings.TrimSpace(tok)
-	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" || strings.ContainsAny(tok, " \t") {
-		return "", false
+	if !ok || tok == "" || strings.ContainsAny(tok, " \t") {
+		return "", "", false
 	}
-	return tok, true
+	switch {
+	case strings.EqualFold(scheme, schemeBearer):
+		return schemeBearer, tok, true
+	case strings.EqualFold(scheme, schemeDPoP):
+		return schemeDPoP, tok, true
+	}
+	return "", "", false
 }
 
-// writeBearerError answers 401 with a WWW-Authenticate challenge (RFC 6750 §3); a
-// request without a token gets no error code in the challenge (§3.1).
-func writeBearerError(w http.ResponseWriter, code, desc string) {
-	challenge := `Bearer realm="authserver"`
-	body := newError(http.StatusUnauthorized, "unauthorized", desc)
-	if code != "" {
-		challenge += `, error="` + code + `", error_description="` + desc + `"`
-		body.Code = code
+// writeChallenge answers 401 with a WWW-Authenticate challenge of the refusal's
+// scheme (RFC 6750 §3, RFC 9449 §7.1). A request without a token gets no error
+// code (RFC 6750 §3.1), and, when the server does DPoP, both challenges.
+func (s *Server) writeChallenge(w http.ResponseWriter, refusal *apiRefusal) {
+	h := w.Header()
+	body := newError(http.StatusUnauthorized, "unauthorized", refusal.desc)
+	if refusal.code != "" {
+		body.Code = refusal.code
+		h.Add("WWW-Authenticate", challenge(refusal))
+	} else {
+		h.Add("WWW-Authenticate", `Bearer realm="authserver"`)
+		if s.opts.DPoP {
+			h.Add("WWW-Authenticate", schemeDPoP+" "+dpopAlgsParam)
+		}
 	}
-	w.Header().Set("WWW-Authenticate", challenge)
 	writeJSON(w, http.StatusUnauthorized, body)
+}
+
+// challenge is the WWW-Authenticate value for a refusal with an error code.
+func challenge(refusal *apiRefusal) string {
+	params := `error="` + refusal.code + `", error_description="` + refusal.desc + `"`
+	if refusal.scheme == schemeDPoP {
+		return schemeDPoP + " " + params + ", " + dpopAlgsParam
+	}
+	return `Bearer realm="authserver", ` + params
 }
 
 // reposOf lists the fake repositories of user.

@@ -14,6 +14,7 @@ type authRequest struct {
 	scope, state   string
 	challenge      string
 	method         string // PKCE method; "" without a challenge
+	dpopJKT        string // the DPoP key the code is bound to (RFC 9449 §10); "" for none
 	user           string
 	expires        time.Time // when a pending consent for it lapses
 }
@@ -77,6 +78,9 @@ func (s *Server) checkAuthorize(req *authRequest, q url.Values) *oauthError {
 		return err
 	}
 	req.challenge, req.method = q.Get("code_challenge"), method
+	if req.dpopJKT, err = s.requestedKey(q); err != nil {
+		return err
+	}
 	req.scope = q.Get("scope")
 	if hint := q.Get("login_hint"); hint != "" {
 		req.user = hint

@@ -2,13 +2,16 @@ package authserver_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/authserver"
+	"github.com/oauthflow/oauthflow/internal/dpop"
 	"golang.org/x/oauth2"
 )
 
@@ -77,4 +80,48 @@ func ExampleNew() {
 	// Output:
 	// http://127.0.0.1:8080/demo/authorize
 	// http://127.0.0.1:8080/demo/token
+}
+
+// With DPoPNonces the server demands its current nonce in every proof: after
+// RotateDPoPNonce a client that still holds the old one is answered use_dpop_nonce
+// and retries with the new one.
+func ExampleServer_RotateDPoPNonce() {
+	srv := authserver.Start(authserver.Options{DPoPNonces: true})
+	defer srv.Close()
+	key, err := dpop.NewKey()
+	if err != nil {
+		panic(err)
+	}
+	// refresh sends a refresh with an unknown token: a proof the server accepts
+	// still ends in invalid_grant.
+	refresh := func(nonce string) string {
+		proof, err := key.Proof(http.MethodPost, srv.TokenURL(), time.Now(), "", nonce)
+		if err != nil {
+			panic(err)
+		}
+		form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {"unknown"}, "client_id": {authserver.DefaultPublicClientID}}
+		req, _ := http.NewRequest(http.MethodPost, srv.TokenURL(), strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("DPoP", proof)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			panic(err)
+		}
+		defer resp.Body.Close()
+		var answer struct {
+			Error string `json:"error"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&answer)
+		return answer.Error
+	}
+
+	old := srv.DPoPNonce()
+	fmt.Println("current nonce:", refresh(old))
+	srv.RotateDPoPNonce()
+	fmt.Println("old nonce:", refresh(old))
+	fmt.Println("new nonce:", refresh(srv.DPoPNonce()))
+	// Output:
+	// current nonce: invalid_grant
+	// old nonce: use_dpop_nonce
+	// new nonce: invalid_grant
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/oauthflow/oauthflow/internal/authserver"
+	"github.com/oauthflow/oauthflow/internal/dpop"
 )
 
 // fuzzServer is a server whose clock never moves, so fuzzing stays deterministic.
@@ -53,6 +54,38 @@ func FuzzToken(f *testing.F) {
 		srv.ServeHTTP(rec, req)
 		if !slices.Contains(allowed, rec.Code) {
 			t.Fatalf("status %d for %q %q: %s", rec.Code, body, authorization, rec.Body)
+		}
+	})
+}
+
+// FuzzTokenProof sends any DPoP header to the token endpoint of a DPoP server: the
+// answer is a 400, never a failure of the server.
+func FuzzTokenProof(f *testing.F) {
+	clock := newClock()
+	srv := authserver.New(authserver.Options{Issuer: "http://as.test", DPoP: true, Now: clock.Now})
+	f.Cleanup(srv.Close)
+	key, err := dpop.NewKey()
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, nonce := range []string{"", "n"} {
+		proof, err := key.Proof(http.MethodPost, srv.TokenURL(), clock.Now(), "", nonce)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(proof)
+	}
+	f.Add("a.b.c")
+	f.Add("..")
+	f.Fuzz(func(t *testing.T, proof string) {
+		rec := httptest.NewRecorder()
+		body := strings.NewReader("grant_type=refresh_token&refresh_token=x&client_id=demo-public")
+		req := httptest.NewRequest(http.MethodPost, "http://as.test/token", body)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("DPoP", proof)
+		srv.ServeHTTP(rec, req)
+		if rec.Code != http.StatusBadRequest {
+			t.Fatalf("status %d for %q: %s", rec.Code, proof, rec.Body)
 		}
 	})
 }

@@ -122,10 +122,14 @@ var (
 	public       = clientAuth{id: authserver.DefaultPublicClientID}
 )
 
-// post sends a form to endpoint with the client's credentials and decodes the answer.
-func post(t testing.TB, endpoint string, auth clientAuth, form url.Values) answer {
+// post sends a form to endpoint with the client's credentials, and a DPoP header
+// for each of proofs, and decodes the answer.
+func post(t testing.TB, endpoint string, auth clientAuth, form url.Values, proofs ...string) answer {
 	t.Helper()
 	req := newPost(t, endpoint, auth, form)
+	for _, p := range proofs {
+		req.Header.Add("DPoP", p)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("POST %s: %v", endpoint, err)
@@ -186,20 +190,20 @@ func decodeAnswer(t testing.TB, resp *http.Response) answer {
 	return a
 }
 
-// exchange trades code for tokens.
-func exchange(t testing.TB, srv *authserver.Server, auth clientAuth, code, verifier string) answer {
+// exchange trades code for tokens, with a DPoP header for each of proofs.
+func exchange(t testing.TB, srv *authserver.Server, auth clientAuth, code, verifier string, proofs ...string) answer {
 	t.Helper()
 	form := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {callback}}
 	if verifier != "" {
 		form.Set("code_verifier", verifier)
 	}
-	return post(t, srv.TokenURL(), auth, form)
+	return post(t, srv.TokenURL(), auth, form, proofs...)
 }
 
-// refresh runs the refresh grant.
-func refresh(t testing.TB, srv *authserver.Server, auth clientAuth, rt string) answer {
+// refresh runs the refresh grant, with a DPoP header for each of proofs.
+func refresh(t testing.TB, srv *authserver.Server, auth clientAuth, rt string, proofs ...string) answer {
 	t.Helper()
-	return post(t, srv.TokenURL(), auth, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}})
+	return post(t, srv.TokenURL(), auth, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}}, proofs...)
 }
 
 // signIn runs a whole authorization and code exchange and returns the tokens.

@@ -14,11 +14,16 @@ type metadata struct {
 	TokenEndpointAuthMethodsSupported []string `json:"token_endpoint_auth_methods_supported"`
 	CodeChallengeMethodsSupported     []string `json:"code_challenge_methods_supported"`
 	IssParameterSupported             bool     `json:"authorization_response_iss_parameter_supported,omitempty"`
+	DPoPSigningAlgValuesSupported     []string `json:"dpop_signing_alg_values_supported,omitempty"`
 }
 
 // handleMetadata answers GET /.well-known/oauth-authorization-server.
 func (s *Server) handleMetadata(w http.ResponseWriter, r *http.Request) {
 	iss := s.issuerFor(r)
+	var algs []string
+	if s.opts.DPoP {
+		algs = []string{dpopAlg}
+	}
 	writeJSON(w, http.StatusOK, metadata{
 		Issuer:                            iss,
 		AuthorizationEndpoint:             iss + PathAuthorize,
@@ -30,5 +35,6 @@ func (s *Server) handleMetadata(w http.ResponseWriter, r *http.Request) {
 		TokenEndpointAuthMethodsSupported: []string{"client_secret_basic", "client_secret_post", "none"},
 		CodeChallengeMethodsSupported:     []string{MethodS256, MethodPlain},
 		IssParameterSupported:             s.opts.IssParameter,
+		DPoPSigningAlgValuesSupported:     algs,
 	})
 }

@@ -93,6 +93,23 @@ type Options struct {
 	// OnToken, when set, is asked for a Failure for every token request that no FailNext
 	// entry matched; nil means answer normally. It must be safe for concurrent use.
 	OnToken func(grant string) *Failure
+
+	// DPoP binds tokens to the client's key (RFC 9449) and announces ES256 in the
+	// metadata. A token request with a DPoP proof gets a token bound to the proof's key
+	// (token_type DPoP), which the demo API then takes only with a proof of that key; a
+	// grant whose code exchange was proved stays bound to that key, so its refreshes
+	// must prove it too (for every client, public or not), as must the exchange of a
+	// code whose authorization request named a dpop_jkt. A token request without a
+	// proof gets a bearer token. Each proof is accepted once.
+	DPoP bool
+	// RequireDPoP refuses a token request without a proof (invalid_dpop_proof). It
+	// implies DPoP.
+	RequireDPoP bool
+	// DPoPNonces makes the token endpoint and the demo API demand the server's current
+	// nonce in every proof (RFC 9449 §8, §9): a proof without it is answered
+	// use_dpop_nonce, and every answer carries the nonce in DPoP-Nonce. The nonce stays
+	// the same until RotateDPoPNonce. It implies DPoP.
+	DPoPNonces bool
 }
 
 // withDefaults returns o with every zero field replaced by its default.
@@ -111,6 +128,7 @@ func (o Options) withDefaults() Options {
 	if o.CodeTTL <= 0 {
 		o.CodeTTL = DefaultCodeTTL
 	}
+	o.DPoP = o.DPoP || o.RequireDPoP || o.DPoPNonces
 	return o
 }
 

@@ -56,6 +56,13 @@ type introspection struct {
 	Iat       int64  `json:"iat,omitempty"`
 	Sub       string `json:"sub,omitempty"`
 	Iss       string `json:"iss,omitempty"`
+	// Cnf names the DPoP key a bound token is bound to (RFC 9449 §6.2).
+	Cnf *confirmation `json:"cnf,omitempty"`
+}
+
+// confirmation is a token's cnf claim (RFC 7800): the thumbprint of its DPoP key.
+type confirmation struct {
+	JKT string `json:"jkt"`
 }
 
 // handleIntrospect answers POST /introspect for any authenticated client.
@@ -76,16 +83,22 @@ func (s *Server) introspect(tok string) introspection {
 	st := &s.store
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	t, tokenType := st.access[tok], "Bearer"
+	t, access := st.access[tok], true
 	if t == nil {
-		t, tokenType = st.refresh[tok], ""
+		t, access = st.refresh[tok], false
 	}
 	if t == nil || !t.active(s.now()) {
 		return introspection{}
 	}
 	answer := introspection{
 		Active: true, Scope: t.scope, ClientID: t.clientID, Username: t.user, Sub: t.user,
-		TokenType: tokenType, Iat: t.issued.Unix(),
+		Iat: t.issued.Unix(),
+	}
+	if access {
+		answer.TokenType = tokenType(t.jkt)
+	}
+	if t.jkt != "" {
+		answer.Cnf = &confirmation{JKT: t.jkt}
 	}
 	if !t.expires.IsZero() {
 		answer.Exp = t.expires.Unix()

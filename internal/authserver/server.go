@@ -3,8 +3,9 @@
 //
 // It runs the authorization-code grant with PKCE (RFC 7636), refresh tokens with or
 // without rotation, revocation (RFC 7009), introspection (RFC 7662), server metadata
-// (RFC 8414) and the iss response parameter (RFC 9207), and serves one protected demo
-// API, GET /api/me. State lives in memory on the Server value.
+// (RFC 8414), the iss response parameter (RFC 9207) and, when asked, DPoP-bound tokens
+// and server nonces (RFC 9449), and serves one protected demo API, GET /api/me. State
+// lives in memory on the Server value.
 //
 // In a test:
 //
@@ -50,6 +51,8 @@ type Server struct {
 	failures failureQueue
 	denyNext atomic.Int64
 	stats    counters
+	nonce    atomic.Pointer[string] // the DPoP nonce Options.DPoPNonces demands
+	proofs   proofLog               // the DPoP proofs accepted lately
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -69,8 +72,10 @@ func New(opts Options) *Server {
 		clients: clients,
 		issuer:  strings.TrimSuffix(opts.Issuer, "/"),
 		store:   newStore(),
+		proofs:  proofLog{max: maxProofLog},
 		done:    make(chan struct{}),
 	}
+	s.RotateDPoPNonce()
 	s.mux = s.routes()
 	return s
 }

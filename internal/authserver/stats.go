@@ -1,6 +1,11 @@
 package authserver
 
-import "sync/atomic"
+import (
+	"errors"
+	"sync/atomic"
+
+	"github.com/oauthflow/oauthflow/internal/dpop"
+)
 
 // Stats counts what the server has answered since it started.
 type Stats struct {
@@ -15,6 +20,17 @@ type Stats struct {
 	RefreshReuses   int64 // rotated refresh tokens presented again (each revokes its grant)
 	Revocations     int64 // POST /revoke requests from an authenticated client
 	APICalls        int64 // GET /api/me answered 200
+
+	// DPoP (RFC 9449). Each proof the server checks counts once among Accepted,
+	// Invalid, Replayed and NonceChallenges; an accepted one may then be of the wrong
+	// key (KeyMismatches).
+	DPoPTokenRequests   int64 // POST /token with a DPoP header, whether or not the server does DPoP
+	DPoPProofsAccepted  int64 // proofs accepted at the token endpoint or the demo API
+	DPoPProofsInvalid   int64 // proofs refused by dpop.Verify, or sent two at once
+	DPoPProofsReplayed  int64 // proofs refused because their jti was accepted before
+	DPoPNonceChallenges int64 // use_dpop_nonce answers: proofs without the server's current nonce
+	DPoPProofsMissing   int64 // requests refused for want of a proof (RequireDPoP, or a bound code or token)
+	DPoPKeyMismatches   int64 // proofs of another key than the one the code or token is bound to
 }
 
 type counters struct {
@@ -23,6 +39,10 @@ type counters struct {
 	codesExchanged, refreshes                    atomic.Int64
 	codeReplays, refreshReuses                   atomic.Int64
 	revocations, apiCalls                        atomic.Int64
+	dpopTokenRequests, dpopProofsAccepted        atomic.Int64
+	dpopProofsInvalid, dpopProofsReplayed        atomic.Int64
+	dpopNonceChallenges, dpopProofsMissing       atomic.Int64
+	dpopKeyMismatches                            atomic.Int64
 }
 
 // Stats returns a snapshot of the counters. Each field is read atomically on its own.
@@ -40,16 +60,42 @@ func (s *Server) Stats() Stats {
 		RefreshReuses:   c.refreshReuses.Load(),
 		Revocations:     c.revocations.Load(),
 		APICalls:        c.apiCalls.Load(),
+
+		DPoPTokenRequests:   c.dpopTokenRequests.Load(),
+		DPoPProofsAccepted:  c.dpopProofsAccepted.Load(),
+		DPoPProofsInvalid:   c.dpopProofsInvalid.Load(),
+		DPoPProofsReplayed:  c.dpopProofsReplayed.Load(),
+		DPoPNonceChallenges: c.dpopNonceChallenges.Load(),
+		DPoPProofsMissing:   c.dpopProofsMissing.Load(),
+		DPoPKeyMismatches:   c.dpopKeyMismatches.Load(),
 	}
 }
 
-// countTokenRequest counts one token request under its grant type.
-func (c *counters) countTokenRequest(grant string) {
+// countTokenRequest counts one token request under its grant type, and among those
+// that carry a DPoP proof when withProof.
+func (c *counters) countTokenRequest(grant string, withProof bool) {
 	c.tokenRequests.Add(1)
+	if withProof {
+		c.dpopTokenRequests.Add(1)
+	}
 	switch grant {
 	case GrantAuthorizationCode:
 		c.codeRequests.Add(1)
 	case GrantRefreshToken:
 		c.refreshRequests.Add(1)
+	}
+}
+
+// countProof counts the outcome of checking one DPoP proof.
+func (c *counters) countProof(err error) {
+	switch {
+	case err == nil:
+		c.dpopProofsAccepted.Add(1)
+	case errors.Is(err, dpop.ErrUseNonce):
+		c.dpopNonceChallenges.Add(1)
+	case errors.Is(err, errProofReplayed):
+		c.dpopProofsReplayed.Add(1)
+	default:
+		c.dpopProofsInvalid.Add(1)
 	}
 }

@@ -11,7 +11,10 @@ const sweepEvery = 512
 
 // grant ties together the tokens issued from one authorization code, so that a
 // code replay or a refresh-token reuse can revoke them all.
-type grant struct{ revoked bool }
+type grant struct {
+	revoked bool
+	jkt     string // the DPoP key its code exchange proved, which its refresh tokens are bound to
+}
 
 // authCode is an issued authorization code and what it is bound to.
 type authCode struct {
@@ -27,6 +30,7 @@ type token struct {
 	issued, expires       time.Time // a zero expires never comes
 	rotated, revoked      bool
 	grant                 *grant
+	jkt                   string // the thumbprint of the DPoP key it is bound to; "" for a bearer token
 }
 
 func (t *token) expired(now time.Time) bool { return !t.expires.IsZero() && !now.Before(t.expires) }
@@ -103,10 +107,11 @@ func (s *Server) addCode(req *authRequest) string {
 }
 
 // issueLocked makes an access token, and a refresh token when withRefresh, for g.
+// The access token is bound to proto.jkt, the refresh token to g's key.
 func (s *Server) issueLocked(proto token, g *grant, withRefresh bool) tokenResponse {
 	now := s.now()
 	proto.grant, proto.issued = g, now
-	resp := tokenResponse{AccessToken: newSecret(), TokenType: "Bearer", Scope: proto.scope}
+	resp := tokenResponse{AccessToken: newSecret(), TokenType: tokenType(proto.jkt), Scope: proto.scope}
 	at := proto
 	at.expires, resp.ExpiresIn = expiry(now, s.opts.AccessTokenTTL)
 	s.store.access[resp.AccessToken] = &at
@@ -114,6 +119,7 @@ func (s *Server) issueLocked(proto token, g *grant, withRefresh bool) tokenRespo
 	if withRefresh && !s.opts.NoRefreshToken {
 		resp.RefreshToken = newSecret()
 		rt := proto
+		rt.jkt = g.jkt
 		rt.expires, _ = expiry(now, s.opts.RefreshTokenTTL)
 		s.store.refresh[resp.RefreshToken] = &rt
 		s.store.addedLocked(now)

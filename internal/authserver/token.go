@@ -20,13 +20,14 @@ type tokenResponse struct {
 func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 	form, err := readForm(w, r)
 	grant := form.Get("grant_type") // Get on a nil form is ""
-	s.stats.countTokenRequest(grant)
+	s.stats.countTokenRequest(grant, len(r.Header.Values(headerDPoP)) > 0)
 	if s.applyFailure(w, r, s.nextFailure(grant)) {
 		return
 	}
+	nonce := s.offerNonce(w)
 	if err == nil {
 		var resp *tokenResponse
-		if resp, err = s.grantTokens(r, form); err == nil {
+		if resp, err = s.grantTokens(r, form, nonce); err == nil {
 			writeJSON(w, http.StatusOK, resp)
 			return
 		}
@@ -34,17 +35,22 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 	writeOAuthError(w, err)
 }
 
-// grantTokens authenticates the client and runs the grant the form asks for.
-func (s *Server) grantTokens(r *http.Request, form url.Values) (*tokenResponse, *oauthError) {
+// grantTokens authenticates the client, checks its DPoP proof, if any, against
+// nonce, and runs the grant the form asks for.
+func (s *Server) grantTokens(r *http.Request, form url.Values, nonce string) (*tokenResponse, *oauthError) {
 	client, err := s.authenticateClient(r, form)
+	if err != nil {
+		return nil, err
+	}
+	jkt, err := s.tokenProof(r, nonce)
 	if err != nil {
 		return nil, err
 	}
 	switch form.Get("grant_type") {
 	case GrantAuthorizationCode:
-		return s.exchangeCode(client, form)
+		return s.exchangeCode(client, form, jkt)
 	case GrantRefreshToken:
-		return s.refreshGrant(client, form)
+		return s.refreshGrant(client, form, jkt)
 	case "":
 		return nil, errInvalidRequest("grant_type is missing")
 	}
@@ -52,8 +58,9 @@ func (s *Server) grantTokens(r *http.Request, form url.Values) (*tokenResponse, 
 }
 
 // exchangeCode runs the authorization_code grant (RFC 6749 §4.1.3). A code is used
-// once; presenting it again revokes every token issued from it (§4.1.2).
-func (s *Server) exchangeCode(client *Client, form url.Values) (*tokenResponse, *oauthError) {
+// once; presenting it again revokes every token issued from it (§4.1.2). jkt is the
+// key the request proved ("" for none): the grant is bound to it.
+func (s *Server) exchangeCode(client *Client, form url.Values, jkt string) (*tokenResponse, *oauthError) {
 	st := &s.store
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -67,21 +74,25 @@ func (s *Server) exchangeCode(client *Client, form url.Values) (*tokenResponse, 
 		return nil, errInvalidGrant("the code was already used")
 	}
 	c.used = true
-	if err := s.checkCodeUse(c, form); err != nil {
+	if err := s.checkCodeUse(c, form, jkt); err != nil {
 		return nil, err
 	}
-	resp := s.issueLocked(token{clientID: client.ID, user: c.req.user, scope: c.req.scope}, c.grant, true)
+	c.grant.jkt = jkt
+	resp := s.issueLocked(token{clientID: client.ID, user: c.req.user, scope: c.req.scope, jkt: jkt}, c.grant, true)
 	s.stats.codesExchanged.Add(1)
 	return &resp, nil
 }
 
-// checkCodeUse checks the code's lifetime, redirect URI and PKCE verifier.
-func (s *Server) checkCodeUse(c *authCode, form url.Values) *oauthError {
+// checkCodeUse checks the code's lifetime, redirect URI, DPoP key and PKCE verifier.
+func (s *Server) checkCodeUse(c *authCode, form url.Values, jkt string) *oauthError {
 	if !s.now().Before(c.expires) {
 		return errInvalidGrant("the code expired")
 	}
 	if !redirectMatches(&c.req, form.Get("redirect_uri")) {
 		return errInvalidGrant("redirect_uri does not match the authorization request")
+	}
+	if err := s.checkBinding(c.req.dpopJKT, jkt, "the code"); err != nil {
+		return err
 	}
 	verifier := form.Get("code_verifier")
 	switch {
@@ -105,14 +116,20 @@ func redirectMatches(req *authRequest, got string) bool {
 }
 
 // refreshGrant runs the refresh_token grant (RFC 6749 §6). With rotation, the old
-// refresh token retires; presenting it again revokes the whole grant.
-func (s *Server) refreshGrant(client *Client, form url.Values) (*tokenResponse, *oauthError) {
+// refresh token retires; presenting it again revokes the whole grant. A request
+// that does not prove the key a refresh token is bound to has no say over its
+// grant. jkt is the key the request proved ("" for none): the new access token is
+// bound to it.
+func (s *Server) refreshGrant(client *Client, form url.Values, jkt string) (*tokenResponse, *oauthError) {
 	st := &s.store
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	rt := st.refresh[form.Get("refresh_token")]
 	if rt == nil || rt.clientID != client.ID {
 		return nil, errInvalidGrant("the refresh token is unknown or was issued to another client")
+	}
+	if err := s.checkBinding(rt.jkt, jkt, "the refresh token"); err != nil {
+		return nil, err
 	}
 	if rt.rotated {
 		rt.grant.revoked = true
@@ -126,7 +143,7 @@ func (s *Server) refreshGrant(client *Client, form url.Values) (*tokenResponse, 
 	if err != nil {
 		return nil, err
 	}
-	resp := s.issueLocked(token{clientID: client.ID, user: rt.user, scope: scope}, rt.grant, s.opts.RotateRefreshTokens)
+	resp := s.issueLocked(token{clientID: client.ID, user: rt.user, scope: scope, jkt: jkt}, rt.grant, s.opts.RotateRefreshTokens)
 	if next := st.refresh[resp.RefreshToken]; next != nil {
 		next.scope = rt.scope // a new refresh token keeps the whole grant (§6)
 		rt.rotated = true
