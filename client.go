@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/oauth2"
+
+	"github.com/oauthflow/oauthflow/internal/dpop"
 )
 
 // Calling an API as the user: an oauth2.TokenSource and an *http.Client over
@@ -27,27 +29,31 @@ type storeTokenSource struct {
 	userID, providerID string
 }
 
+// Token returns the user's valid token. A DPoP-bound one has TokenType
+// "DPoP": it is refused without a proof of its key, which only Client and
+// Transport add.
 func (ts *storeTokenSource) Token() (*oauth2.Token, error) {
 	ctx, cancel := context.WithTimeout(ts.values, ts.s.refreshTimeout)
 	defer cancel()
-	return ts.token(ctx)
-}
-
-func (ts *storeTokenSource) token(ctx context.Context) (*oauth2.Token, error) {
-	access, expiresAt, err := ts.s.validToken(ctx, ts.userID, ts.providerID, nil)
+	r, err := ts.s.validToken(ctx, ts.userID, ts.providerID, nil)
 	if err != nil {
 		return nil, err
 	}
-	t := &oauth2.Token{AccessToken: access, TokenType: "Bearer"}
-	if expiresAt != 0 {
-		t.Expiry = time.UnixMilli(expiresAt).Add(-ts.s.skew)
+	t := &oauth2.Token{AccessToken: r.access, TokenType: "Bearer"}
+	if r.key != "" {
+		t.TokenType = tokenTypeDPoP
+	}
+	if r.expiresAt != 0 {
+		t.Expiry = time.UnixMilli(r.expiresAt).Add(-ts.s.skew)
 	}
 	return t, nil
 }
 
 // Client returns an *http.Client that sends "Authorization: Bearer <token>" with
 // every request, reading (and refreshing) the user's token each time under that
-// request's own context. ctx gives those reads its values (trace IDs) only,
+// request's own context. A DPoP-bound token is sent as "Authorization: DPoP
+// <token>" with a fresh proof of its key in the DPoP header (dpop.go); a
+// use_dpop_nonce challenge is answered by one retry with the API's nonce. ctx gives those reads its values (trace IDs) only,
 // never its lifetime, so a Client made in one request serves later ones.
 //
 // When the API answers 401 to the token just sent (revoked early, say), the
@@ -84,18 +90,18 @@ func (t *bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.base.RoundTrip(WithoutCredentials(req)) // a redirect elsewhere: see redirects.go
 	}
 	ctx := withValuesOf(req.Context(), t.src.values)
-	tok, err := t.src.token(ctx)
+	tok, err := t.src.s.validToken(ctx, t.src.userID, t.src.providerID, nil)
 	if err != nil {
 		if req.Body != nil {
 			_ = req.Body.Close() // a RoundTripper closes the body, even on error
 		}
 		return nil, err
 	}
-	resp, err := t.send(req, req.Body, tok.AccessToken)
+	resp, err := t.send(req, req.Body, tok)
 	if err != nil || resp.StatusCode != http.StatusUnauthorized || !replayable(req) {
 		return resp, err
 	}
-	return t.recover(ctx, req, resp, tok.AccessToken)
+	return t.recover(ctx, req, resp, tok.access)
 }
 
 // recover answers a 401 to the token sent: one forced refresh, one retry.
@@ -106,7 +112,7 @@ func (t *bearerTransport) recover(ctx context.Context, req *http.Request, resp *
 	case errors.Is(err, ErrNoToken):
 		discard(resp)
 		return nil, err
-	case err != nil, fresh == sent:
+	case err != nil, fresh.access == sent:
 		return resp, nil // the API's own answer: the refresh did not help
 	}
 	body := req.Body
@@ -119,12 +125,26 @@ func (t *bearerTransport) recover(ctx context.Context, req *http.Request, resp *
 	return t.send(req, body, fresh)
 }
 
-// send sends req with body and the bearer token tok.
-func (t *bearerTransport) send(req *http.Request, body io.ReadCloser, tok string) (*http.Response, error) {
+// send sends req with body and the token tok: as a bearer token, or bound to
+// its key with a proof.
+func (t *bearerTransport) send(req *http.Request, body io.ReadCloser, tok validRead) (*http.Response, error) {
 	r := req.Clone(req.Context())
 	r.Body = body
-	r.Header.Set("Authorization", "Bearer "+tok)
-	return t.base.RoundTrip(r)
+	if tok.key == "" {
+		r.Header.Set("Authorization", "Bearer "+tok.access)
+		return t.base.RoundTrip(r)
+	}
+	key, err := t.src.s.keys.get(tok.key)
+	if err != nil {
+		if body != nil {
+			_ = body.Close()
+		}
+		return nil, err
+	}
+	r.Header.Del("Authorization")
+	dt := dpop.Transport{Base: t.base, Key: key, Nonces: &t.src.s.nonces, Origin: r.URL,
+		AccessToken: func(*http.Request) (string, error) { return tok.access, nil }}
+	return dt.RoundTrip(r)
 }
 
 // replayable reports whether req can be sent a second time.

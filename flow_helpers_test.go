@@ -28,6 +28,7 @@ type flowEnv struct {
 	kv       *switchKV
 	replicas []*replica
 	events   *eventLog
+	dpop     bool // the demo provider binds its grants to a key
 }
 
 type replica struct {
@@ -41,6 +42,7 @@ type envOptions struct {
 	kv       oauthflow.KV // nil: the real Redis (miniredis outside CI when none answers)
 	setup    func(m *oauthflow.Module)
 	config   func(c *oauthflow.Config) // changes each replica's Config before New
+	dpop     bool                      // the demo provider binds its grants to a key (providers.Config.DPoP)
 }
 
 func newFlowEnv(t *testing.T, o envOptions) *flowEnv {
@@ -54,7 +56,7 @@ func newFlowEnv(t *testing.T, o envOptions) *flowEnv {
 	if base == nil {
 		base = sharedRedisAny(t)
 	}
-	env := &flowEnv{t: t, as: as, kv: &switchKV{KV: base}, events: &eventLog{}}
+	env := &flowEnv{t: t, as: as, kv: &switchKV{KV: base}, events: &eventLog{}, dpop: o.dpop}
 	// Every replica's provider redirects to the first replica's callback; the
 	// test may deliver the redirect to any replica.
 	mux0 := http.NewServeMux()
@@ -77,7 +79,8 @@ func newFlowEnv(t *testing.T, o envOptions) *flowEnv {
 func (env *flowEnv) newModule(redirect string, setup func(*oauthflow.Module), config ...func(*oauthflow.Config)) *oauthflow.Module {
 	t := env.t
 	demo, err := providers.NewOAuth2(providers.Config{ID: "demo", DisplayName: "Demo <Cloud>", AuthURL: env.as.AuthURL(),
-		TokenURL: env.as.TokenURL(), RevocationURL: env.as.RevokeURL(), Scopes: []string{"read"}, AuthStyle: providers.AuthStyleHeader},
+		TokenURL: env.as.TokenURL(), RevocationURL: env.as.RevokeURL(), Scopes: []string{"read"}, AuthStyle: providers.AuthStyleHeader,
+		DPoP: env.dpop},
 		providers.Credentials{ClientID: authserver.DefaultClientID, ClientSecret: "demo-secret", RedirectURL: redirect})
 	require.NoError(t, err)
 	reg := oauthflow.NewRegistry()

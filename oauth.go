@@ -146,20 +146,33 @@ type (
 
 // TokenSet is what a provider returns after an exchange or a refresh.
 // ExpiresIn is in seconds; 0 means the provider reported none and the token never expires.
+// TokenType is the answer's token_type when it is "DPoP" (the token is bound
+// to the key whose proof the request carried, RFC 9449); "" means Bearer.
 type TokenSet struct {
 	AccessToken  string `json:"accessToken"`
 	RefreshToken string `json:"refreshToken,omitempty"`
 	ExpiresIn    int64  `json:"expiresIn,omitempty"`
 	Scope        string `json:"scope"`
+	TokenType    string `json:"tokenType,omitempty"`
 }
 
 // StoredTokens is the persisted token record. ExpiresAt is Unix milliseconds; 0 means never.
+//
+// A DPoP-bound grant (TokenType "DPoP") also keeps the connection's private
+// key, encoded, in DPoPKey: every instance signs its proofs with it, and it is
+// sealed with the rest of the record when encryption is on. Both fields are
+// absent from a Bearer grant's record, which reads as the seed's.
 type StoredTokens struct {
 	AccessToken  string `json:"accessToken"`
 	RefreshToken string `json:"refreshToken,omitempty"`
 	ExpiresAt    int64  `json:"expiresAt"`
 	Scope        string `json:"scope"`
+	TokenType    string `json:"tokenType,omitempty"`
+	DPoPKey      string `json:"dpopKey,omitempty"`
 }
+
+// tokenTypeDPoP is the token_type of a DPoP-bound token (RFC 9449 §5).
+const tokenTypeDPoP = "DPoP"
 
 // Session is a pending sign-in, registered under its state when the URL is built.
 // CodeVerifier is the PKCE verifier; it never leaves the server. Issuer is the
@@ -176,6 +189,7 @@ type Session struct {
 	IssOptional  bool     `json:"issOptional,omitempty"` // Issuer does not advertise RFC 9207: iss may be absent, never another
 	CreatedAt    int64    `json:"createdAt,omitempty"`   // Unix milliseconds
 	Binding      string   `json:"binding,omitempty"`     // SHA-256 (hex) of the secret a bound sign-in's browser holds (binding.go)
+	DPoPKey      string   `json:"dpopKey,omitempty"`     // the key the grant will be bound to (DPoPProvider), encoded; it never leaves the server
 }
 
 // Sentinel errors callers branch on with errors.Is.

@@ -152,6 +152,14 @@ func (m *Module) buildAuthURL(ctx context.Context, tc ToolContext, a BuildOAuthU
 		s.CodeVerifier = oauth2.GenerateVerifier()
 		opts = append(opts, oauth2.S256ChallengeOption(s.CodeVerifier))
 	}
+	if usesDPoP(p) {
+		key, enc, err := newGrantKey()
+		if err != nil {
+			return nil, err
+		}
+		s.DPoPKey = enc
+		opts = append(opts, oauth2.SetAuthURLParam("dpop_jkt", key.Thumbprint())) // binds the code to the key (RFC 9449 §10)
+	}
 	authURL, err := callBuildAuthURL(p, scopes, state, opts)
 	if err != nil {
 		return nil, err
@@ -199,7 +207,7 @@ func (m *Module) exchangeCode(ctx context.Context, tc ToolContext, a ExchangeOAu
 	if ts.Scope == "" {
 		ts.Scope = strings.Join(s.Scopes, " ")
 	}
-	if err := m.Tokens.StoreFromTokenSet(ctx, s.UserID, s.Provider, ts); err != nil {
+	if err := m.Tokens.storeTokenSet(ctx, s.UserID, s.Provider, ts, s.DPoPKey); err != nil {
 		return nil, err
 	}
 	return &ExchangeOAuthTokenResult{AccessToken: ts.AccessToken, RefreshToken: ts.RefreshToken,
@@ -234,8 +242,16 @@ func (m *Module) callExchange(ctx context.Context, s *Session, code string) (ts 
 	if err != nil {
 		return nil, err
 	}
+	ctx = context.WithValue(ctx, oauth2.HTTPClient, m.httpClient)
+	if s.DPoPKey != "" {
+		key, err := parseGrantKey(s.DPoPKey)
+		if err != nil {
+			return nil, err
+		}
+		ctx = withProofs(ctx, key, &m.Tokens.nonces)
+	}
 	defer recoverInto(&err, "provider "+s.Provider+" ExchangeCode")
-	ts, err = exchangeWith(context.WithValue(ctx, oauth2.HTTPClient, m.httpClient), p, code, s.CodeVerifier)
+	ts, err = exchangeWith(ctx, p, code, s.CodeVerifier)
 	if err == nil && (ts == nil || ts.AccessToken == "") {
 		err = &ProviderError{ProviderID: s.Provider, Err: errNoAccessToken}
 	}

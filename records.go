@@ -32,6 +32,8 @@ func decodeStoredTokens(b []byte) (StoredTokens, error) {
 		RefreshToken *string `json:"refreshToken"`
 		ExpiresAt    *int64  `json:"expiresAt"`
 		Scope        *string `json:"scope"`
+		TokenType    *string `json:"tokenType"`
+		DPoPKey      *string `json:"dpopKey"`
 	}
 	if err := strictUnmarshal(b, &raw); err != nil {
 		return StoredTokens{}, err
@@ -42,6 +44,12 @@ func decodeStoredTokens(b []byte) (StoredTokens, error) {
 	t := StoredTokens{AccessToken: *raw.AccessToken, ExpiresAt: *raw.ExpiresAt, Scope: *raw.Scope}
 	if raw.RefreshToken != nil {
 		t.RefreshToken = *raw.RefreshToken
+	}
+	if raw.TokenType != nil {
+		t.TokenType = *raw.TokenType
+	}
+	if raw.DPoPKey != nil {
+		t.DPoPKey = *raw.DPoPKey
 	}
 	return t, nil
 }
@@ -71,18 +79,27 @@ func strictDecode(b []byte, v any) error {
 // tokenView is a token record parsed in place: its strings still point into the
 // stored bytes, so the hot path turns only the access token into a string.
 type tokenView struct {
-	access, refresh, scope []byte
-	expiresAt              int64
+	access, refresh, scope, tokenType, dpopKey []byte
+	expiresAt                                  int64
 }
 
 func (v tokenView) tokens() StoredTokens {
 	return StoredTokens{AccessToken: string(v.access), RefreshToken: string(v.refresh),
-		ExpiresAt: v.expiresAt, Scope: string(v.scope)}
+		ExpiresAt: v.expiresAt, Scope: string(v.scope), TokenType: string(v.tokenType), DPoPKey: string(v.dpopKey)}
 }
 
-// fastDecodeStoredTokens parses {"accessToken":"…","refreshToken":"…","expiresAt":N,"scope":"…"}
-// with the fields in that order, refreshToken optional, no white space, and strings
-// of ASCII without escapes or control bytes. Anything else returns ok=false.
+// boundKey is the encoded key the access token is bound to, nil for a Bearer token.
+func (v tokenView) boundKey() []byte {
+	if string(v.tokenType) != tokenTypeDPoP {
+		return nil
+	}
+	return v.dpopKey
+}
+
+// fastDecodeStoredTokens parses {"accessToken":"…","refreshToken":"…","expiresAt":N,"scope":"…",
+// "tokenType":"…","dpopKey":"…"} with the fields in that order, refreshToken,
+// tokenType and dpopKey optional, no white space, and strings of ASCII without
+// escapes or control bytes. Anything else returns ok=false.
 func fastDecodeStoredTokens(b []byte) (StoredTokens, bool) {
 	v, ok := fastParseStoredTokens(b)
 	if !ok {
@@ -102,6 +119,12 @@ func fastParseStoredTokens(b []byte) (v tokenView, ok bool) {
 	v.expiresAt = p.int()
 	p.lit(`,"scope":`)
 	v.scope = p.str()
+	if p.peekLit(`,"tokenType":`) {
+		v.tokenType = p.str()
+	}
+	if p.peekLit(`,"dpopKey":`) {
+		v.dpopKey = p.str()
+	}
 	p.lit(`}`)
 	return v, p.ok && p.i == len(p.b)
 }
@@ -116,7 +139,8 @@ func parseTokenView(b []byte) (tokenView, error) {
 		return tokenView{}, err
 	}
 	return tokenView{access: []byte(t.AccessToken), refresh: []byte(t.RefreshToken),
-		scope: []byte(t.Scope), expiresAt: t.ExpiresAt}, nil
+		scope: []byte(t.Scope), tokenType: []byte(t.TokenType), dpopKey: []byte(t.DPoPKey),
+		expiresAt: t.ExpiresAt}, nil
 }
 
 type fastParser struct {
@@ -214,6 +238,7 @@ func (p *fastParser) int() int64 {
 type tokenMemo struct {
 	access    string
 	expiresAt int64
+	key       string // the DPoP key the token is bound to, encoded; "" for Bearer
 	ring      *KeyRing
 	marked    atomic.Int64 // when a read of this value last marked its connection (Unix ms; ahead.go)
 }

@@ -10,6 +10,10 @@ func FuzzDecodeStoredTokens(f *testing.F) {
 	for _, seed := range []string{
 		`{"accessToken":"a","refreshToken":"r","expiresAt":1700000000000,"scope":"read write"}`,
 		`{"accessToken":"a","expiresAt":0,"scope":""}`,
+		`{"accessToken":"a","refreshToken":"r","expiresAt":1,"scope":"s","tokenType":"DPoP","dpopKey":"AQID"}`,
+		`{"accessToken":"a","expiresAt":1,"scope":"s","dpopKey":"AQID"}`,
+		`{"accessToken":"a","expiresAt":1,"scope":"s","dpopKey":"AQID","tokenType":"DPoP"}`,
+		`{"accessToken":"a","expiresAt":1,"scope":"s","tokenType":null}`,
 		`{"accessToken":"a\u00e9","expiresAt":-0,"scope":"s"}`,
 		`{"accessToken":"a","expiresAt":01,"scope":"s"}`,
 		`{"scope":"s","expiresAt":5,"accessToken":"a"}`,

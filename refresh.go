@@ -34,19 +34,19 @@ func (s *TokenStore) refresh(ctx context.Context, userID, providerID string, see
 // stored token other than rejected (another caller refreshed it meanwhile) is
 // returned as it is; ErrNoToken when the grant turns out dead or there is no
 // refresh token.
-func (s *TokenStore) refreshRejected(ctx context.Context, userID, providerID, rejected string) (string, error) {
+func (s *TokenStore) refreshRejected(ctx context.Context, userID, providerID, rejected string) (validRead, error) {
 	raw, v, err := s.read(ctx, tokenKey(userID, providerID))
 	if err != nil {
-		return "", err
+		return validRead{}, err
 	}
 	if string(v.access) != rejected && s.fresh(v.expiresAt) {
-		return string(v.access), nil
+		return validOf(v.tokens()), nil
 	}
 	if len(v.refresh) == 0 {
-		return "", fmt.Errorf("%w: the API refused the access token and there is no refresh token", ErrNoToken)
+		return validRead{}, fmt.Errorf("%w: the API refused the access token and there is no refresh token", ErrNoToken)
 	}
 	t, err := s.runRefresh(ctx, userID, providerID, raw, refreshWhen{rejected: rejected})
-	return t.AccessToken, err
+	return validOf(t), err
 }
 
 // refreshWhen says when a record is due besides the rule (expired, or about
@@ -227,7 +227,7 @@ func (r *refreshRun) round(ctx context.Context, l *lease, raw []byte, base Store
 	if err := r.s.coolingDown(health, base, r.providerID); err != nil {
 		return StoredTokens{}, false, err
 	}
-	ts, err := r.s.callRefresh(ctx, r.providerID, base.RefreshToken)
+	ts, err := r.s.callRefresh(ctx, r.providerID, base)
 	if err != nil {
 		again, err = r.failed(ctx, l, raw, err, health, base)
 		return StoredTokens{}, again, err
@@ -389,13 +389,22 @@ func (r *refreshRun) failed(ctx context.Context, l *lease, raw []byte, err error
 	return false, fmt.Errorf("%w: the provider refused the refresh token: %w", ErrNoToken, err)
 }
 
-func (s *TokenStore) callRefresh(ctx context.Context, providerID, refreshToken string) (ts *TokenSet, err error) {
+// callRefresh refreshes old at its provider; a grant bound to a key (DPoP)
+// proves it on the refresh request, with the key its record keeps.
+func (s *TokenStore) callRefresh(ctx context.Context, providerID string, old StoredTokens) (ts *TokenSet, err error) {
 	p, err := s.reg.Get(providerID)
 	if err != nil {
 		return nil, err
 	}
+	if old.DPoPKey != "" {
+		key, err := s.keys.get(old.DPoPKey)
+		if err != nil {
+			return nil, err
+		}
+		ctx = withProofs(ctx, key, &s.nonces)
+	}
 	defer recoverInto(&err, "provider "+providerID+" RefreshToken")
-	ts, err = p.RefreshToken(ctx, refreshToken)
+	ts, err = p.RefreshToken(ctx, old.RefreshToken)
 	if err == nil && (ts == nil || ts.AccessToken == "") {
 		err = &ProviderError{ProviderID: providerID, Err: errNoAccessToken}
 	}
@@ -403,10 +412,14 @@ func (s *TokenStore) callRefresh(ctx context.Context, providerID, refreshToken s
 }
 
 // merge applies a refresh answer: a new refresh token or scope replaces the stored
-// one, otherwise the stored value is kept.
+// one, otherwise the stored value is kept. The grant keeps its key; the new
+// access token is bound to it when the answer says DPoP.
 func (s *TokenStore) merge(old StoredTokens, ts *TokenSet) StoredTokens {
 	t := StoredTokens{AccessToken: ts.AccessToken, RefreshToken: old.RefreshToken,
-		ExpiresAt: s.expiresAt(max(ts.ExpiresIn, 0)), Scope: old.Scope}
+		ExpiresAt: s.expiresAt(max(ts.ExpiresIn, 0)), Scope: old.Scope, DPoPKey: old.DPoPKey}
+	if old.DPoPKey != "" && isDPoP(ts.TokenType) {
+		t.TokenType = tokenTypeDPoP
+	}
 	if ts.RefreshToken != "" {
 		t.RefreshToken = ts.RefreshToken
 	}

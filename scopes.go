@@ -39,8 +39,8 @@ func (e *ScopeError) Scopes() []string { return slices.Concat(e.Granted, e.Missi
 // widens a grant. A grant whose scope is unknown (stored empty) is taken to
 // have them.
 func (s *TokenStore) GetValidAccessTokenFor(ctx context.Context, userID, providerID string, scopes []string) (string, error) {
-	tok, _, err := s.validToken(ctx, userID, providerID, scopes)
-	return tok, err
+	t, err := s.validToken(ctx, userID, providerID, scopes)
+	return t.access, err
 }
 
 // lacking returns the error for a grant with scope (space-separated) read by a

@@ -183,6 +183,7 @@ func fastDecodeSession(b []byte) (*Session, bool) {
 		s.CreatedAt = p.int()
 	}
 	s.Binding = p.optStr(`,"binding":`)
+	s.DPoPKey = p.optStr(`,"dpopKey":`)
 	p.lit(`}`)
 	return &s, p.ok && p.i == len(p.b)
 }

@@ -14,6 +14,8 @@ func FuzzSessionFastPath(f *testing.F) {
 	for _, seed := range []string{
 		`{"workflowId":"w","userId":"u","provider":"p","codeVerifier":"v","scopes":["a","b"],"redirectUrl":"https://x/cb","issuer":"https://i","createdAt":1800000000000}`,
 		`{"workflowId":"","userId":"u","provider":"p"}`,
+		`{"workflowId":"w","userId":"u","provider":"p","binding":"b","dpopKey":"AQID"}`,
+		`{"workflowId":"w","userId":"u","provider":"p","dpopKey":"AQID","binding":"b"}`,
 		`{"workflowId":"","userId":"","provider":"p"}`,
 		`{"workflowId":"w","userId":"u","provider":"p","scopes":[]}`,
 		`{"workflowId":"w","userId":"u","provider":"p","createdAt":01}`,

@@ -10,6 +10,8 @@ import (
 	"math"
 	"time"
 	"unsafe"
+
+	"github.com/oauthflow/oauthflow/internal/dpop"
 )
 
 // Token lifetimes and timings (SPEC "Limits", DESIGN "Token rules").
@@ -43,6 +45,8 @@ type TokenStore struct {
 	ahead          *aheadState   // refresh ahead (ahead.go); nil: off
 	acks           int           // replicas a rotated refresh token must reach (durability.go)
 	ackTimeout     time.Duration // how long a write waits for them
+	keys           keyCache      // DPoP keys of bound grants, parsed (dpop.go)
+	nonces         dpop.Nonces   // the last DPoP nonce of each origin (dpop.go)
 }
 
 // TokenStoreOption configures a TokenStore.
@@ -152,6 +156,9 @@ func (s *TokenStore) StoreTokens(ctx context.Context, userID, providerID string,
 	if t.AccessToken == "" || t.ExpiresAt < 0 {
 		return invalidArg("tokens need an access token and a non-negative expiresAt")
 	}
+	if t.TokenType != "" && (t.TokenType != tokenTypeDPoP || t.DPoPKey == "") {
+		return invalidArg(`tokenType is "" (Bearer) or "DPoP" with the key it is bound to`)
+	}
 	ctx = ctxOrBackground(ctx)
 	if err := s.write(ctx, userID, providerID, t); err != nil {
 		return err
@@ -165,15 +172,30 @@ func (s *TokenStore) StoreTokens(ctx context.Context, userID, providerID string,
 }
 
 // StoreFromTokenSet stores a provider's answer, turning expiresIn into expiresAt.
+// A DPoP-bound answer is refused: only a sign-in the library ran holds the
+// key its token is bound to.
 func (s *TokenStore) StoreFromTokenSet(ctx context.Context, userID, providerID string, ts *TokenSet) error {
+	return s.storeTokenSet(ctx, userID, providerID, ts, "")
+}
+
+// storeTokenSet is StoreFromTokenSet for a grant whose requests proved key
+// (encoded; "" when they carried no proof).
+func (s *TokenStore) storeTokenSet(ctx context.Context, userID, providerID string, ts *TokenSet, key string) error {
 	if ts == nil {
 		return invalidArg("nil token set")
 	}
 	if ts.ExpiresIn < 0 {
 		return invalidArg("negative expiresIn")
 	}
-	return s.StoreTokens(ctx, userID, providerID, StoredTokens{AccessToken: ts.AccessToken,
-		RefreshToken: ts.RefreshToken, ExpiresAt: s.expiresAt(ts.ExpiresIn), Scope: ts.Scope})
+	t := StoredTokens{AccessToken: ts.AccessToken, RefreshToken: ts.RefreshToken,
+		ExpiresAt: s.expiresAt(ts.ExpiresIn), Scope: ts.Scope, DPoPKey: key}
+	if isDPoP(ts.TokenType) {
+		if key == "" {
+			return &ProviderError{ProviderID: providerID, Err: errors.New("a DPoP-bound token for a request that proved no key")}
+		}
+		t.TokenType = tokenTypeDPoP
+	}
+	return s.StoreTokens(ctx, userID, providerID, t)
 }
 
 func (s *TokenStore) expiresAt(expiresIn int64) int64 {
@@ -293,7 +315,7 @@ func (s *TokenStore) decodeMemo(name string, b []byte) any {
 	if err != nil {
 		return nil
 	}
-	return &tokenMemo{access: string(v.access), expiresAt: v.expiresAt, ring: s.ring}
+	return &tokenMemo{access: string(v.access), expiresAt: v.expiresAt, key: string(v.boundKey()), ring: s.ring}
 }
 
 // fresh reports whether a token expiring at expiresAt is valid for at least the skew.
@@ -307,30 +329,47 @@ func (s *TokenStore) fresh(expiresAt int64) bool {
 // error is transient and the stored record is kept. When ctx ends first, its
 // error is returned (errors.Is(err, context.Canceled) holds).
 func (s *TokenStore) GetValidAccessToken(ctx context.Context, userID, providerID string) (string, error) {
-	tok, _, err := s.validToken(ctx, userID, providerID, nil)
-	return tok, err
+	t, err := s.validToken(ctx, userID, providerID, nil)
+	return t.access, err
+}
+
+// validRead is a token valid now: its expiry, and for a DPoP-bound token the
+// encoded key it is bound to ("" for Bearer).
+type validRead struct {
+	access    string
+	expiresAt int64
+	key       string
+}
+
+// validOf is the validRead of stored tokens t.
+func validOf(t StoredTokens) validRead {
+	r := validRead{access: t.AccessToken, expiresAt: t.ExpiresAt}
+	if t.TokenType == tokenTypeDPoP {
+		r.key = t.DPoPKey
+	}
+	return r
 }
 
 // validToken is the token valid now and its expiry; need, when given, are
 // scopes the grant must hold (scopes.go). With refresh ahead, a read marks
 // the connection read (ahead.go).
-func (s *TokenStore) validToken(ctx context.Context, userID, providerID string, need []string) (string, int64, error) {
+func (s *TokenStore) validToken(ctx context.Context, userID, providerID string, need []string) (validRead, error) {
 	if err := checkIDs(userID, providerID); err != nil {
-		return "", 0, err
+		return validRead{}, err
 	}
 	if len(need) == 0 {
 		if t, now := s.direct.memoryToken(s, userID, providerID); t != nil {
 			if s.ahead != nil {
 				s.markMemo(ctxOrBackground(ctx), t, now, userID, providerID)
 			}
-			return t.access, t.expiresAt, nil
+			return validRead{access: t.access, expiresAt: t.expiresAt, key: t.key}, nil
 		}
 	}
-	tok, expiresAt, err := s.storedToken(ctx, userID, providerID, need)
+	r, err := s.storedToken(ctx, userID, providerID, need)
 	if s.ahead != nil && err == nil {
-		s.markRead(ctxOrBackground(ctx), userID, providerID, expiresAt)
+		s.markRead(ctxOrBackground(ctx), userID, providerID, r.expiresAt)
 	}
-	return tok, expiresAt, err
+	return r, err
 }
 
 // absent is err, a failed read, unless it found no record for a provider
@@ -346,29 +385,32 @@ func (s *TokenStore) absent(providerID string, err error) error {
 
 // storedToken is validToken read from the store (or refreshed), apart from
 // the memory fast path and the mark.
-func (s *TokenStore) storedToken(ctx context.Context, userID, providerID string, need []string) (string, int64, error) {
+func (s *TokenStore) storedToken(ctx context.Context, userID, providerID string, need []string) (validRead, error) {
 	ctx = ctxOrBackground(ctx)
 	key := s.direct.tokenKey(userID, providerID)
 	raw, v, err := s.readFrom(ctx, s.direct.kv, key, key[len(s.direct.prefix):])
 	if err != nil {
-		return "", 0, s.absent(providerID, err)
+		return validRead{}, s.absent(providerID, err)
 	}
 	if len(need) > 0 {
 		if err := lacking(providerID, v.scope, need); err != nil {
-			return "", 0, err
+			return validRead{}, err
 		}
 	}
 	if s.fresh(v.expiresAt) {
 		// raw (or what it opened to) is this call's own and nothing writes it
 		// (KV.Get's contract): the token can be a view of it instead of a copy.
-		return unsafe.String(unsafe.SliceData(v.access), len(v.access)), v.expiresAt, nil
+		return validRead{access: view(v.access), expiresAt: v.expiresAt, key: view(v.boundKey())}, nil
 	}
 	if len(v.refresh) == 0 {
-		return "", 0, fmt.Errorf("%w: the access token expired and there is no refresh token", ErrNoToken)
+		return validRead{}, fmt.Errorf("%w: the access token expired and there is no refresh token", ErrNoToken)
 	}
 	t, err := s.refresh(ctx, userID, providerID, raw)
-	return t.AccessToken, t.ExpiresAt, err
+	return validOf(t), err
 }
+
+// view is b as a string without a copy: b must never be written again.
+func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // DeleteTokens disconnects the user from the provider: the record is deleted,
 // and the provider is asked to revoke the grant where it can (RFC 7009), even

@@ -80,6 +80,11 @@ type Config struct {
 	// TokenTypes lists token_type values accepted besides "bearer" (any case)
 	// and an absent token_type; Slack answers "bot" and "user".
 	TokenTypes []string `json:"token_types,omitempty"`
+	// DPoP binds each grant to a key of its own (RFC 9449): the code
+	// exchange and refreshes carry a proof, and a "DPoP" token_type is
+	// accepted. Discover sets it when the server's metadata lists ES256 in
+	// dpop_signing_alg_values_supported.
+	DPoP bool `json:"dpop,omitempty"`
 	// UserTokenField names an object in the token response that carries a
 	// user token beside the top-level one (Slack: "authed_user").
 	UserTokenField string `json:"user_token_field,omitempty"`
@@ -249,7 +254,7 @@ func (s AuthStyle) oauth2() oauth2.AuthStyle {
 // An absent token_type is accepted (Shopify sends none); "bearer" is compared
 // case-insensitively (RFC 6749 §5.1 says the value is case-insensitive).
 func (c *Config) acceptsTokenType(t string) bool {
-	if t == "" || strings.EqualFold(t, "bearer") {
+	if t == "" || strings.EqualFold(t, "bearer") || c.DPoP && strings.EqualFold(t, "DPoP") {
 		return true
 	}
 	return slices.ContainsFunc(c.TokenTypes, func(s string) bool { return strings.EqualFold(s, t) })

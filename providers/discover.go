@@ -20,6 +20,7 @@ type metadata struct {
 	RevocationEndpoint    string   `json:"revocation_endpoint"`
 	CodeChallengeMethods  []string `json:"code_challenge_methods_supported"`
 	IssParameterSupported bool     `json:"authorization_response_iss_parameter_supported"`
+	DPoPSigningAlgs       []string `json:"dpop_signing_alg_values_supported"`
 	TokenAuthMethods      []string `json:"token_endpoint_auth_methods_supported"`
 	ScopesSupported       []string `json:"scopes_supported"`
 }
@@ -117,8 +118,12 @@ func (md *metadata) config(id, issuer string) (Config, error) {
 	if slices.Contains(md.CodeChallengeMethods, "S256") {
 		cfg.PKCE = PKCESupported
 	}
-	if md.IssParameterSupported {
-		cfg.Issuer = issuer
+	// The issuer is recorded with each sign-in whether or not the server
+	// sends iss: a callback naming another issuer is refused either way
+	// (RFC 9207, the MCP 2026-07-28 revision's SEP-2468).
+	cfg.Issuer, cfg.IssOptional = issuer, !md.IssParameterSupported
+	if slices.Contains(md.DPoPSigningAlgs, "ES256") {
+		cfg.DPoP = true
 	}
 	if !slices.Contains(md.TokenAuthMethods, "client_secret_basic") && slices.Contains(md.TokenAuthMethods, "client_secret_post") {
 		cfg.AuthStyle = AuthStyleParams

@@ -43,6 +43,7 @@ func fullMetadata(issuerPath string) func(string) map[string]any {
 			"authorization_response_iss_parameter_supported": true,
 			"token_endpoint_auth_methods_supported":          []string{"client_secret_basic", "client_secret_post", "none"},
 			"scopes_supported":                               []string{"openid", "offline_access"},
+			"dpop_signing_alg_values_supported":              []string{"RS256", "ES256"},
 		}
 	}
 }
@@ -73,6 +74,9 @@ func TestDiscover(t *testing.T) {
 			if !p.SupportsPKCE() || p.Issuer() != iss || !p.CanRevoke() || cfg.AuthStyle != AuthStyleHeader || strings.Join(p.DefaultScopes(), " ") != "openid" {
 				t.Errorf("pkce %v issuer %q revoke %v style %q scopes %v", p.SupportsPKCE(), p.Issuer(), p.CanRevoke(), cfg.AuthStyle, p.DefaultScopes())
 			}
+			if !p.UsesDPoP() {
+				t.Error("ES256 among dpop_signing_alg_values_supported: the grants are to be bound (DPoP)")
+			}
 		})
 	}
 }
@@ -96,6 +100,7 @@ func TestDiscoverCapabilities(t *testing.T) {
 			"issuer": base, "authorization_endpoint": base + "/a", "token_endpoint": base + "/t",
 			"code_challenge_methods_supported":      []string{"plain"},
 			"token_endpoint_auth_methods_supported": []string{"client_secret_post"},
+			"dpop_signing_alg_values_supported":     []string{"RS256"},
 		}
 	})
 	p, err := Discover(context.Background(), "local", srv.URL, testCreds, WithHTTPClient(srv.Client()), WithScopes("profile"))
@@ -104,6 +109,14 @@ func TestDiscoverCapabilities(t *testing.T) {
 	}
 	if p.SupportsPKCE() || p.Issuer() != "" || p.CanRevoke() || p.Config().AuthStyle != AuthStyleParams || p.DefaultScopes()[0] != "profile" {
 		t.Errorf("pkce %v issuer %q revoke %v style %q scopes %v", p.SupportsPKCE(), p.Issuer(), p.CanRevoke(), p.Config().AuthStyle, p.DefaultScopes())
+	}
+	// The issuer is recorded though the server does not send iss (SEP-2468):
+	// a callback naming another one is refused, one without iss accepted.
+	if iss, advertised := p.AuthorizationIssuer(); iss != srv.URL || advertised {
+		t.Errorf("AuthorizationIssuer %q, %v; want %q, false", iss, advertised, srv.URL)
+	}
+	if p.UsesDPoP() {
+		t.Error("no ES256 among dpop_signing_alg_values_supported: we sign ES256 only, so no DPoP")
 	}
 }
 

@@ -113,6 +113,10 @@ func (p *OAuth2) DefaultScopes() []string { return slices.Clone(p.cfg.Scopes) }
 // It is true unless the provider is known not to accept PKCE.
 func (p *OAuth2) SupportsPKCE() bool { return p.cfg.PKCE != PKCEUnsupported }
 
+// UsesDPoP reports whether the provider's grants are bound to a key
+// (Config.DPoP; oauthflow.DPoPProvider).
+func (p *OAuth2) UsesDPoP() bool { return p.cfg.DPoP }
+
 // RequiresPKCE reports whether the provider refuses a flow without PKCE (X).
 func (p *OAuth2) RequiresPKCE() bool { return p.cfg.PKCE == PKCERequired }
 
@@ -202,7 +206,7 @@ func (p *OAuth2) ExchangeCodeVerifier(ctx context.Context, code, verifier string
 	if err != nil {
 		return p.ExchangeCode(ctx, code, opts...) // sends nothing either: the token URL is malformed
 	}
-	resp, err := p.client.Do(req)
+	resp, err := p.proving(ctx).Do(req)
 	if err != nil {
 		return nil, &oauthflow.ProviderError{ProviderID: p.cfg.ID, Err: err}
 	}
@@ -295,9 +299,18 @@ func (p *OAuth2) wire(ctx context.Context) (context.Context, *recorder) {
 	return p.wireTo(ctx, transport(p.client))
 }
 
-// wireTo is wire with base in place of the client's transport.
+// proving is the provider's client, with a DPoP proof on each request when
+// ctx is that of a grant bound to a key (oauthflow.DPoPTransport).
+func (p *OAuth2) proving(ctx context.Context) *http.Client {
+	return &http.Client{Transport: oauthflow.DPoPTransport(ctx, transport(p.client)),
+		Timeout: p.client.Timeout, Jar: p.client.Jar, CheckRedirect: p.client.CheckRedirect}
+}
+
+// wireTo is wire with base in place of the client's transport; a grant bound
+// to a key proves it on each request, under the recorder, which so keeps the
+// answer to a nonce challenge's retry.
 func (p *OAuth2) wireTo(ctx context.Context, base http.RoundTripper) (context.Context, *recorder) {
-	w := &recorder{base: base, jsonBody: p.cfg.JSONTokenRequest, params: p.cfg.TokenParams}
+	w := &recorder{base: oauthflow.DPoPTransport(ctx, base), jsonBody: p.cfg.JSONTokenRequest, params: p.cfg.TokenParams}
 	c := &http.Client{Transport: w, Timeout: p.client.Timeout, Jar: p.client.Jar, CheckRedirect: p.client.CheckRedirect}
 	return context.WithValue(ctx, oauth2.HTTPClient, c), w
 }

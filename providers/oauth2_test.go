@@ -428,3 +428,22 @@ func TestTokenParams(t *testing.T) {
 		}
 	}
 }
+
+// A token_type of DPoP (any case) is a bound token: a provider configured for
+// DPoP reports it in TokenSet.TokenType; any other refuses it, since it sent
+// no proof the token could be bound to.
+func TestDPoPTokenType(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, jsonReply(200, `{"access_token":"at","token_type":"dpop","expires_in":60}`))
+	got, err := f.generic(t, func(c *Config) { c.DPoP = true }).ExchangeCode(context.Background(), "code-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (oauthflow.TokenSet{AccessToken: "at", ExpiresIn: 60, TokenType: "DPoP"}); *got != want {
+		t.Errorf("got %+v, want %+v", *got, want)
+	}
+	_, err = f.generic(t, nil).ExchangeCode(context.Background(), "code-1")
+	if !errors.Is(err, ErrTokenType) {
+		t.Errorf("a provider without DPoP took a DPoP token: %v", err)
+	}
+}

@@ -62,12 +62,16 @@ func (p *OAuth2) parse(a *answer, libErr error) (*oauthflow.TokenSet, error) {
 	if !p.cfg.acceptsTokenType(tok.TokenType) {
 		return nil, p.fail(a, nil, fmt.Errorf("%w %q", ErrTokenType, tok.TokenType))
 	}
-	return &oauthflow.TokenSet{
+	ts := &oauthflow.TokenSet{
 		AccessToken:  tok.AccessToken,
 		RefreshToken: tok.RefreshToken,
 		ExpiresIn:    int64(tok.ExpiresIn),
 		Scope:        tok.Scope.normalize(p.cfg.separator()),
-	}, nil
+	}
+	if strings.EqualFold(tok.TokenType, "DPoP") {
+		ts.TokenType = "DPoP" // accepted only when Config.DPoP (acceptsTokenType)
+	}
+	return ts, nil
 }
 
 // failed: a non-2xx status, an "error" field (GitHub and Slack send HTTP 200
