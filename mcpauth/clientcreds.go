@@ -38,7 +38,8 @@ const ccRefreshMark = "client_credentials"
 // ccSuffix ends the provider ID of a server reached with client credentials.
 const ccSuffix = "-cc"
 
-// ccProvider is an MCP server reached with client credentials.
+// ccProvider is an MCP server reached by a grant of the agent's own: client
+// credentials, cross-app access, or the workload's JWT (workload.go).
 type ccProvider struct {
 	id       string
 	conn     *Connector // its clients are read at each grant, so a rotated secret is used at once
@@ -46,9 +47,10 @@ type ccProvider struct {
 	scopes   []string
 	http     *http.Client // under the outbound policy: the server's token endpoint
 	idp      *http.Client // the app's identity provider (Config.CrossApp), which may be internal
-	issuer   string       // the JWT assertion's and the ID-JAG's audience: a proven issuer (audience)
+	issuer   string       // the audience of the client's JWT assertion, the ID-JAG and the workload's JWT: a proven issuer (audience)
 	tokenURL string
 	crossApp *CrossApp // set: the user's IdP grants the assertion (cross-app access)
+	workload *Workload // set: the workload's platform gives the assertion (workload identity federation)
 }
 
 func (p *ccProvider) ProviderID() string      { return p.id }
@@ -61,16 +63,23 @@ func (p *ccProvider) ExchangeCode(context.Context, string, ...oauth2.AuthCodeOpt
 }
 
 // RefreshToken fetches a new token with the grant again: for cross-app
-// access, for the user the stored mark names.
+// access and workload identity federation, for the user the stored mark
+// names.
 func (p *ccProvider) RefreshToken(ctx context.Context, mark string) (*oauthflow.TokenSet, error) {
-	userID, _ := strings.CutPrefix(mark, crossAppRefreshMark)
+	userID, ok := strings.CutPrefix(mark, crossAppRefreshMark)
+	if !ok {
+		userID, _ = strings.CutPrefix(mark, workloadRefreshMark)
+	}
 	return p.grant(ctx, userID)
 }
 
 // grant asks the token endpoint for a token: with the client's
 // credentials, or, for cross-app access, with the identity assertion the
-// IdP grants for userID.
+// IdP grants for userID, or, for a workload, with its platform's JWT.
 func (p *ccProvider) grant(ctx context.Context, userID string) (*oauthflow.TokenSet, error) {
+	if p.workload != nil {
+		return p.workloadGrant(ctx, userID)
+	}
 	form := url.Values{"grant_type": {"client_credentials"}, "resource": {p.d.Resource}}
 	if p.crossApp != nil {
 		if userID == "" {
@@ -80,21 +89,51 @@ func (p *ccProvider) grant(ctx context.Context, userID string) (*oauthflow.Token
 		if err != nil {
 			return nil, err
 		}
-		form = url.Values{"grant_type": {"urn:ietf:params:oauth:grant-type:jwt-bearer"}, "assertion": {jag}, "resource": {p.d.Resource}}
-	}
-	if len(p.scopes) > 0 {
-		form.Set("scope", strings.Join(p.scopes, " "))
+		form = url.Values{"grant_type": {jwtBearerGrant}, "assertion": {jag}, "resource": {p.d.Resource}}
 	}
 	cl, err := p.currentClient()
 	if err != nil {
 		return nil, err
 	}
-	basic := false
+	a, err := p.post(ctx, form, &cl)
+	if err != nil {
+		return nil, err
+	}
+	mark := ccRefreshMark
+	if p.crossApp != nil {
+		mark = crossAppRefreshMark + userID
+	}
+	return &oauthflow.TokenSet{AccessToken: a.AccessToken, RefreshToken: mark, ExpiresIn: a.ExpiresIn, Scope: a.Scope}, nil
+}
+
+// post sends a grant's form to the token endpoint with p's scopes and cl's
+// client authentication (none when cl is nil).
+func (p *ccProvider) post(ctx context.Context, form url.Values, cl *Client) (tokenAnswer, error) {
+	if len(p.scopes) > 0 {
+		form.Set("scope", strings.Join(p.scopes, " "))
+	}
+	basic, err := p.authenticate(form, cl)
+	if err != nil {
+		return tokenAnswer{}, err
+	}
+	if !basic {
+		cl = nil
+	}
+	return postToken(ctx, p.http, p.id, p.tokenURL, form, cl)
+}
+
+// authenticate adds cl's client authentication to form, and reports
+// whether it goes in the Basic header instead (client_secret_basic). A nil
+// cl adds none.
+func (p *ccProvider) authenticate(form url.Values, cl *Client) (basic bool, err error) {
+	if cl == nil {
+		return false, nil
+	}
 	switch cl.authMethod() {
 	case "private_key_jwt":
-		assertion, err := p.assertion(cl)
+		assertion, err := p.assertion(*cl)
 		if err != nil {
-			return nil, err
+			return false, err
 		}
 		form.Set("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
 		form.Set("client_assertion", assertion)
@@ -104,21 +143,9 @@ func (p *ccProvider) grant(ctx context.Context, userID string) (*oauthflow.Token
 	case "none":
 		form.Set("client_id", cl.ID)
 	default:
-		basic = true
+		return true, nil
 	}
-	var auth *Client
-	if basic {
-		auth = &cl
-	}
-	a, err := postToken(ctx, p.http, p.id, p.tokenURL, form, auth)
-	if err != nil {
-		return nil, err
-	}
-	mark := ccRefreshMark
-	if p.crossApp != nil {
-		mark = crossAppRefreshMark + userID
-	}
-	return &oauthflow.TokenSet{AccessToken: a.AccessToken, RefreshToken: mark, ExpiresIn: a.ExpiresIn, Scope: a.Scope}, nil
+	return false, nil
 }
 
 // tokenAnswer is a token endpoint's answer.
@@ -233,7 +260,8 @@ func (c *Connector) ConnectAsClient(ctx context.Context, serverURL, userID strin
 }
 
 // connectGrant connects serverURL for userID with a grant that needs no
-// sign-in: client credentials, or cross-app access for the xaaSuffix.
+// sign-in: client credentials, or cross-app access for the xaaSuffix, or
+// the workload's JWT for the workloadSuffix.
 func (c *Connector) connectGrant(ctx context.Context, serverURL, userID string, ch Challenge, suffix string) (string, error) {
 	base, err := ProviderID(serverURL)
 	if err != nil {
@@ -268,7 +296,8 @@ func (c *Connector) connectGrant(ctx context.Context, serverURL, userID string, 
 
 // clientProvider is the provider of the server d describes, reached with
 // the client's own credentials (Config.Clients), or through Config.CrossApp
-// for an ID with the xaaSuffix.
+// for an ID with the xaaSuffix, or as Config.Workload for an ID with the
+// workloadSuffix.
 func (c *Connector) clientProvider(id string, d Discovered, scopes []string) (*ccProvider, error) {
 	var idp *CrossApp
 	if strings.HasSuffix(id, xaaSuffix) {
@@ -278,6 +307,9 @@ func (c *Connector) clientProvider(id string, d Discovered, scopes []string) (*c
 	}
 	p := &ccProvider{id: id, conn: c, d: d, scopes: scopes, http: c.http, idp: appClient(c.cfg),
 		issuer: audience(&d), tokenURL: d.AS.TokenEndpoint, crossApp: idp}
+	if strings.HasSuffix(id, workloadSuffix) {
+		return c.workloadProvider(p)
+	}
 	if _, err := p.currentClient(); err != nil {
 		return nil, err
 	}

@@ -37,6 +37,10 @@ type Config struct {
 	// CrossApp is the enterprise identity provider the app's users sign in
 	// with, for servers they reach through it (ConnectCrossApp).
 	CrossApp *CrossApp
+	// Workload is the platform identity the app runs as (its JWT), for
+	// servers an agent reaches as that workload with the JWT bearer grant
+	// (ConnectAsWorkload, workload identity federation).
+	Workload *Workload
 	// HTTPClient makes discovery and registration requests and every call
 	// of the providers it builds (default: a client with a 30 s timeout),
 	// under the outbound policy (outbound.go): https only (plain http to

@@ -30,4 +30,14 @@
 // use and never stored. A server record lives 7 days from its last use and
 // is rediscovered when a day old; the server's URL, kept 90 days from a
 // user's last sign-in or refresh, rebuilds a record gone while tokens live.
+//
+// An agent may also reach a server as itself, with no sign-in, by a grant
+// of its own, each under a provider ID of its own: the client credentials
+// grant (ConnectAsClient), cross-app access through the enterprise identity
+// provider its users sign in with (ConnectCrossApp), or workload identity
+// federation with the JWT its platform issues it (ConnectAsWorkload, the
+// JWT bearer grant of RFC 7523). A workload's grant is the only one tried:
+// a refusal is returned, no other grant follows it, and for five minutes,
+// on every instance, the grant is not asked again. The tokens these grants
+// give are fetched anew by the same grant when they expire.
 package mcpauth

@@ -35,6 +35,11 @@ type OAuthHandler struct {
 	// enterprise identity provider (Config.CrossApp, cross-app access)
 	// instead of a sign-in of the server's own.
 	CrossApp bool
+	// Workload has the handler reach the server as the workload the app
+	// runs as, with its platform's JWT (Config.Workload, the JWT bearer
+	// grant) and no other grant, instead of as a user who signs in; UserID
+	// is then the app's name for the agent.
+	Workload bool
 }
 
 // providerID is the server's provider ID for the handler's way in.
@@ -43,6 +48,8 @@ func (h *OAuthHandler) providerID() (string, error) {
 	switch {
 	case err != nil:
 		return "", err
+	case h.Workload:
+		return id + workloadSuffix, nil
 	case h.CrossApp:
 		return id + xaaSuffix, nil
 	case h.AsClient:
@@ -75,6 +82,9 @@ func (h *OAuthHandler) Authorize(ctx context.Context, req *http.Request, resp *h
 	discard(resp)
 	ch, _ := ParseChallenge(resp.Header)
 	switch {
+	case h.Workload:
+		_, err := h.Connector.ConnectAsWorkload(ctx, h.ServerURL, h.UserID, ch)
+		return err
 	case h.CrossApp:
 		_, err := h.Connector.ConnectCrossApp(ctx, h.ServerURL, h.UserID, ch)
 		return err
