@@ -67,10 +67,6 @@ var pending = map[string][]string{
 	// of the MCP server.
 	"auth/dpop-nonce": {"sep-1932-client-token-request-proof", "sep-1932-client-dpop-auth-scheme",
 		"sep-1932-client-fresh-proof", "sep-1932-client-as-nonce", "sep-1932-client-rs-nonce"},
-	// SEP-1933: the JWT bearer grant (RFC 7523) with the workload's own
-	// token. mcpauth has no such grant, so this client makes no token
-	// request (a sign-in in its stead is the fallback the scenario warns of).
-	"auth/wif-jwt-bearer": {"wif-assertion-verified"},
 }
 
 // check is one of the checks a scenario's run reports (--verbose).

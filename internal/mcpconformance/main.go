@@ -82,11 +82,6 @@ func run(ctx context.Context, serverURL string, suite suiteRun) error {
 	if !strings.HasPrefix(suite.scenario, "auth/") {
 		return fmt.Errorf("scenario %q: only the auth scenarios are served", suite.scenario)
 	}
-	if set.WorkloadJWT != "" {
-		// Its authorization server takes the JWT bearer grant only: a
-		// sign-in in its stead is the grant fallback the scenario warns of.
-		return errors.New("workload identity federation: mcpauth has no JWT bearer grant with the workload's own token")
-	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	m, err := oauthflow.New(ctx, oauthflow.Config{KV: oauthflow.NewMemoryKV(), Logger: log})
 	if err != nil {
@@ -107,12 +102,19 @@ func run(ctx context.Context, serverURL string, suite suiteRun) error {
 		cfg.CrossApp = &mcpauth.CrossApp{TokenURL: set.IdPTokenEndpoint, ClientID: set.IdPClientID,
 			IDToken: func(context.Context, string) (string, error) { return set.IdPIDToken, nil }}
 	}
+	if set.WorkloadJWT != "" {
+		// The scenario's workload JWT, for the JWT bearer grant, the only
+		// one its authorization server takes; the context's client_id goes
+		// with it (token_endpoint_auth_method none).
+		cfg.Workload = &mcpauth.Workload{
+			Assertion: func(context.Context, string) (string, error) { return set.WorkloadJWT, nil }}
+	}
 	conn, err := mcpauth.New(cfg)
 	if err != nil {
 		return err
 	}
 	h := &mcpauth.OAuthHandler{Connector: conn, UserID: user, ServerURL: serverURL, SignIn: consent, AsClient: asClient,
-		CrossApp: set.IdPIDToken != ""}
+		CrossApp: set.IdPIDToken != "", Workload: set.WorkloadJWT != ""}
 	return callTool(ctx, serverURL, suite.protocol, h)
 }
 
