@@ -338,3 +338,10 @@ func audience(d *Discovered) string {
 	}
 	return verifiedIssuer(d)
 }
+
+// grantID reports whether id is a provider of a grant that needs no sign-in
+// (client credentials, cross-app access, workload identity): each instance
+// rebuilds it from the stored server record as that grant.
+func grantID(id string) bool {
+	return strings.HasSuffix(id, ccSuffix) || strings.HasSuffix(id, xaaSuffix) || strings.HasSuffix(id, workloadSuffix)
+}

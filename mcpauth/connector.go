@@ -181,7 +181,7 @@ func (c *Connector) resolve(id string) (oauthflow.Provider, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: no MCP server is connected as %q", oauthflow.ErrUnknownProvider, id)
 	}
-	if strings.HasSuffix(id, ccSuffix) || strings.HasSuffix(id, xaaSuffix) {
+	if grantID(id) {
 		return c.clientProvider(id, s.Discovery, s.Scopes)
 	}
 	return c.build(ctx, id, s)

@@ -120,7 +120,7 @@ func (c *Connector) save(ctx context.Context, id string, s *server) error {
 	if err := c.kv.Set(ctx, serverKey(id), b, serverTTL); err != nil {
 		return err
 	}
-	if strings.HasSuffix(id, ccSuffix) || strings.HasSuffix(id, xaaSuffix) {
+	if grantID(id) {
 		return c.keepName(ctx, id, s.URL)
 	}
 	return nil

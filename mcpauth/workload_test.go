@@ -411,3 +411,28 @@ func TestWorkloadNeedsConfig(t *testing.T) {
 		t.Errorf("%d token requests, want none", len(reqs))
 	}
 }
+
+// Another instance over the same store that reads the workload's expired
+// token runs the JWT bearer grant again: it rebuilds the provider from the
+// stored record as a workload grant, never as a sign-in.
+func TestWorkloadAcrossInstances(t *testing.T) {
+	t.Parallel()
+	f, p := newWorkloadAS(t), &platform{}
+	f.expiresIn = 30 // inside the store's 60 s skew: every read grants anew
+	kv := oauthflow.NewMemoryKV()
+	a := newWorkloadInstance(t, kv, f, p, nil)
+	b := newWorkloadInstance(t, kv, f, p, nil)
+	ctx := context.Background()
+	id, err := a.conn.ConnectAsWorkload(ctx, f.srv.URL+"/mcp", "agent", mcpauth.Challenge{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := b.mod.Tokens.GetValidAccessToken(ctx, "agent", id)
+	if err != nil || tok != "wif-2" {
+		t.Fatalf("instance b read %q, %v; want wif-2, a second JWT bearer grant", tok, err)
+	}
+	reqs, signIns := f.seen()
+	if len(reqs) != 2 || reqs[1].form.Get("grant_type") != jwtBearer || signIns != 0 {
+		t.Errorf("%d token requests (%v), %d sign-in requests; want two JWT bearer grants and no sign-in", len(reqs), reqs, signIns)
+	}
+}
