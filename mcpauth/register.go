@@ -169,9 +169,12 @@ func (c *Connector) register(ctx context.Context, d *Discovered) (registration, 
 		"grant_types":                []string{"authorization_code", "refresh_token"},
 		"response_types":             []string{"code"},
 		"token_endpoint_auth_method": method,
+		// Named always, as the MCP 2026-07-28 revision requires (SEP-837):
+		// an http loopback redirect is a native app's (RFC 8252 §7.3).
+		"application_type": "web",
 	}
 	if loopback(c.cfg.RedirectURL) {
-		meta["application_type"] = "native" // RFC 8252 §7.3: an http loopback redirect is a native app's
+		meta["application_type"] = "native"
 	}
 	body, _ := json.Marshal(meta)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, md.RegistrationEndpoint, bytes.NewReader(body))
