@@ -21,37 +21,42 @@ import (
 // heals: the server is discovered again, the registration forgotten and a
 // new one made, once across instances. The call that met the refusal still
 // fails (a code or a refresh token belongs to the client it was issued to);
-// the next sign-in uses the new client.
+// the next sign-in uses the new client. A server record that names another
+// authorization server than the one the provider serves (the server moved,
+// migration.go) is followed at the next use: a new client, registered there.
 type serverProvider struct {
 	c  *Connector
 	id string
 
 	mu     sync.Mutex
-	s      *server           // the server record it was built from
+	s      *server           // the server record it serves
 	dyn    Client            // the dynamic registration in use; zero while the app's own client serves
-	inner  *providers.OAuth2 // built for client
+	inner  *providers.OAuth2 // built for client, from the record from; a zero client has it built anew
 	client Client
+	from   *server
 }
 
 // build makes the provider of s, registering a client if it needs one.
 func (c *Connector) build(ctx context.Context, id string, s *server) (*serverProvider, error) {
 	p := &serverProvider{c: c, id: id, s: s}
-	if _, err := p.now(ctx); err != nil {
+	if _, _, err := p.now(ctx); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-// now is the oauth2 provider for the client that serves now.
-func (p *serverProvider) now(ctx context.Context) (*providers.OAuth2, error) {
+// now is the oauth2 provider for the client that serves now, and the
+// server record it was built from (whose issuer it sends to).
+func (p *serverProvider) now(ctx context.Context) (*providers.OAuth2, *server, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.follow(ctx)
 	cl, preset := p.c.preset(&p.s.Discovery)
 	if !preset {
 		if p.dyn.ID == "" {
 			reg, err := p.c.registered(ctx, &p.s.Discovery)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			p.dyn = reg
 		}
@@ -60,24 +65,43 @@ func (p *serverProvider) now(ctx context.Context) (*providers.OAuth2, error) {
 	if p.inner == nil || cl != p.client {
 		inner, err := p.c.oauth2(p.id, p.s, cl)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		p.inner, p.client = inner, cl
+		p.inner, p.client, p.from = inner, cl, p.s
 	}
-	return p.inner, nil
+	return p.inner, p.from, nil
+}
+
+// follow takes the stored server record when it names another verified
+// issuer than the one the provider serves: the server moved, and the move
+// was seen here or on another instance. The dynamic registration goes with
+// the old issuer. A record that cannot be read leaves the provider as it
+// is. p.mu is held.
+func (p *serverProvider) follow(ctx context.Context) {
+	s, _, err := p.c.readServer(ctx, p.id)
+	if err != nil || s == nil || verifiedIssuer(&s.Discovery) == verifiedIssuer(&p.s.Discovery) {
+		return
+	}
+	p.s, p.dyn, p.client = s, Client{}, Client{} // no client: inner is built anew
 }
 
 // last is now for the methods that take no context; when the client cannot
-// be had, the provider built last.
-func (p *serverProvider) last() *providers.OAuth2 {
+// be had, the provider built last, and the record it was built from.
+func (p *serverProvider) last() (*providers.OAuth2, *server) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if inner, err := p.now(ctx); err == nil {
-		return inner
+	if inner, from, err := p.now(ctx); err == nil {
+		return inner, from
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.inner
+	return p.inner, p.from
+}
+
+// lastInner is last's oauth2 provider.
+func (p *serverProvider) lastInner() *providers.OAuth2 {
+	inner, _ := p.last()
+	return inner
 }
 
 // dynamic reports whether a dynamic registration serves, not the app's own client.
@@ -102,59 +126,99 @@ func (p *serverProvider) DeadGrantCodes() []string {
 }
 
 func (p *serverProvider) ProviderID() string      { return p.id }
-func (p *serverProvider) DefaultScopes() []string { return p.last().DefaultScopes() }
-func (p *serverProvider) DisplayName() string     { return p.last().DisplayName() }
-func (p *serverProvider) SupportsPKCE() bool      { return p.last().SupportsPKCE() }
-func (p *serverProvider) Issuer() string          { return p.last().Issuer() }
+func (p *serverProvider) DefaultScopes() []string { return p.lastInner().DefaultScopes() }
+func (p *serverProvider) DisplayName() string     { return p.lastInner().DisplayName() }
+func (p *serverProvider) SupportsPKCE() bool      { return p.lastInner().SupportsPKCE() }
+func (p *serverProvider) Issuer() string          { return p.lastInner().Issuer() }
 
 // AuthorizationIssuer: every sign-in records its authorization server's
 // issuer, advertised or not (oauthflow.IssuerReporter, the mix-up defence).
-func (p *serverProvider) AuthorizationIssuer() (string, bool) { return p.last().AuthorizationIssuer() }
-
-func (p *serverProvider) BuildAuthURL(scopes []string, state string, opts ...oauth2.AuthCodeOption) string {
-	return p.last().BuildAuthURL(scopes, state, opts...)
+func (p *serverProvider) AuthorizationIssuer() (string, bool) {
+	return p.lastInner().AuthorizationIssuer()
 }
 
+// BuildAuthURL binds the sign-in, by its PKCE challenge, to the issuer it
+// is sent to: its code is exchanged there or nowhere.
+func (p *serverProvider) BuildAuthURL(scopes []string, state string, opts ...oauth2.AuthCodeOption) string {
+	inner, from := p.last()
+	u := inner.BuildAuthURL(scopes, state, opts...)
+	p.c.bindSignIn(u, from)
+	return u
+}
+
+// ExchangeCode cannot see the sign-in's verifier among opts, so it cannot
+// check where the sign-in went; the module calls ExchangeCodeVerifier.
 func (p *serverProvider) ExchangeCode(ctx context.Context, code string, opts ...oauth2.AuthCodeOption) (*oauthflow.TokenSet, error) {
-	inner, err := p.now(ctx)
+	inner, from, err := p.now(ctx)
 	if err != nil {
 		return nil, err
 	}
 	ts, err := inner.ExchangeCode(ctx, code, opts...)
-	return ts, p.check(ctx, inner, err)
+	return ts, p.check(ctx, inner, from, ts, "", err)
 }
 
+// ExchangeCodeVerifier exchanges the code only at the issuer its sign-in
+// was sent to.
 func (p *serverProvider) ExchangeCodeVerifier(ctx context.Context, code, verifier string) (*oauthflow.TokenSet, error) {
-	inner, err := p.now(ctx)
+	inner, from, err := p.now(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if err := p.c.signInHere(ctx, verifier, from); err != nil {
 		return nil, err
 	}
 	ts, err := inner.ExchangeCodeVerifier(ctx, code, verifier)
-	return ts, p.check(ctx, inner, err)
+	return ts, p.check(ctx, inner, from, ts, "", err)
 }
 
+// RefreshToken sends a refresh token only to the issuer it is bound to;
+// another's is a dead grant, and no request is made.
 func (p *serverProvider) RefreshToken(ctx context.Context, refreshToken string) (*oauthflow.TokenSet, error) {
-	inner, err := p.now(ctx)
+	inner, from, err := p.now(ctx)
 	if err != nil {
 		return nil, err
 	}
+	if err := p.c.issuedHere(ctx, refreshToken, from); err != nil {
+		return nil, p.deadGrant(err)
+	}
 	ts, err := inner.RefreshToken(ctx, refreshToken)
-	return ts, p.check(ctx, inner, err)
+	return ts, p.check(ctx, inner, from, ts, refreshToken, err)
 }
 
+// deadGrant is the error of a refresh token RefreshToken did not send:
+// invalid_grant for one of another issuer (the store deletes it); the
+// store's error as it is.
+func (p *serverProvider) deadGrant(err error) error {
+	if !errors.Is(err, ErrIssuerChanged) {
+		return err
+	}
+	return &oauthflow.ProviderError{ProviderID: p.id, Code: "invalid_grant",
+		Description: "the grant was issued by another authorization server", Err: err}
+}
+
+// RevokeToken revokes a token only at the issuer it is bound to; another's
+// is left alone, as a provider without revocation does.
 func (p *serverProvider) RevokeToken(ctx context.Context, token, hint string) error {
-	inner, err := p.now(ctx)
+	inner, from, err := p.now(ctx)
 	if err != nil {
+		return err
+	}
+	if err := p.c.issuedHere(ctx, token, from); errors.Is(err, ErrIssuerChanged) {
+		return errors.Join(errors.ErrUnsupported, err)
+	} else if err != nil {
 		return err
 	}
 	return inner.RevokeToken(ctx, token, hint)
 }
 
-// check follows a token request made with inner: after tokens, it keeps
-// the server's name and registration alive (a user's tokens live); after
-// the server's refusal of the client, it heals. err is returned as it is.
-func (p *serverProvider) check(ctx context.Context, inner *providers.OAuth2, err error) error {
+// check follows a token request made with inner, built from the record
+// from: tokens (ts) are bound to its issuer (refreshedWith: the refresh
+// token sent, which ts may keep), and keep the server's name and
+// registration alive (a user's tokens live); the server's refusal of the
+// client heals. err is returned as it is.
+func (p *serverProvider) check(ctx context.Context, inner *providers.OAuth2, from *server, ts *oauthflow.TokenSet, refreshedWith string, err error) error {
 	if err == nil {
+		p.c.bindGrant(ctx, ts, refreshedWith, from)
 		p.keep(ctx)
 		return nil
 	}
@@ -236,7 +300,7 @@ func (p *serverProvider) heal(ctx context.Context, refused string) error {
 	if _, preset := p.c.preset(&old.Discovery); preset {
 		return nil
 	}
-	fresh, err := p.c.rediscover(ctx, p.id, old.URL, old.Scopes)
+	fresh, err := p.c.rediscover(ctx, p.id, old, Challenge{})
 	if err != nil {
 		return err
 	}

@@ -34,6 +34,11 @@ type server struct {
 	Discovery Discovered `json:"discovery"`
 	Scopes    []string   `json:"scopes,omitempty"` // what a sign-in asks for by default
 	Saved     time.Time  `json:"saved"`            // when Discovery was found
+	// Moved is when the server was last found at another authorization
+	// server than its record named, or rebuilt without the record that
+	// named one; zero: every token and sign-in for it is its issuer's
+	// (migration.go).
+	Moved time.Time `json:"moved,omitzero"`
 }
 
 func serverKey(id string) string { return "oauth:mcp:server:" + id }
@@ -52,7 +57,7 @@ func (c *Connector) load(ctx context.Context, id string) (*server, bool, error) 
 		return c.rediscoverByName(ctx, id)
 	}
 	if time.Since(s.Saved) > rediscoverAfter {
-		if fresh, err := c.rediscover(ctx, id, s.URL, s.Scopes); err == nil {
+		if fresh, err := c.rediscover(ctx, id, s, Challenge{}); err == nil {
 			return fresh, true, nil
 		} // unreachable now: the stored discovery serves, and the next build tries again
 	}
@@ -88,24 +93,31 @@ func (c *Connector) rediscoverByName(ctx context.Context, id string) (*server, b
 	if base, _ := ProviderID(string(u)); base == "" || !strings.HasPrefix(id, base) {
 		return nil, false, nil // a name record that is not this server's
 	}
-	s, err := c.rediscover(ctx, id, string(u), nil)
+	// The record that named the server's issuer is gone, and users' tokens
+	// may be another issuer's: it counts as moved.
+	s, err := c.rediscover(ctx, id, &server{URL: string(u)}, Challenge{})
 	if err != nil {
 		return nil, false, err
 	}
 	return s, true, nil
 }
 
-// rediscover discovers the server at serverURL again and saves its record;
-// scopes, when given, are kept (they may have come from a challenge).
-func (c *Connector) rediscover(ctx context.Context, id, serverURL string, scopes []string) (*server, error) {
-	d, err := discover(ctx, c.http, serverURL, Challenge{})
+// rediscover discovers the server of old again, with ch (the challenge that
+// asked for it, when there is one), and saves its record. old's scopes are
+// kept (they may have come from a challenge) unless the server moved to
+// another authorization server: then they are found anew, as at a Connect.
+func (c *Connector) rediscover(ctx context.Context, id string, old *server, ch Challenge) (*server, error) {
+	d, err := discover(ctx, c.http, old.URL, ch)
 	if err != nil {
 		return nil, err
 	}
-	if scopes == nil {
-		scopes = defaultScopes(d, Challenge{})
+	s := &server{URL: old.URL, Discovery: *d, Scopes: old.Scopes, Saved: time.Now(), Moved: old.Moved}
+	if verifiedIssuer(d) != verifiedIssuer(&old.Discovery) {
+		s.Scopes, s.Moved = nil, s.Saved
 	}
-	s := &server{URL: serverURL, Discovery: *d, Scopes: scopes, Saved: time.Now()}
+	if s.Scopes == nil {
+		s.Scopes = defaultScopes(d, ch)
+	}
 	return s, c.save(ctx, id, s)
 }
 

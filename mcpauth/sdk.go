@@ -77,7 +77,9 @@ func (h *OAuthHandler) TokenSource(ctx context.Context) (oauth2.TokenSource, err
 // Authorize answers the server's 401 or 403 (resp): it connects the server
 // from the challenge, and signs the user in for the scopes the server asks
 // for (added to those granted, on a 403 insufficient_scope) when SignIn is
-// set. The SDK then sends the request again.
+// set. A 401 to the user's token first has the server checked for a move to
+// another authorization server (migration.go): the sign-in then goes there.
+// The SDK then sends the request again.
 func (h *OAuthHandler) Authorize(ctx context.Context, req *http.Request, resp *http.Response) error {
 	discard(resp)
 	ch, _ := ParseChallenge(resp.Header)
@@ -91,6 +93,15 @@ func (h *OAuthHandler) Authorize(ctx context.Context, req *http.Request, resp *h
 	case h.AsClient:
 		_, err := h.Connector.ConnectAsClient(ctx, h.ServerURL, h.UserID, ch)
 		return err
+	}
+	if resp.StatusCode == http.StatusUnauthorized && carriesToken(req, h.ServerURL) {
+		id, err := ProviderID(h.ServerURL)
+		if err != nil {
+			return err
+		}
+		if err := h.Connector.recheck(ctx, h.UserID, id, ch); err != nil {
+			return err
+		}
 	}
 	id, err := h.Connector.Connect(ctx, h.ServerURL, ch)
 	if err != nil {

@@ -16,7 +16,9 @@ import (
 // The MCP transport: an http.RoundTripper bound to one user and one MCP
 // server. It sends the user's token (refreshed on expiry, and once more on a
 // 401 to the token it sent, as Tokens.Client does), connects the server on
-// its first 401, and turns what the store cannot fix into errors the rest
+// its first 401, follows the server to another authorization server when a
+// 401 to the user's token comes from a server whose metadata names another
+// now (migration.go), and turns what the store cannot fix into errors the rest
 // of oauthflow understands: ErrNoToken when the user must sign in (a tool
 // reports "unauthorized" and the "oauth" workflow runs its sign-in), and a
 // *oauthflow.ScopeError when the server wants scopes the grant lacks (the
@@ -67,14 +69,21 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, closeBody(req, err)
 	}
 	var resp *http.Response
+	answers := &tokenAnswers{t: t, id: id}
 	if connected {
-		resp, err = t.c.cfg.Module.Tokens.Transport(t.values, t.userID, id, t.baseRT()).RoundTrip(req)
+		resp, err = t.c.cfg.Module.Tokens.Transport(t.values, t.userID, id, answers).RoundTrip(req)
 	} else {
 		resp, err = t.baseRT().RoundTrip(req)
 	}
+	if answers.err != nil && (err != nil || resp.StatusCode == http.StatusUnauthorized) {
+		if resp != nil {
+			discard(resp)
+		}
+		return nil, answers.err // the server moved, maybe, and could not be followed
+	}
 	if err != nil {
 		if errors.Is(err, oauthflow.ErrNoToken) {
-			return nil, &UnauthorizedError{ProviderID: id, Err: err}
+			return nil, &UnauthorizedError{ProviderID: id, Status: answers.status, Challenge: answers.ch, Err: err}
 		}
 		return nil, err
 	}
@@ -90,6 +99,29 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	return nil, t.c.unauthorized(req.Context(), t.userID, id, resp.StatusCode, ch)
+}
+
+// tokenAnswers is the transport under the token store's, which sees each
+// answer to a request that carried the user's token: a 401 has the server
+// checked for a move to another authorization server (Connector.recheck),
+// before the store tries a refresh of the token.
+type tokenAnswers struct {
+	t      *transport
+	id     string
+	status int       // the last 401's, 0 when none came
+	ch     Challenge // its challenge
+	err    error     // why the check failed
+}
+
+func (a *tokenAnswers) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := a.t.baseRT().RoundTrip(req)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized || !carriesToken(req, a.t.server) {
+		return resp, err
+	}
+	a.status = resp.StatusCode
+	a.ch, _ = ParseChallenge(resp.Header)
+	a.err = a.t.c.recheck(req.Context(), a.t.userID, a.id, a.ch)
+	return resp, nil
 }
 
 // unauthorized is the error for a 401 or 403 that the store could not fix:
