@@ -53,11 +53,6 @@ var scenarios = []struct {
 // them fails any other check or no longer fails one of these, so the list
 // can only shrink: take a scenario off it once the library makes it pass.
 var pending = map[string][]string{
-	// SEP-2352: when the resource metadata's authorization_servers changes
-	// (after a 401 to a token of the old one), the client discovers again
-	// and registers at the new authorization server. mcpauth keeps the
-	// stored discovery and signs in at the old one again.
-	"auth/authorization-server-migration": {"sep-2352-reregister-on-as-change"},
 	// SEP-1932, RFC 9449: DPoP-bound tokens. mcpauth sends no DPoP proof,
 	// neither to the token endpoint nor with the token, which it presents
 	// as a Bearer token.
