@@ -38,6 +38,31 @@ func (p *Peer) DenyNext(t testing.TB) {
 // public client only its own.
 func (p *Peer) Introspect(t testing.TB, token, clientID, secret string) (active bool) {
 	t.Helper()
+	return p.introspect(t, token, clientID, secret).Active
+}
+
+// BoundTo returns the thumbprint (RFC 7638) of the key an active token is
+// bound to with DPoP, its cnf.jkt (RFC 9449 §6.2), "" when it is a bearer
+// token or not active. It authenticates as Introspect does.
+func (p *Peer) BoundTo(t testing.TB, token, clientID, secret string) (jkt string) {
+	t.Helper()
+	answer := p.introspect(t, token, clientID, secret)
+	if !answer.Active {
+		return ""
+	}
+	return answer.Cnf.JKT
+}
+
+// introspection is the part of an RFC 7662 answer the harness reads.
+type introspection struct {
+	Active bool `json:"active"`
+	Cnf    struct {
+		JKT string `json:"jkt"`
+	} `json:"cnf"`
+}
+
+func (p *Peer) introspect(t testing.TB, token, clientID, secret string) introspection {
+	t.Helper()
 	form := url.Values{"token": {token}}
 	basic := secret != "" && clientID != PostClient
 	if !basic {
@@ -61,13 +86,11 @@ func (p *Peer) Introspect(t testing.TB, token, clientID, secret string) (active 
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	var answer struct {
-		Active bool `json:"active"`
-	}
+	var answer introspection
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &answer) != nil {
 		t.Fatalf("oidcpeer: introspection as %s: HTTP %d: %s", clientID, resp.StatusCode, body)
 	}
-	return answer.Active
+	return answer
 }
 
 // Authorize plays the user's browser: starting at authURL it follows every

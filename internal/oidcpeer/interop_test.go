@@ -372,3 +372,23 @@ func TestPeerOptions(t *testing.T) {
 	assert.Equal(t, "invalid_request", back.Get("error"), "no code_challenge under PKCE=required: %v", back)
 	assert.Equal(t, peer.Issuer(), back.Get("iss"))
 }
+
+// TestDPoPOptions checks the peer's DPoP policies reach its metadata:
+// ES256 is listed unless DPoP is off, and Discover binds grants from it.
+func TestDPoPOptions(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		dpop  string
+		bound bool
+	}{
+		{"", true},
+		{oidcpeer.DPoPNonce, true},
+		{oidcpeer.DPoPOff, false},
+	} {
+		t.Run("DPoP="+tt.dpop, func(t *testing.T) {
+			t.Parallel()
+			peer := oidcpeer.Start(t, oidcpeer.Options{DPoP: tt.dpop})
+			assert.Equal(t, tt.bound, provider(t, peer, basicClient).UsesDPoP())
+		})
+	}
+}

@@ -54,6 +54,22 @@ const (
 	PKCERequired = "required" // required of every client
 )
 
+// DPoP policies (Options.DPoP), RFC 9449.
+const (
+	// DPoPOptional binds a token to the key of the proof its request carried
+	// and issues a bearer token to a request without one (the default, as
+	// oidc-provider 9 does). The metadata lists ES256 among
+	// dpop_signing_alg_values_supported.
+	DPoPOptional = "optional"
+	// DPoPNonce is DPoPOptional, and every proof must carry a nonce the peer
+	// issued: one without is refused with use_dpop_nonce and a DPoP-Nonce
+	// header, at the token endpoint (400) and at userinfo (401).
+	DPoPNonce = "nonce"
+	// DPoPOff turns DPoP off: the metadata lists no algorithm, every token
+	// is a bearer token.
+	DPoPOff = "off"
+)
+
 // Options configure one peer. The zero value is the peer's defaults.
 type Options struct {
 	ATTTL         time.Duration // access-token lifetime, whole seconds; 0: 5 s
@@ -63,6 +79,12 @@ type Options struct {
 	RedirectPaths []string      // extra redirect paths, e.g. "/app/callback"
 	Registration  bool          // open dynamic client registration (RFC 7591)
 	Resources     []string      // extra resource indicators tokens may be issued for (an MCP server's URL)
+	DPoP          string        // DPoPOptional, DPoPNonce, DPoPOff; "": optional
+	// UserinfoTokens gives a grant that includes the openid scope access
+	// tokens for the peer's userinfo endpoint (Peer.UserinfoURL), which
+	// checks them, DPoP binding included, instead of tokens for the
+	// resource the grant names (audience-restricted: userinfo refuses them).
+	UserinfoTokens bool
 }
 
 // env returns the peer's settings as environment variables.
@@ -79,8 +101,12 @@ func (o Options) env() []string {
 	add("PKCE", o.PKCE)
 	add("REDIRECT_PATHS", strings.Join(o.RedirectPaths, ","))
 	add("RESOURCES", strings.Join(o.Resources, ","))
+	add("DPOP", o.DPoP)
 	if o.Registration {
 		add("REGISTRATION", "open")
+	}
+	if o.UserinfoTokens {
+		add("USERINFO_TOKENS", "1")
 	}
 	return env
 }
@@ -95,7 +121,8 @@ func seconds(d time.Duration) string {
 
 // settingKeys are the variables Options own; inherited values are dropped so
 // the peer runs with exactly the options given.
-var settingKeys = []string{"PORT", "AT_TTL", "RT_TTL", "RT_ROTATE", "PKCE", "REDIRECT_PATHS", "RESOURCES", "REGISTRATION"}
+var settingKeys = []string{"PORT", "AT_TTL", "RT_TTL", "RT_ROTATE", "PKCE", "REDIRECT_PATHS", "RESOURCES", "REGISTRATION",
+	"DPOP", "USERINFO_TOKENS"}
 
 func childEnv(o Options) []string {
 	var env []string
@@ -156,6 +183,11 @@ func Start(t testing.TB, opts Options) *Peer {
 // Issuer returns the peer's issuer, "http://127.0.0.1:PORT", which is also
 // the base of every endpoint.
 func (p *Peer) Issuer() string { return p.issuer }
+
+// UserinfoURL returns the peer's userinfo endpoint, the one resource it
+// protects itself: it answers 200 to an access token of a grant with openid
+// (see Options.UserinfoTokens), sent with a proof of its key when bound.
+func (p *Peer) UserinfoURL() string { return p.issuer + "/me" }
 
 // Output returns what the peer has printed so far (its log says why a token
 // request failed; the HTTP answer is deliberately terse).
