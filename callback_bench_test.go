@@ -28,18 +28,28 @@ import (
 // endpoint over a tuned transport, store the record, write a small page), on
 // the same Redis, endpoint and sessions, so that a CPU profile of one beside
 // the other shows what the library's callback spends that the ceiling does not.
+// "library/build_oauth_url/dpop" is the same sign-in for a provider whose
+// grants are bound to a key (Config.DPoP): the callback parses the sign-in's
+// key and signs a proof for the exchange, and the token endpoint answers
+// token_type DPoP (BenchmarkBuildOAuthURL has the key's generation).
 func BenchmarkCallback(b *testing.B) {
 	tokenSrv := httptest.NewServer(http.HandlerFunc(benchTokenEndpoint))
 	b.Cleanup(tokenSrv.Close)
-	b.Run("library/build_oauth_url", func(b *testing.B) {
-		kv, _, _ := benchRedis(b)
-		m := benchCallbackModule(b, kv, tokenSrv.URL)
-		states := benchToolSignIns(b, m, b.N)
-		serveCallbacks(b, m.CallbackHandler(), states)
-	})
+	for _, bound := range []bool{false, true} {
+		name := "library/build_oauth_url"
+		if bound {
+			name += "/dpop"
+		}
+		b.Run(name, func(b *testing.B) {
+			kv, _, _ := benchRedis(b)
+			m := benchCallbackModule(b, kv, tokenSrv.URL, bound)
+			states := benchToolSignIns(b, m, b.N)
+			serveCallbacks(b, m.CallbackHandler(), states)
+		})
+	}
 	b.Run("ceiling", func(b *testing.B) {
 		kv, c, prefix := benchRedis(b)
-		m := benchCallbackModule(b, kv, tokenSrv.URL)
+		m := benchCallbackModule(b, kv, tokenSrv.URL, false)
 		states := benchToolSignIns(b, m, b.N) // sessions of the library's form, under the same keys
 		serveCallbacks(b, newBenchCeiling(c, prefix, tokenSrv.URL), states)
 	})
@@ -65,11 +75,45 @@ func serveCallbacks(b *testing.B, h http.Handler, states []string) {
 	})
 }
 
+// BenchmarkBuildOAuthURL starts a sign-in with build_oauth_url on a memory
+// store, for a Bearer provider and for one whose grants are bound to a key
+// (Config.DPoP): the difference is the key's generation (ES256), its encoding
+// in the pending sign-in and its thumbprint in the URL.
+func BenchmarkBuildOAuthURL(b *testing.B) {
+	for _, bound := range []bool{false, true} {
+		name := "bearer"
+		if bound {
+			name = "dpop"
+		}
+		b.Run(name, func(b *testing.B) {
+			m := benchCallbackModule(b, oauthflow.NewMemoryKV(), "https://as.example", bound)
+			args := json.RawMessage(`{"provider":"bench","scopes":["repo"]}`)
+			tc := oauthflow.ToolContext{UserID: "bench-user"}
+			b.ReportAllocs()
+			for b.Loop() {
+				raw, err := m.BuildOAuthURL.Call(context.Background(), tc, args)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if bound != strings.Contains(string(raw), "dpop_jkt") {
+					b.Fatalf("dpop %v, and the URL: %s", bound, raw)
+				}
+			}
+		})
+	}
+}
+
 // benchCallbackModule is a Module wired as a host app would: a providers.OAuth2
-// public client on the local token endpoint, tokens and sessions in kv.
-func benchCallbackModule(b *testing.B, kv oauthflow.KV, tokenURL string) *oauthflow.Module {
+// public client on the local token endpoint, tokens and sessions in kv. A
+// bound module's provider binds its grants to a key (Config.DPoP) and posts
+// to the endpoint's /dpop/token, which answers only a request with a proof.
+func benchCallbackModule(b *testing.B, kv oauthflow.KV, tokenURL string, bound bool) *oauthflow.Module {
 	b.Helper()
-	p, err := providers.NewOAuth2(providers.Config{ID: "bench", AuthURL: tokenURL + "/authorize", TokenURL: tokenURL + "/token"},
+	cfg := providers.Config{ID: "bench", AuthURL: tokenURL + "/authorize", TokenURL: tokenURL + "/token"}
+	if bound {
+		cfg.TokenURL, cfg.DPoP = tokenURL+"/dpop/token", true
+	}
+	p, err := providers.NewOAuth2(cfg,
 		providers.Credentials{ClientID: "bench", RedirectURL: "https://app.example" + oauthflow.CallbackPath})
 	if err != nil {
 		b.Fatal(err)
@@ -106,10 +150,21 @@ func benchToolSignIns(b *testing.B, m *oauthflow.Module, n int) []string {
 	return states
 }
 
+// benchTokenEndpoint answers a token at once: a Bearer one, or at /dpop/token
+// a DPoP-bound one, there only to a request that carries a proof (which it
+// does not verify: the figure is the client's).
 func benchTokenEndpoint(w http.ResponseWriter, r *http.Request) {
 	_ = r.ParseForm()
+	tokenType := "bearer"
+	if r.URL.Path == "/dpop/token" {
+		if r.Header.Get("DPoP") == "" {
+			http.Error(w, `{"error":"invalid_dpop_proof"}`, http.StatusBadRequest)
+			return
+		}
+		tokenType = "DPoP"
+	}
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = io.WriteString(w, `{"access_token":"gho_16C7e42F292c6912E7710c838347Ae178B4a","token_type":"bearer","expires_in":28800,"refresh_token":"ghr_1B4a2e77838347a7E420ce178F2E7c6912E169246c34E1ccbF66C46812d16D5B1A9Dc86A1498","scope":"repo"}`)
+	_, _ = io.WriteString(w, `{"access_token":"gho_16C7e42F292c6912E7710c838347Ae178B4a","token_type":"`+tokenType+`","expires_in":28800,"refresh_token":"ghr_1B4a2e77838347a7E420ce178F2E7c6912E169246c34E1ccbF66C46812d16D5B1A9Dc86A1498","scope":"repo"}`)
 }
 
 // benchCeiling is the harness's hand-written callback, for the profile beside
