@@ -32,7 +32,7 @@ func TestQuickRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	report := string(b)
-	for _, want := range []string{"## Reproduce", "## How to read this", "## Reading a valid token", "## Taking a pending sign-in",
+	for _, want := range []string{"## Reproduce", "## How to read this", "## Reading a valid token", "## Calling an API as the user", "## Taking a pending sign-in",
 		"## Completing a sign-in", "## Refresh storm", "## Memory (MemoryKV)", "## Gaps", "go run ./internal/bench", strings.TrimSpace(notes)} {
 		if !strings.Contains(report, want) {
 			t.Errorf("the report lacks %q", want)

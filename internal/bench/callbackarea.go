@@ -15,7 +15,7 @@ type handler struct {
 	trips   sample // Redis round trips per completion (the library's only)
 }
 
-// callbacks load-tests the four handlers, rotating their order each round.
+// callbacks load-tests the five handlers, rotating their order each round.
 func callbacks(e *env) (*table, error) {
 	t := &table{title: "Completing a sign-in (GET callback, load from a second process)"}
 	r, err := newRig(e)
@@ -25,7 +25,8 @@ func callbacks(e *env) (*table, error) {
 	defer r.close()
 	hs := []*handler{
 		{name: "hand-written ceiling", prepare: func(ctx context.Context, n int) ([]string, error) { return r.handSignIns(ctx, r.lim, n) }},
-		{name: "library, build_oauth_url", prepare: r.toolSignIns},
+		{name: "library, build_oauth_url", prepare: func(ctx context.Context, n int) ([]string, error) { return r.toolSignIns(ctx, benchProvider, n) }},
+		{name: "library, build_oauth_url, DPoP", prepare: func(ctx context.Context, n int) ([]string, error) { return r.toolSignIns(ctx, benchDPoPProvider, n) }},
 		{name: "library, oauth workflow", prepare: r.workflowSignIns},
 		{name: "x/oauth2 straightforward", prepare: func(ctx context.Context, n int) ([]string, error) { return r.handSignIns(ctx, r.pl, n) }},
 	}
@@ -40,7 +41,7 @@ func callbacks(e *env) (*table, error) {
 			}
 		}
 	}
-	t.rows = callbackRows(hs[0], hs[1], hs[2], hs[3])
+	t.rows = callbackRows(hs[0], hs[1], hs[2], hs[3], hs[4])
 	t.prose = fmt.Sprintf("%d requests per handler per round, %d in flight, keep-alive, on loopback; one token endpoint in the parent answers at once for all.",
 		e.opts.loadReqs, e.opts.loadConc)
 	return t, nil
@@ -76,7 +77,7 @@ func pick(rs []result, f func(result) float64) sample {
 	return s
 }
 
-func callbackRows(lim, tool, wf, plain *handler) []row {
+func callbackRows(lim, tool, bound, wf, plain *handler) []row {
 	atLeast := func(x float64) func(float64) bool { return func(v float64) bool { return v >= x } }
 	atMost := func(x float64) func(float64) bool { return func(v float64) bool { return v <= x } }
 	return []row{
@@ -86,6 +87,8 @@ func callbackRows(lim, tool, wf, plain *handler) []row {
 			ratio: ratios(tool.p99(), lim.p99()), target: "<= 1.5x", want: atMost(1.5)},
 		{figure: "build_oauth_url sign-in: requests/s", value: tool.rps().format(" req/s", 0), limit: plain.name, limitValue: plain.value(),
 			ratio: ratios(tool.rps(), plain.rps()), target: ">= 1.3x", want: atLeast(1.3)},
+		{figure: "DPoP sign-in: requests/s", value: bound.value(), limit: tool.name, limitValue: tool.rps().format(" req/s", 0),
+			ratio: ratios(bound.rps(), tool.rps()), target: "reported"},
 		{figure: "workflow sign-in: requests/s", value: wf.value(), limit: lim.name, limitValue: lim.rps().format(" req/s", 0),
 			ratio: ratios(wf.rps(), lim.rps()), target: "reported"},
 		{figure: "workflow sign-in: Redis round trips per completion", value: wf.trips.format("", 1), limit: "build_oauth_url sign-in", limitValue: tool.trips.format("", 1),

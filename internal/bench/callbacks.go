@@ -16,7 +16,12 @@ import (
 	"golang.org/x/oauth2"
 )
 
-const benchProvider = "bench"
+// The callback area's providers: a Bearer one, and one whose grants are
+// bound to a key (DPoP) on the token endpoint's /dpop/token.
+const (
+	benchProvider     = "bench"
+	benchDPoPProvider = "bench-dpop"
+)
 
 // rig is the callback area's servers: the token endpoint, the two hand-written
 // handlers and the library's Module on a client whose commands are counted.
@@ -48,13 +53,8 @@ func newRig(e *env) (*rig, error) {
 func (r *rig) startModule() error {
 	mux := http.NewServeMux()
 	r.lib = httptest.NewServer(mux)
-	p, err := providers.NewOAuth2(providers.Config{ID: benchProvider, AuthURL: r.token.URL + "/authorize", TokenURL: r.token.URL + "/token"},
-		providers.Credentials{ClientID: benchProvider, RedirectURL: r.lib.URL + oauthflow.CallbackPath})
+	reg, err := benchRegistry(r.token.URL, r.lib.URL+oauthflow.CallbackPath)
 	if err != nil {
-		return err
-	}
-	reg := oauthflow.NewRegistry()
-	if err := reg.Register(p); err != nil {
 		return err
 	}
 	r.modRDB = newClient(r.e.rdb.Options().Addr)
@@ -66,6 +66,25 @@ func (r *rig) startModule() error {
 	}
 	r.mod.Mount(mux)
 	return nil
+}
+
+// benchRegistry holds the area's two providers, public clients of the token
+// endpoint at tokenURL.
+func benchRegistry(tokenURL, redirectURL string) (*oauthflow.Registry, error) {
+	reg := oauthflow.NewRegistry()
+	for _, cfg := range []providers.Config{
+		{ID: benchProvider, AuthURL: tokenURL + "/authorize", TokenURL: tokenURL + "/token"},
+		{ID: benchDPoPProvider, AuthURL: tokenURL + "/authorize", TokenURL: tokenURL + "/dpop/token", DPoP: true},
+	} {
+		p, err := providers.NewOAuth2(cfg, providers.Credentials{ClientID: benchProvider, RedirectURL: redirectURL})
+		if err == nil {
+			err = reg.Register(p)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return reg, nil
 }
 
 func (r *rig) close() {
@@ -98,9 +117,9 @@ func (r *rig) handSignIns(ctx context.Context, srv *httptest.Server, n int) ([]s
 	return urls, err
 }
 
-// toolSignIns starts n sign-ins with build_oauth_url alone.
-func (r *rig) toolSignIns(ctx context.Context, n int) ([]string, error) {
-	args := json.RawMessage(`{"provider":"` + benchProvider + `","scopes":["repo"]}`)
+// toolSignIns starts n sign-ins with build_oauth_url alone, at provider.
+func (r *rig) toolSignIns(ctx context.Context, provider string, n int) ([]string, error) {
+	args := json.RawMessage(`{"provider":"` + provider + `","scopes":["repo"]}`)
 	urls := make([]string, n)
 	for i := range urls {
 		raw, err := r.mod.BuildOAuthURL.Call(ctx, oauthflow.ToolContext{UserID: r.user()}, args)

@@ -15,13 +15,24 @@ import (
 	"golang.org/x/oauth2"
 )
 
-// tokenEndpoint plays the provider for all three callback handlers: it answers
-// a token at once, so what is measured is the callback's own work.
+// tokenEndpoint plays the provider for every callback handler: it answers a
+// token at once, so what is measured is the callback's own work. At
+// /dpop/token it answers a DPoP-bound token, and only to a request that
+// carries a proof (which it does not verify: the figure is the client's).
 func tokenEndpoint() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = r.ParseForm()
+		tokenType := "bearer"
+		if r.URL.Path == "/dpop/token" {
+			if r.Header.Get("DPoP") == "" {
+				http.Error(w, `{"error":"invalid_dpop_proof"}`, http.StatusBadRequest)
+				return
+			}
+			tokenType = "DPoP"
+		}
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"access_token":"gho_16C7e42F292c6912E7710c838347Ae178B4a","token_type":"bearer","expires_in":28800,"refresh_token":"ghr_1B4a2e77838347a7E420ce178F2E7c6912E169246c34E1ccbF66C46812d16D5B1A9Dc86A1498","scope":"repo"}`)
+		_, _ = io.WriteString(w, `{"access_token":"gho_16C7e42F292c6912E7710c838347Ae178B4a","token_type":"`+tokenType+
+			`","expires_in":28800,"refresh_token":"ghr_1B4a2e77838347a7E420ce178F2E7c6912E169246c34E1ccbF66C46812d16D5B1A9Dc86A1498","scope":"repo"}`)
 	})
 }
 

@@ -23,6 +23,7 @@ type options struct {
 	out       string
 	quick     bool
 	benchtime string
+	blocks    int    // alternating blocks per round (see alternating)
 	loadReqs  int    // requests per load test
 	loadConc  int    // the load generator's concurrency
 	storm     int    // callers in the refresh storm
@@ -50,10 +51,10 @@ func parseOptions(args []string) (options, error) {
 
 // sized fills the counts: the full run is sized for about three minutes on 2 cores.
 func (o *options) sized() {
-	o.benchtime, o.loadReqs, o.loadConc = "1s", 4000, 32
+	o.benchtime, o.blocks, o.loadReqs, o.loadConc = "1s", 40, 4000, 32
 	o.storm, o.records, o.sessions = 1000, 20000, 100000
 	if o.quick {
-		o.rounds, o.benchtime, o.loadReqs, o.loadConc = 1, "100x", 300, 8
+		o.rounds, o.benchtime, o.blocks, o.loadReqs, o.loadConc = 1, "100x", 4, 300, 8
 		o.storm, o.records, o.sessions = 100, 1000, 5000
 	}
 }
@@ -104,7 +105,7 @@ var areas = []struct {
 	name string
 	run  func(*env) (*table, error)
 }{
-	{"reads", tokenReads}, {"sessions", sessionTakes}, {"callbacks", callbacks},
+	{"reads", tokenReads}, {"client", clientRequests}, {"sessions", sessionTakes}, {"callbacks", callbacks},
 	{"storm", refreshStorm}, {"memory", memoryFigures},
 }
 

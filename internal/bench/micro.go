@@ -18,6 +18,9 @@ const (
 	provID  = "github"
 	tokKey  = "oauth:" + userID + ":" + provID
 	timeout = time.Minute
+
+	boundUserID = "bench-bound-user" // whose token is DPoP-bound
+	boundTokKey = "oauth:" + boundUserID + ":" + provID
 )
 
 // nsPerOp runs op b.N times in all from g goroutines and returns ns/op and
@@ -73,51 +76,63 @@ func pair(rounds int, limit, lib func() float64) (lim, ours sample) {
 // one-second runs measures the swing. Each round here alternates blocks of the
 // two (A B B A ...), which the swings hit alike, and gives each side's ns/op
 // over the round.
-func alternating(rounds, g int, limit, ours func() error) (lim, us sample, err error) {
-	const blocks = 40
+func alternating(rounds, g, blocks int, limit, ours func() error) (lim, us sample, err error) {
+	s, err := interleaved(rounds, g, blocks, limit, ours)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s[0], s[1], nil
+}
+
+// interleaved is alternating for any number of ops: each block runs every op,
+// in order in even blocks and in reverse in odd ones (A B C C B A ...). s[i]
+// is ops[i]'s ns/op per round.
+func interleaved(rounds, g, blocks int, ops ...func() error) (s []sample, err error) {
 	perBlock := 250
 	if g > 1 {
 		perBlock = 2000
 	}
-	run := func(op func() error) (time.Duration, error) {
-		start := time.Now()
-		errs := make(chan error, g)
-		var wg sync.WaitGroup
-		for w := range g {
-			wg.Go(func() {
-				for i := w; i < perBlock; i += g {
-					if err := op(); err != nil {
-						errs <- err
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		close(errs)
-		return time.Since(start), <-errs
-	}
+	s = make([]sample, len(ops))
 	for range rounds {
-		var tl, tu time.Duration
+		total := make([]time.Duration, len(ops))
 		for i := range blocks {
-			a, b, ta, tb := limit, ours, &tl, &tu
-			if i%2 == 1 {
-				a, b, ta, tb = ours, limit, &tu, &tl
+			for j := range ops {
+				k := j
+				if i%2 == 1 {
+					k = len(ops) - 1 - j
+				}
+				d, err := inBlock(g, perBlock, ops[k])
+				if err != nil {
+					return nil, err
+				}
+				total[k] += d
 			}
-			da, err := run(a)
-			if err != nil {
-				return nil, nil, err
-			}
-			db, err := run(b)
-			if err != nil {
-				return nil, nil, err
-			}
-			*ta, *tb = *ta+da, *tb+db
 		}
-		n := float64(blocks * perBlock)
-		lim, us = append(lim, float64(tl.Nanoseconds())/n), append(us, float64(tu.Nanoseconds())/n)
+		for k := range ops {
+			s[k] = append(s[k], float64(total[k].Nanoseconds())/float64(blocks*perBlock))
+		}
 	}
-	return lim, us, nil
+	return s, nil
+}
+
+// inBlock runs op n times in all from g goroutines and returns how long it took.
+func inBlock(g, n int, op func() error) (time.Duration, error) {
+	start := time.Now()
+	errs := make(chan error, g)
+	var wg sync.WaitGroup
+	for w := range g {
+		wg.Go(func() {
+			for i := w; i < n; i += g {
+				if err := op(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return time.Since(start), <-errs
 }
 
 // speedRow is a row whose ratio is the limit's ns/op over ours (1.0x = as fast).
@@ -137,7 +152,7 @@ func tokenReads(e *env) (*table, error) {
 	}
 	store := oauthflow.NewTokenStore(kv, oauthflow.NewRegistry(), oauthflow.WithLogger(e.log))
 	for _, g := range []int{1, 8, 64} {
-		lim, ours, err := alternating(e.opts.rounds, g,
+		lim, ours, err := alternating(e.opts.rounds, g, e.opts.blocks,
 			func() error { return e.rdb.Get(ctx, e.prefix+tokKey).Err() },
 			func() error { _, err := store.GetValidAccessToken(ctx, userID, provID); return err })
 		if err != nil {
@@ -146,35 +161,46 @@ func tokenReads(e *env) (*table, error) {
 		t.rows = append(t.rows, speedRow("GetValidAccessToken, Redis, "+goroutines(g),
 			"raw go-redis GET", lim, ours, ">= 0.95x", 0.95))
 	}
-	rt, err := roundTripsPerRead(e, store)
+	_, bound, err := newBoundKey()
+	if err == nil {
+		err = kv.Set(ctx, boundTokKey, []byte(boundRecord(bound)), time.Hour)
+	}
 	if err != nil {
 		return t, err
 	}
-	t.rows = append(t.rows, rt)
+	for _, c := range []struct{ user, figure string }{
+		{userID, "Redis round trips per valid read"}, {boundUserID, "Redis round trips per valid read, DPoP-bound"},
+	} {
+		rt, err := roundTripsPerRead(e, c.user, c.figure)
+		if err != nil {
+			return t, err
+		}
+		t.rows = append(t.rows, rt)
+	}
 	mem, err := memoryReads(e)
 	t.rows = append(t.rows, mem...)
 	return t, err
 }
 
-// roundTripsPerRead counts the Redis commands one valid read sends.
-func roundTripsPerRead(e *env, _ *oauthflow.TokenStore) (row, error) {
+// roundTripsPerRead counts the Redis commands one valid read of user's token sends.
+func roundTripsPerRead(e *env, user, figure string) (row, error) {
 	c := newClient(e.rdb.Options().Addr)
 	defer func() { _ = c.Close() }()
 	h := &countHook{}
 	c.AddHook(h)
 	store := oauthflow.NewTokenStore(oauthflow.WithKeyPrefix(oauthflow.NewRedisKV(c), e.prefix), oauthflow.NewRegistry(), oauthflow.WithLogger(e.log))
-	if _, err := store.GetValidAccessToken(context.Background(), userID, provID); err != nil {
+	if _, err := store.GetValidAccessToken(context.Background(), user, provID); err != nil {
 		return row{}, err
 	}
 	h.n.Store(0) // the connection's handshake (HELLO, CLIENT SETINFO) is not the read's
 	const n = 100
 	for range n {
-		if _, err := store.GetValidAccessToken(context.Background(), userID, provID); err != nil {
+		if _, err := store.GetValidAccessToken(context.Background(), user, provID); err != nil {
 			return row{}, err
 		}
 	}
 	per := sample{float64(h.n.Load()) / n}
-	return row{figure: "Redis round trips per valid read", value: per.format("", 2), limit: "one GET", limitValue: "1",
+	return row{figure: figure, value: per.format("", 2), limit: "one GET", limitValue: "1",
 		ratio: per, target: "1", want: func(v float64) bool { return v <= 1 }}, nil
 }
 
@@ -188,6 +214,14 @@ func memoryReads(e *env) ([]row, error) {
 	if err := store.StoreTokens(ctx, userID, provID, oauthflow.StoredTokens{AccessToken: "gho_x", RefreshToken: "ghr_x", ExpiresAt: 4102444800000}); err != nil {
 		return nil, err
 	}
+	_, boundKey, err := newBoundKey()
+	if err == nil {
+		err = store.StoreTokens(ctx, boundUserID, provID, oauthflow.StoredTokens{AccessToken: "gho_x", RefreshToken: "ghr_x",
+			ExpiresAt: 4102444800000, TokenType: "DPoP", DPoPKey: boundKey})
+	}
+	if err != nil {
+		return nil, err
+	}
 	ahead := oauthflow.NewTokenStore(kv, oauthflow.NewRegistry(), oauthflow.WithLogger(e.log),
 		oauthflow.WithRefreshAhead(10*time.Minute, 0)) // reads mark the connection, once per idle/8
 	if _, err := ahead.GetValidAccessToken(ctx, userID, provID); err != nil {
@@ -196,7 +230,7 @@ func memoryReads(e *env) ([]row, error) {
 	var mu sync.Mutex
 	m := map[string]string{tokKey: "gho_x"}
 	reuse := oauth2.ReuseTokenSource(nil, oauth2.StaticTokenSource(&oauth2.Token{AccessToken: "gho_x", Expiry: time.Now().Add(time.Hour)}))
-	var ns, allocs, mapNs, reuseNs, aheadNs, aheadAllocs sample
+	var ns, allocs, mapNs, reuseNs, aheadNs, aheadAllocs, boundNs, boundAllocs sample
 	for range e.opts.rounds {
 		mapNs = append(mapNs, first(nsPerOp(1, func(*testing.B) func() error {
 			return func() error { mu.Lock(); _ = m[tokKey]; mu.Unlock(); return nil }
@@ -212,6 +246,10 @@ func memoryReads(e *env) ([]row, error) {
 			return func() error { _, err := ahead.GetValidAccessToken(ctx, userID, provID); return err }
 		})
 		aheadNs, aheadAllocs = append(aheadNs, n), append(aheadAllocs, a)
+		n, a = nsPerOp(1, func(*testing.B) func() error {
+			return func() error { _, err := store.GetValidAccessToken(ctx, boundUserID, provID); return err }
+		})
+		boundNs, boundAllocs = append(boundNs, n), append(boundAllocs, a)
 	}
 	return []row{
 		{figure: "GetValidAccessToken, memory", value: ns.format(" ns/op", 0), limit: "mutex-guarded map lookup", limitValue: mapNs.format(" ns/op", 0),
@@ -221,6 +259,9 @@ func memoryReads(e *env) ([]row, error) {
 		{figure: "GetValidAccessToken, memory, refresh ahead on", value: aheadNs.format(" ns/op", 0) + ", " + aheadAllocs.format(" allocs/op", 0),
 			limit: "the same read with it off", limitValue: ns.format(" ns/op", 0),
 			ratio: ratios(aheadNs, ns), gauge: aheadNs, target: "<= 200 ns/op", want: func(v float64) bool { return v <= 200 }},
+		{figure: "GetValidAccessToken, memory, DPoP-bound", value: boundNs.format(" ns/op", 0) + ", " + boundAllocs.format(" allocs/op", 0),
+			limit: "the same read, Bearer", limitValue: ns.format(" ns/op", 0),
+			ratio: ratios(boundNs, ns), gauge: boundAllocs, target: "0 allocs", want: func(v float64) bool { return v == 0 }},
 	}, nil
 }
 

@@ -36,6 +36,15 @@ func (s sample) format(unit string, digits int) string {
 	return fmt.Sprintf("%s%s (%s – %s)", f(s.median()), unit, f(s.min()), f(s.max()))
 }
 
+// scaled is s with every value times f.
+func (s sample) scaled(f float64) sample {
+	r := make(sample, len(s))
+	for i, v := range s {
+		r[i] = v * f
+	}
+	return r
+}
+
 // ratios divides a by b round by round (both measured in the same round).
 func ratios(a, b sample) sample {
 	r := make(sample, 0, len(a))
