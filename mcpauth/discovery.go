@@ -48,6 +48,7 @@ type ServerMetadata struct {
 	TokenEndpointAuthSigningAlgs      []string `json:"token_endpoint_auth_signing_alg_values_supported,omitempty"`
 	ClientIDMetadataDocumentSupported bool     `json:"client_id_metadata_document_supported,omitempty"`
 	IssParameterSupported             bool     `json:"authorization_response_iss_parameter_supported,omitempty"`
+	DPoPSigningAlgValuesSupported     []string `json:"dpop_signing_alg_values_supported,omitempty"`
 }
 
 // Challenge is what a 401 or 403's WWW-Authenticate: Bearer says.
@@ -61,7 +62,10 @@ type Challenge struct {
 // false when there is none.
 func ParseChallenge(h http.Header) (c Challenge, ok bool) {
 	for _, v := range h.Values("WWW-Authenticate") {
-		params, found := bearerParams(v)
+		params, found := challengeParams(v, "bearer")
+		if !found {
+			params, found = challengeParams(v, "dpop") // a server that takes DPoP-bound tokens (RFC 9449 §7.1)
+		}
 		if !found {
 			continue
 		}
@@ -74,14 +78,15 @@ func ParseChallenge(h http.Header) (c Challenge, ok bool) {
 	return Challenge{}, false
 }
 
-// bearerParams parses the auth-params of the Bearer challenge in v (RFC 9110
-// §11.6.1): name=token or name="quoted string", comma separated.
-func bearerParams(v string) (map[string]string, bool) {
-	i := indexFold(v, "bearer") // in v's own bytes: lowercasing can change a string's length
-	if i < 0 || (i > 0 && v[i-1] != ' ' && v[i-1] != ',') || (len(v) > i+6 && v[i+6] != ' ' && v[i+6] != ',') {
+// challengeParams parses the auth-params of the challenge of scheme
+// (lowercase) in v (RFC 9110 §11.6.1): name=token or name="quoted string",
+// comma separated.
+func challengeParams(v, scheme string) (map[string]string, bool) {
+	i, n := indexFold(v, scheme), len(scheme) // in v's own bytes: lowercasing can change a string's length
+	if i < 0 || (i > 0 && v[i-1] != ' ' && v[i-1] != ',') || (len(v) > i+n && v[i+n] != ' ' && v[i+n] != ',') {
 		return nil, false
 	}
-	rest, params := v[i+6:], map[string]string{}
+	rest, params := v[i+n:], map[string]string{}
 	for {
 		rest = strings.TrimLeft(rest, " ,")
 		eq := strings.IndexByte(rest, '=')

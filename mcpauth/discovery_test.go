@@ -146,6 +146,11 @@ func TestParseChallenge(t *testing.T) {
 			Challenge{Error: "insufficient_scope", Scopes: []string{"admin"}}, true},
 		{`Basic realm="x", Bearer error=invalid_token`, Challenge{Error: "invalid_token"}, true},
 		{`bearer`, Challenge{}, true},
+		// A server of DPoP-bound tokens challenges with the DPoP scheme (RFC 9449 §7.1).
+		{`DPoP resource_metadata="https://mcp.example/.well-known/oauth-protected-resource", algs="ES256"`,
+			Challenge{ResourceMetadata: "https://mcp.example/.well-known/oauth-protected-resource"}, true},
+		{`DPoP error="use_dpop_nonce"`, Challenge{Error: "use_dpop_nonce"}, true},
+		{`Basic realm="dpop"`, Challenge{}, false},
 		{`Basic realm="bearer"`, Challenge{}, false},
 		{``, Challenge{}, false},
 	}

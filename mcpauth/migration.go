@@ -88,7 +88,7 @@ func (c *Connector) recheck(ctx context.Context, userID, id string, ch Challenge
 func carriesToken(req *http.Request, serverURL string) bool {
 	s, err := url.Parse(serverURL)
 	return req != nil && err == nil && oauthflow.SameOrigin(req.URL, s) &&
-		strings.HasPrefix(req.Header.Get("Authorization"), "Bearer ")
+		(strings.HasPrefix(req.Header.Get("Authorization"), "Bearer ") || strings.HasPrefix(req.Header.Get("Authorization"), "DPoP "))
 }
 
 // bindGrant binds the credential of ts that the store revokes on a

@@ -129,6 +129,7 @@ func (p *serverProvider) ProviderID() string      { return p.id }
 func (p *serverProvider) DefaultScopes() []string { return p.lastInner().DefaultScopes() }
 func (p *serverProvider) DisplayName() string     { return p.lastInner().DisplayName() }
 func (p *serverProvider) SupportsPKCE() bool      { return p.lastInner().SupportsPKCE() }
+func (p *serverProvider) UsesDPoP() bool          { return p.lastInner().UsesDPoP() }
 func (p *serverProvider) Issuer() string          { return p.lastInner().Issuer() }
 
 // AuthorizationIssuer: every sign-in records its authorization server's

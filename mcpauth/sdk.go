@@ -119,6 +119,57 @@ func (h *OAuthHandler) Authorize(ctx context.Context, req *http.Request, resp *h
 	return h.signIn(ctx, id, scopes)
 }
 
+// HTTPClient is the client for mcp.StreamableClientTransport's HTTPClient
+// beside this handler, over base (nil: the Connector's outbound transport).
+// The SDK sends the token it gets from TokenSource as a Bearer token; a
+// server whose tokens are bound to a key (DPoP, RFC 9449) refuses that. This
+// client sends each request that carries the user's token to the server's
+// origin with the token as the store holds it: a bound one as "Authorization:
+// DPoP" with a fresh proof, a nonce challenge answered once, and one forced
+// refresh on a 401, as Tokens.Client does; the server's 401 after that goes
+// back to the SDK, whose Authorize signs the user in.
+func (h *OAuthHandler) HTTPClient(base http.RoundTripper) *http.Client {
+	if base == nil {
+		base = h.Connector.http.Transport
+	}
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return &http.Client{Transport: &sdkTransport{h: h, base: base}}
+}
+
+// sdkTransport sends the SDK's requests with the store's token (HTTPClient).
+type sdkTransport struct {
+	h    *OAuthHandler
+	base http.RoundTripper
+}
+
+func (t *sdkTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !carriesToken(req, t.h.ServerURL) {
+		return t.base.RoundTrip(req) // no token yet, or another origin: as the SDK sent it
+	}
+	id, err := t.h.providerID()
+	if err != nil {
+		return nil, closeBody(req, err)
+	}
+	r := req.Clone(req.Context())
+	r.Header.Del("Authorization") // the store's transport sets it, with the scheme the token needs
+	resp, err := t.h.Connector.cfg.Module.Tokens.Transport(req.Context(), t.h.UserID, id, t.base).RoundTrip(r)
+	if errors.Is(err, oauthflow.ErrNoToken) && req.GetBody != nil {
+		// The store has no usable token (a 401 its refresh did not cure):
+		// the request goes as the SDK sent it, so that the server's own 401
+		// reaches the SDK, whose Authorize takes it from there.
+		body, gerr := req.GetBody()
+		if gerr != nil {
+			return nil, err
+		}
+		again := req.Clone(req.Context())
+		again.Body = body
+		return t.base.RoundTrip(again)
+	}
+	return resp, err
+}
+
 // signIn runs the "oauth" workflow for the user and completes it with what
 // SignIn brings back, through the Module's own callback.
 func (h *OAuthHandler) signIn(ctx context.Context, id string, scopes []string) error {

@@ -52,17 +52,7 @@ var scenarios = []struct {
 // with the checks it fails (FAILURE or WARNING). The test fails when one of
 // them fails any other check or no longer fails one of these, so the list
 // can only shrink: take a scenario off it once the library makes it pass.
-var pending = map[string][]string{
-	// SEP-1932, RFC 9449: DPoP-bound tokens. mcpauth sends no DPoP proof,
-	// neither to the token endpoint nor with the token, which it presents
-	// as a Bearer token.
-	"auth/dpop": {"sep-1932-client-token-request-proof", "sep-1932-client-dpop-auth-scheme",
-		"sep-1932-client-fresh-proof"},
-	// ...and answers no use_dpop_nonce challenge, of the token endpoint or
-	// of the MCP server.
-	"auth/dpop-nonce": {"sep-1932-client-token-request-proof", "sep-1932-client-dpop-auth-scheme",
-		"sep-1932-client-fresh-proof", "sep-1932-client-as-nonce", "sep-1932-client-rs-nonce"},
-}
+var pending = map[string][]string{}
 
 // check is one of the checks a scenario's run reports (--verbose).
 type check struct {

@@ -123,7 +123,7 @@ func run(ctx context.Context, serverURL string, suite suiteRun) error {
 // suite's test tool.
 func callTool(ctx context.Context, serverURL, protocol string, h *mcpauth.OAuthHandler) error {
 	client := mcp.NewClient(&mcp.Implementation{Name: "oauthflow-conformance", Version: "1.0.0"}, nil)
-	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: serverURL, OAuthHandler: h},
+	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: serverURL, OAuthHandler: h, HTTPClient: h.HTTPClient(nil)},
 		&mcp.ClientSessionOptions{ProtocolVersion: protocol})
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)

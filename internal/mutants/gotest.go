@@ -93,6 +93,11 @@ func (c testCmd) args() []string {
 func goTest(ctx context.Context, root string, c testCmd) (*testRun, error) {
 	cmd := exec.CommandContext(ctx, "go", c.args()...)
 	cmd.Dir = root
+	if c.overlay != "" {
+		// A test that builds a program of the module itself (the MCP
+		// conformance client) builds it mutated too: go build reads GOFLAGS.
+		cmd.Env = append(os.Environ(), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -overlay="+c.overlay))
+	}
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 10 * time.Second
 	var stderr bytes.Buffer

@@ -7,7 +7,7 @@ import "slices"
 // run reports the entry stale and it is rewritten here against the new code.
 // Pkg "" is the root package, Run "" is every test of Pkg.
 func table() []mutant {
-	t := slices.Concat(coreTable(), untrustedServers(), edges(), unnoticedGuards(), boundTokens())
+	t := slices.Concat(coreTable(), untrustedServers(), edges(), unnoticedGuards(), boundTokens(), mcpBoundTokens())
 	return t
 }
 
@@ -782,7 +782,7 @@ func coreTable() []mutant {
 		{
 			Name: "mcp/invalid-client-kept",
 			File: "mcpauth/provider.go",
-			Old:  "\tif !errors.As(err, &pe) || pe.Code != \"invalid_client\" || p.now() != inner {\n",
+			Old:  "\tif !errors.As(err, &pe) || !clientRefused(pe.Code) {\n",
 			New:  "\tif _ = pe; true {\n",
 			Pkg:  "./mcpauth",
 			Why:  "a client the server answers invalid_client to is registered anew",
@@ -790,9 +790,9 @@ func coreTable() []mutant {
 		},
 		{
 			Name: "mcp/reregistered-twice",
-			File: "mcpauth/provider.go",
-			Old:  "\tif s.Client.ID == p.now().ClientID() {",
-			New:  "\tif true {",
+			File: "mcpauth/registration.go",
+			Old:  "\tif err != nil || !ok || reg.Client.ID != refused {\n",
+			New:  "\tif _ = reg; err != nil || !ok {\n",
 			Pkg:  "./mcpauth",
 			Why:  "an instance whose client was replaced by another instance's new registration takes it, without registering again",
 			Run:  "TestReregistersAfterInvalidClient",
@@ -800,8 +800,8 @@ func coreTable() []mutant {
 		{
 			Name: "mcp/client-credentials-not-rebuilt",
 			File: "mcpauth/connector.go",
-			Old:  "\tif strings.HasSuffix(id, ccSuffix) {\n",
-			New:  "\tif false {\n",
+			Old:  "\tif grantID(id) {\n\t\treturn c.clientProvider(id, s.Discovery, s.Scopes)",
+			New:  "\tif false {\n\t\treturn c.clientProvider(id, s.Discovery, s.Scopes)",
 			Pkg:  "./mcpauth",
 			Why:  "an instance that meets an agent's client credentials provider first rebuilds it, and fetches its next token",
 			Run:  "TestClientCredentialsAcrossInstances",
@@ -842,8 +842,8 @@ func coreTable() []mutant {
 		{
 			Name: "mcp/preset-client-kills-grants",
 			File: "mcpauth/provider.go",
-			Old:  "\tif p.dynamic.Load() {\n",
-			New:  "\tif true {\n",
+			Old:  "\tif p.dynamic() {\n\t\treturn []string{\"invalid_client\"}",
+			New:  "\tif true {\n\t\treturn []string{\"invalid_client\"}",
 			Pkg:  "./mcpauth",
 			Why:  "the app's own client answering invalid_client (a rotated secret) keeps its users' tokens",
 			Run:  "TestDroppedRegistrationEndsItsGrants",
@@ -851,8 +851,8 @@ func coreTable() []mutant {
 		{
 			Name: "mcp/dropped-client-grants-kept",
 			File: "mcpauth/provider.go",
-			Old:  "\tif p.dynamic.Load() {\n",
-			New:  "\tif false {\n",
+			Old:  "\tif p.dynamic() {\n\t\treturn []string{\"invalid_client\"}",
+			New:  "\tif false {\n\t\treturn []string{\"invalid_client\"}",
 			Pkg:  "./mcpauth",
 			Why:  "a dropped dynamic registration ends its users' grants, so they sign in again with the new client",
 			Run:  "TestDroppedRegistrationEndsItsGrants",

@@ -104,3 +104,64 @@ func boundTokens() []mutant {
 		},
 	}
 }
+
+// mcpBoundTokens are the guards of DPoP-bound MCP grants and the 2026-07-28
+// client requirements (issue 22), proved by the official conformance suite.
+func mcpBoundTokens() []mutant {
+	return []mutant{
+		{
+			Name: "mcp/dpop-challenge-unread",
+			File: "mcpauth/discovery.go",
+			Old:  "params, found = challengeParams(v, \"dpop\")",
+			New:  "found = false",
+			Pkg:  "./mcpauth",
+			Run:  "TestParseChallenge",
+			Why:  "a DPoP challenge (RFC 9449 §7.1) names the resource metadata and the error as a Bearer one does",
+		},
+		{
+			Name: "mcp/dpop-not-passed-on",
+			File: "mcpauth/provider.go",
+			Old:  "func (p *serverProvider) UsesDPoP() bool          { return p.lastInner().UsesDPoP() }",
+			New:  "func (p *serverProvider) UsesDPoP() bool          { return false }",
+			Pkg:  "./internal/mcpconformance",
+			Run:  "TestConformanceSuite/auth/^dpop$",
+			Why:  "an MCP server's provider binds its grants when its authorization server takes DPoP",
+		},
+		{
+			Name: "mcp/dpop-metadata-ignored",
+			File: "mcpauth/connector.go",
+			Old:  "cfg.DPoP = slices.Contains(d.AS.DPoPSigningAlgValuesSupported, \"ES256\")",
+			New:  "cfg.DPoP = false",
+			Pkg:  "./internal/mcpconformance",
+			Run:  "TestConformanceSuite/auth/^dpop$",
+			Why:  "an authorization server that lists ES256 for DPoP gets bound grants",
+		},
+		{
+			Name: "mcp/sdk-token-as-bearer",
+			File: "mcpauth/sdk.go",
+			Old:  "\tif !carriesToken(req, t.h.ServerURL) {\n",
+			New:  "\tif true {\n",
+			Pkg:  "./internal/mcpconformance",
+			Run:  "TestConformanceSuite/auth/^dpop$",
+			Why:  "the SDK's requests carry a bound token with the DPoP scheme and a proof, not as the SDK's Bearer",
+		},
+		{
+			Name: "mcp/sdk-401-swallowed",
+			File: "mcpauth/sdk.go",
+			Old:  "\tif errors.Is(err, oauthflow.ErrNoToken) && req.GetBody != nil {\n",
+			New:  "\tif false {\n",
+			Pkg:  "./internal/mcpconformance",
+			Run:  "TestConformanceSuite/auth/^authorization-server-migration$",
+			Why:  "a 401 the store's refresh does not cure reaches the SDK as the server's 401, so Authorize runs (and follows a moved server)",
+		},
+		{
+			Name: "mcp/application-type-native-only",
+			File: "mcpauth/register.go",
+			Old:  "\t\t\"application_type\": \"web\",\n",
+			New:  "",
+			Pkg:  "./mcpauth",
+			Run:  "TestRegistrationNamesItsApplicationType",
+			Why:  "a registration always names its application_type (SEP-837)",
+		},
+	}
+}

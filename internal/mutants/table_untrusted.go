@@ -298,8 +298,8 @@ func untrustedServers() []mutant {
 		{
 			Name: "mcp/transport-default-transport",
 			File: "mcpauth/transport.go",
-			Old:  "Tokens.Transport(t.values, t.userID, id, t.baseRT())",
-			New:  "Tokens.Transport(t.values, t.userID, id, nil)",
+			Old:  "resp, err := a.t.baseRT().RoundTrip(req)",
+			New:  "resp, err := http.DefaultTransport.RoundTrip(req)",
 			Pkg:  "./mcpauth",
 			Why:  "connected MCP calls go through Config.HTTPClient's transport, not http.DefaultTransport",
 			Run:  "TestConnectedCallsUseTheAppsTransport",
