@@ -201,7 +201,7 @@ func (c *Connector) oauth2(id string, s *server, cl Client) (*providers.OAuth2, 
 		Scopes: s.Scopes, AuthStyle: style, PKCE: providers.PKCERequired,
 		AuthParams: map[string]string{"resource": d.Resource}, TokenParams: map[string]string{"resource": d.Resource},
 	}
-	cfg.Issuer, cfg.IssOptional = d.AS.Issuer, true // a callback naming another issuer is refused (mix-up)
+	cfg.Issuer, cfg.IssOptional = d.AS.Issuer, true                         // a callback naming another issuer is refused (mix-up)
 	cfg.DPoP = slices.Contains(d.AS.DPoPSigningAlgValuesSupported, "ES256") // grants bound to a key (RFC 9449)
 	if d.AS.IssParameterSupported {
 		cfg.IssOptional = false // advertised (RFC 9207): a callback must carry it

@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/dpop"
 	"github.com/oauthflow/oauthflow/internal/fakeclock"
 	"github.com/oauthflow/oauthflow/internal/oidcpeer"
 	"github.com/oauthflow/oauthflow/internal/redistest"
@@ -26,10 +27,36 @@ import (
 	"github.com/oauthflow/oauthflow/mcpauth"
 )
 
+// provedKey is the context key of the thumbprint of the key a request's
+// DPoP proof was signed with.
+type provedKey struct{}
+
+// dpopGate accepts a token sent as "Authorization: DPoP" only with a valid
+// proof for the request (RFC 9449 §7), which it records for the token's
+// check, and hands the SDK's bearer middleware the token as Bearer.
+func dpopGate(base func() string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		if strings.EqualFold(scheme, "DPoP") {
+			jkt, err := dpop.Verify(r.Header.Get("DPoP"), r.Method, base()+r.URL.Path, time.Now(), time.Minute, tok, "")
+			if err != nil {
+				w.Header().Set("WWW-Authenticate", `DPoP error="invalid_dpop_proof", algs="ES256"`)
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			r = r.Clone(context.WithValue(r.Context(), provedKey{}, jkt))
+			r.Header.Set("Authorization", "Bearer "+tok)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // notesServer is an MCP server built with the official Go SDK: streamable
 // HTTP behind its bearer-token middleware, tokens checked by introspection
 // at the peer, its protected resource metadata served by the SDK's handler.
-// Its one tool, whoami, answers the user the token was issued to.
+// A token the peer bound to a key (cnf.jkt, DPoP) is accepted only with a
+// proof of that key. Its one tool, whoami, answers the user the token was
+// issued to.
 func notesServer(t *testing.T) (srv *httptest.Server, setPeer func(issuer string)) {
 	var issuer atomic.Value
 	mux := http.NewServeMux()
@@ -52,9 +79,15 @@ func notesServer(t *testing.T) (srv *httptest.Server, setPeer func(issuer string
 			Scope  string `json:"scope"`
 			Aud    any    `json:"aud"`
 			Exp    int64  `json:"exp"`
+			Cnf    struct {
+				JKT string `json:"jkt"`
+			} `json:"cnf"`
 		}
 		if err := json.NewDecoder(resp.Body).Decode(&in); err != nil || !in.Active || fmt.Sprint(in.Aud) != resource {
 			return nil, fmt.Errorf("%w: inactive, or not for %s", auth.ErrInvalidToken, resource)
+		}
+		if proved, _ := ctx.Value(provedKey{}).(string); in.Cnf.JKT != proved {
+			return nil, fmt.Errorf("%w: bound to key %q, proved %q", auth.ErrInvalidToken, in.Cnf.JKT, proved)
 		}
 		return &auth.TokenInfo{Scopes: strings.Fields(in.Scope), Expiration: time.Unix(in.Exp, 0), UserID: in.Sub}, nil
 	}
@@ -66,7 +99,8 @@ func notesServer(t *testing.T) (srv *httptest.Server, setPeer func(issuer string
 		})
 	prmURL := srv.URL + "/.well-known/oauth-protected-resource/mcp"
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
-	mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: prmURL, Scopes: []string{"read"}})(handler))
+	mux.Handle("/mcp", dpopGate(func() string { return srv.URL },
+		auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: prmURL, Scopes: []string{"read"}})(handler)))
 	setPeer = func(iss string) {
 		issuer.Store(iss)
 		mux.Handle("/.well-known/oauth-protected-resource/mcp", auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
@@ -188,6 +222,21 @@ func TestMCPServerEndToEnd(t *testing.T) {
 	}
 	if n := strings.Count(peer.Output(), "registration.success"); n != 1 {
 		t.Errorf("%d client registrations, want 1 for the issuer:\n%s", n, peer.Output())
+	}
+	// The peer takes DPoP (ES256): each grant is bound to a key of its own,
+	// sealed nowhere in the clear; the token alone, as Bearer, is refused.
+	stored, err := mods[0].Tokens.GetTokens(context.Background(), "alice", id)
+	if err != nil || stored.TokenType != "DPoP" {
+		t.Fatalf("alice's grant: %+v, %v; want a DPoP-bound token", stored, err)
+	}
+	bare, _ := http.NewRequest(http.MethodPost, server, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	bare.Header.Set("Authorization", "Bearer "+stored.AccessToken)
+	bare.Header.Set("Content-Type", "application/json")
+	bare.Header.Set("Accept", "application/json, text/event-stream")
+	if resp, err := http.DefaultClient.Do(bare); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the bound token sent without its proof: %v, %v; want 401", resp, err)
+	} else {
+		_ = resp.Body.Close()
 	}
 
 	// The tokens expire (for the store); both instances call at once.
