@@ -31,6 +31,18 @@
 // is rediscovered when a day old; the server's URL, kept 90 days from a
 // user's last sign-in or refresh, rebuilds a record gone while tokens live.
 //
+// A server may move to another authorization server (SEP-2352): a 401 to a
+// user's token has its resource metadata read again (once per server per 30
+// seconds, across instances), and when the verified issuer changed the
+// record follows it, the next sign-in registers there, and every credential
+// stays with the server that issued it: a grant of the old one is refused
+// without a request (ErrIssuerChanged), never sent to the new one. An
+// authorization server that takes DPoP proofs (ES256 among its
+// dpop_signing_alg_values_supported) gets grants bound to a key (RFC 9449;
+// see the oauthflow package); with the Go SDK's transport, set its
+// HTTPClient to OAuthHandler.HTTPClient, since the SDK sends every token as
+// Bearer.
+//
 // An agent may also reach a server as itself, with no sign-in, by a grant
 // of its own, each under a provider ID of its own: the client credentials
 // grant (ConnectAsClient), cross-app access through the enterprise identity
