@@ -244,7 +244,7 @@ func (m *Module) callExchange(ctx context.Context, s *Session, code string) (ts 
 	}
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, m.httpClient)
 	if s.DPoPKey != "" {
-		key, err := parseGrantKey(s.DPoPKey)
+		key, err := m.Tokens.keys.get(s.DPoPKey) // parsed once: the first API call signs with it too
 		if err != nil {
 			return nil, err
 		}
