@@ -26,6 +26,9 @@ type entry struct {
 	DeadGrants []deadGrant      `json:"dead_grants,omitempty"`
 	Docs       string           `json:"docs"`
 	Notes      string           `json:"notes"`
+	// DeviceDoc is the documentation of the provider's device authorization
+	// grant, with its quirks, when the entry has a DeviceAuthURL.
+	DeviceDoc string `json:"device_doc,omitempty"`
 }
 
 // deadGrant is one of the provider's own codes for a dead refresh token
@@ -169,8 +172,13 @@ func isLoopback(host string) bool {
 
 var placeholderRE = regexp.MustCompile(`\{([a-z_]+)\}`)
 
+// templated is the fields of c that may hold {param} placeholders.
+func (c *Config) templated() []*string {
+	return []*string{&c.AuthURL, &c.TokenURL, &c.RefreshURL, &c.RevocationURL, &c.DeviceAuthURL, &c.Issuer}
+}
+
 func fillAll(cfg *Config, values map[string]string) error {
-	for _, f := range []*string{&cfg.AuthURL, &cfg.TokenURL, &cfg.RefreshURL, &cfg.RevocationURL, &cfg.Issuer} {
+	for _, f := range cfg.templated() {
 		if err := fill(f, values); err != nil {
 			return err
 		}

@@ -66,8 +66,9 @@ func TestCatalogEntries(t *testing.T) {
 				t.Fatalf("New: %v", err)
 			}
 			cfg := p.Config()
-			for name, raw := range map[string]string{"auth": cfg.AuthURL, "token": cfg.TokenURL, "refresh": cfg.RefreshURL, "revocation": cfg.RevocationURL, "docs": e.Docs} {
-				if raw == "" && (name == "refresh" || name == "revocation") {
+			for name, raw := range map[string]string{"auth": cfg.AuthURL, "token": cfg.TokenURL, "refresh": cfg.RefreshURL, "revocation": cfg.RevocationURL,
+				"device": cfg.DeviceAuthURL, "docs": e.Docs} {
+				if raw == "" && (name == "refresh" || name == "revocation" || name == "device") {
 					continue
 				}
 				if u, err := url.Parse(raw); err != nil || u.Scheme != "https" || u.Host == "" || strings.ContainsAny(raw, "{}") {
@@ -90,9 +91,12 @@ func checkEntryData(t *testing.T, e entry) {
 	if err := e.Config.validateEnums(); err != nil {
 		t.Error(err)
 	}
+	if (e.DeviceAuthURL != "") != strings.HasPrefix(e.DeviceDoc, "https://") {
+		t.Errorf("device_auth_url %q with device_doc %q: each needs the other, the doc naming its page first", e.DeviceAuthURL, e.DeviceDoc)
+	}
 	used := map[string]bool{}
-	for _, s := range []string{e.AuthURL, e.TokenURL, e.RefreshURL, e.RevocationURL, e.Issuer} {
-		for _, m := range placeholderRE.FindAllStringSubmatch(s, -1) {
+	for _, s := range e.Config.templated() {
+		for _, m := range placeholderRE.FindAllStringSubmatch(*s, -1) {
 			used[m[1]] = true
 			if _, ok := e.Params[m[1]]; !ok {
 				t.Errorf("placeholder {%s} is not a declared parameter", m[1])
@@ -170,6 +174,10 @@ func docCatalog(cat map[string]entry) string {
 			line("revoke (RFC 7009) at %s.", e.RevocationURL)
 		} else {
 			line("no RFC 7009 revocation (RevokeToken returns ErrRevocationUnsupported).")
+		}
+		if e.DeviceAuthURL != "" {
+			line("Device authorization (RFC 8628) at %s,", e.DeviceAuthURL)
+			line("documented at %s", e.DeviceDoc)
 		}
 		sep := e.ScopeSeparator
 		if sep == "" {

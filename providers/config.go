@@ -57,6 +57,9 @@ type Config struct {
 	TokenURL      string `json:"token_url"`
 	RefreshURL    string `json:"refresh_url,omitempty"`    // refresh grant endpoint when it differs from TokenURL (Figma)
 	RevocationURL string `json:"revocation_url,omitempty"` // RFC 7009; empty: RevokeToken returns ErrRevocationUnsupported
+	// DeviceAuthURL is the RFC 8628 device authorization endpoint; empty:
+	// the provider offers no device sign-in (SupportsDeviceAuth is false).
+	DeviceAuthURL string `json:"device_auth_url,omitempty"`
 	// Issuer is the value the server sends as the RFC 9207 "iss" parameter.
 	// Set it only for servers that send it: a non-empty Issuer makes the
 	// callback require and compare iss, unless IssOptional.
@@ -157,7 +160,7 @@ func (c *Config) validate() error {
 		return invalid("empty provider ID")
 	}
 	required := [][2]string{{"AuthURL", c.AuthURL}, {"TokenURL", c.TokenURL}}
-	optional := [][2]string{{"RefreshURL", c.RefreshURL}, {"RevocationURL", c.RevocationURL}}
+	optional := [][2]string{{"RefreshURL", c.RefreshURL}, {"RevocationURL", c.RevocationURL}, {"DeviceAuthURL", c.DeviceAuthURL}}
 	for _, f := range required {
 		if err := checkURL(f[0], f[1]); err != nil {
 			return err

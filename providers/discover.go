@@ -14,15 +14,16 @@ import (
 
 // metadata is the part of RFC 8414 / OpenID Connect Discovery metadata used here.
 type metadata struct {
-	Issuer                string   `json:"issuer"`
-	AuthorizationEndpoint string   `json:"authorization_endpoint"`
-	TokenEndpoint         string   `json:"token_endpoint"`
-	RevocationEndpoint    string   `json:"revocation_endpoint"`
-	CodeChallengeMethods  []string `json:"code_challenge_methods_supported"`
-	IssParameterSupported bool     `json:"authorization_response_iss_parameter_supported"`
-	DPoPSigningAlgs       []string `json:"dpop_signing_alg_values_supported"`
-	TokenAuthMethods      []string `json:"token_endpoint_auth_methods_supported"`
-	ScopesSupported       []string `json:"scopes_supported"`
+	Issuer                      string   `json:"issuer"`
+	AuthorizationEndpoint       string   `json:"authorization_endpoint"`
+	TokenEndpoint               string   `json:"token_endpoint"`
+	RevocationEndpoint          string   `json:"revocation_endpoint"`
+	DeviceAuthorizationEndpoint string   `json:"device_authorization_endpoint"` // RFC 8628 §4
+	CodeChallengeMethods        []string `json:"code_challenge_methods_supported"`
+	IssParameterSupported       bool     `json:"authorization_response_iss_parameter_supported"`
+	DPoPSigningAlgs             []string `json:"dpop_signing_alg_values_supported"`
+	TokenAuthMethods            []string `json:"token_endpoint_auth_methods_supported"`
+	ScopesSupported             []string `json:"scopes_supported"`
 }
 
 // Discover builds a provider from the authorization server's metadata:
@@ -31,7 +32,8 @@ type metadata struct {
 // (/.well-known/openid-configuration, appended to it). Metadata whose
 // "issuer" is not exactly issuer is rejected with ErrIssuerMismatch.
 //
-// From the metadata: the endpoints and revocation_endpoint; PKCE is
+// From the metadata: the endpoints, revocation_endpoint and
+// device_authorization_endpoint (Config.DeviceAuthURL); PKCE is
 // supported only when code_challenge_methods_supported lists S256; Issuer()
 // is the issuer only when authorization_response_iss_parameter_supported is
 // true (RFC 9207); HTTP Basic unless the server lists only
@@ -109,6 +111,7 @@ func (md *metadata) config(id, issuer string) (Config, error) {
 		AuthURL:       md.AuthorizationEndpoint,
 		TokenURL:      md.TokenEndpoint,
 		RevocationURL: md.RevocationEndpoint,
+		DeviceAuthURL: md.DeviceAuthorizationEndpoint,
 		AuthStyle:     AuthStyleHeader,
 		PKCE:          PKCEUnsupported,
 	}
@@ -143,7 +146,7 @@ func (md *metadata) checkEndpoints(issuer string) error {
 	if !strings.HasPrefix(issuer, "https://") {
 		return nil
 	}
-	for _, e := range []string{md.AuthorizationEndpoint, md.TokenEndpoint, md.RevocationEndpoint} {
+	for _, e := range []string{md.AuthorizationEndpoint, md.TokenEndpoint, md.RevocationEndpoint, md.DeviceAuthorizationEndpoint} {
 		if e != "" && !strings.HasPrefix(e, "https://") {
 			return fmt.Errorf("%w: %s: endpoint %q is not https", ErrDiscovery, issuer, e)
 		}

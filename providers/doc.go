@@ -43,6 +43,14 @@
 //     access token; with Params["token_type"]="user" scopes are sent as
 //     user_scope and the user token under authed_user is returned. An answer
 //     with only a user token yields the user token either way.
+//   - DeviceAuth and DeviceToken (oauthflow.DeviceAuthorizer) run the RFC
+//     8628 device authorization grant where Config.DeviceAuthURL is set
+//     (SupportsDeviceAuth; Discover reads device_authorization_endpoint);
+//     without it both return ErrDeviceAuthUnsupported. DeviceToken's refusals
+//     are *oauthflow.ProviderError with the provider's code as sent
+//     (authorization_pending, slow_down, access_denied, expired_token;
+//     Microsoft's authorization_declined), an HTTP 200 answer carrying
+//     "error" included; its success is the TokenSet ExchangeCode would make.
 //   - A public client (empty ClientSecret) sends client_id in the form body.
 //   - Every request uses the provider's HTTP client (WithHTTPClient, else its
 //     own client with a 15 s timeout), passed to x/oauth2 through the
@@ -88,6 +96,8 @@
 //     Authorize at https://{domain}/authorize;
 //     token at https://{domain}/oauth/token;
 //     revoke (RFC 7009) at https://{domain}/oauth/revoke.
+//     Device authorization (RFC 8628) at https://{domain}/oauth/device/code,
+//     documented at https://auth0.com/docs/api/authentication/device-authorization-flow/authorize-device: a Native application with the Device Code grant type; TokenParams["audience"] names the API. expired_token is answered once, then invalid_grant (https://auth0.com/docs/quickstart/native/device/interactive).
 //     Default scopes "openid profile email offline_access", joined with " ".
 //     Client authentication: client_id and client_secret in the form. PKCE: supported.
 //     Parameter domain (env AUTH0_DOMAIN): the tenant's domain, e.g. my-tenant.us.auth0.com or a custom domain.
@@ -147,6 +157,8 @@
 //     Authorize at https://github.com/login/oauth/authorize;
 //     token at https://github.com/login/oauth/access_token;
 //     no RFC 7009 revocation (RevokeToken returns ErrRevocationUnsupported).
+//     Device authorization (RFC 8628) at https://github.com/login/device/code,
+//     documented at https://docs.github.com/en/apps/oauth-apps/building-oauth-apps/authorizing-oauth-apps#device-flow: device flow must be enabled in the app's settings. The device code answer is form-encoded unless asked for JSON, and polls are refused with HTTP 200 and an error field (authorization_pending, slow_down, expired_token, access_denied).
 //     Default scopes "read:user user:email", joined with " ".
 //     Client authentication: client_id and client_secret in the form. PKCE: supported.
 //     Dead grant codes besides invalid_grant: bad_refresh_token.
@@ -156,6 +168,8 @@
 //     Authorize at {base_url}/oauth/authorize;
 //     token at {base_url}/oauth/token;
 //     revoke (RFC 7009) at {base_url}/oauth/revoke.
+//     Device authorization (RFC 8628) at {base_url}/oauth/authorize_device,
+//     documented at https://docs.gitlab.com/api/oauth2/#device-authorization-grant-flow: GitLab 17.1 and later, self-managed instances at their base_url.
 //     Default scopes "read_user", joined with " ".
 //     Client authentication: client_id and client_secret in the form. PKCE: supported.
 //     Parameter base_url (env GITLAB_BASE_URL) (default https://gitlab.com): the instance URL of a self-managed GitLab.
@@ -165,6 +179,8 @@
 //     Authorize at https://accounts.google.com/o/oauth2/v2/auth;
 //     token at https://oauth2.googleapis.com/token;
 //     revoke (RFC 7009) at https://oauth2.googleapis.com/revoke.
+//     Device authorization (RFC 8628) at https://oauth2.googleapis.com/device/code,
+//     documented at https://developers.google.com/identity/protocols/oauth2/limited-input-device: the client must be of the "TVs and Limited Input devices" type and only a limited set of scopes is allowed. The answer names verification_url, not verification_uri; polls need the client secret.
 //     Default scopes "openid email profile", joined with " ".
 //     Client authentication: client_id and client_secret in the form. PKCE: supported.
 //     Sign-ins also send access_type=offline, include_granted_scopes=true, prompt=consent.
@@ -225,6 +241,8 @@
 //     Authorize at https://login.microsoftonline.com/{tenant}/oauth2/v2.0/authorize;
 //     token at https://login.microsoftonline.com/{tenant}/oauth2/v2.0/token;
 //     no RFC 7009 revocation (RevokeToken returns ErrRevocationUnsupported).
+//     Device authorization (RFC 8628) at https://login.microsoftonline.com/{tenant}/oauth2/v2.0/devicecode,
+//     documented at https://learn.microsoft.com/en-us/entra/identity-platform/v2-oauth2-device-code: the user has 15 minutes by default. A refusal polls as authorization_declined rather than access_denied, an unknown device code as bad_verification_code.
 //     Default scopes "openid profile email offline_access User.Read", joined with " ".
 //     Client authentication: client_id and client_secret in the form. PKCE: supported.
 //     Parameter tenant (env MICROSOFT_TENANT) (default common): tenant ID or domain, or common, organizations, consumers.
@@ -243,6 +261,8 @@
 //     Authorize at https://{domain}/oauth2/{authorization_server}/v1/authorize;
 //     token at https://{domain}/oauth2/{authorization_server}/v1/token;
 //     revoke (RFC 7009) at https://{domain}/oauth2/{authorization_server}/v1/revoke.
+//     Device authorization (RFC 8628) at https://{domain}/oauth2/{authorization_server}/v1/device/authorize,
+//     documented at https://developer.okta.com/docs/guides/device-authorization-grant/main/: only a native app integration with the Device Authorization grant type may use it, and a custom authorization server needs a policy rule that allows it.
 //     Default scopes "openid profile email offline_access", joined with " ".
 //     Client authentication: HTTP Basic. PKCE: supported.
 //     Parameter authorization_server (env OKTA_AUTHORIZATION_SERVER) (default default): the custom authorization server ID.

@@ -74,8 +74,8 @@ func readParams(e entry, prefix string, getenv func(string) (string, bool), dst 
 
 func usesParam(c Config, name string) bool {
 	ph := "{" + name + "}"
-	for _, s := range []string{c.AuthURL, c.TokenURL, c.RefreshURL, c.RevocationURL, c.Issuer} {
-		if strings.Contains(s, ph) {
+	for _, s := range c.templated() {
+		if strings.Contains(*s, ph) {
 			return true
 		}
 	}

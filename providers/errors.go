@@ -23,8 +23,14 @@ var (
 	// endpoint. It wraps errors.ErrUnsupported, so code that cannot import this
 	// package (the root oauthflow package) can test for it too.
 	ErrRevocationUnsupported = fmt.Errorf("providers: no revocation endpoint: %w", errors.ErrUnsupported)
+	// ErrDeviceAuthUnsupported: the provider has no RFC 8628 device
+	// authorization endpoint (Config.DeviceAuthURL); SupportsDeviceAuth tells
+	// in advance. It wraps errors.ErrUnsupported.
+	ErrDeviceAuthUnsupported = fmt.Errorf("providers: no device authorization endpoint: %w", errors.ErrUnsupported)
 	// ErrMalformedResponse: the token endpoint answered with a body that is
-	// not a token response (not JSON or form data, or a wrong field type).
+	// not a token response (not JSON or form data, or a wrong field type), or
+	// the device authorization endpoint with one that is not a device
+	// authorization (no device_code, user_code or http(s) verification_uri).
 	ErrMalformedResponse = errors.New("providers: malformed token response")
 	// ErrNoAccessToken: a successful-looking token response carried no access_token.
 	ErrNoAccessToken = errors.New("providers: token response without access_token")

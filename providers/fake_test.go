@@ -27,6 +27,7 @@ type request struct {
 	path   string
 	ctype  string
 	auth   string // raw Authorization header
+	accept string
 	body   string
 	form   url.Values
 	user   string // Basic user, form-unescaped
@@ -58,7 +59,8 @@ func newFake(t *testing.T, r reply) *fake {
 
 func (f *fake) record(t *testing.T, req *http.Request) {
 	raw, _ := io.ReadAll(req.Body)
-	rq := request{path: req.URL.Path, ctype: req.Header.Get("Content-Type"), auth: req.Header.Get("Authorization"), body: string(raw)}
+	rq := request{path: req.URL.Path, ctype: req.Header.Get("Content-Type"), auth: req.Header.Get("Authorization"),
+		accept: req.Header.Get("Accept"), body: string(raw)}
 	rq.form, _ = url.ParseQuery(string(raw))
 	if enc, ok := strings.CutPrefix(rq.auth, "Basic "); ok {
 		dec, err := base64.StdEncoding.DecodeString(enc)
@@ -124,6 +126,9 @@ func (f *fake) catalog(t *testing.T, id string, c Credentials) *OAuth2 {
 	}
 	if cfg.RevocationURL != "" {
 		cfg.RevocationURL = f.srv.URL + "/revoke"
+	}
+	if cfg.DeviceAuthURL != "" {
+		cfg.DeviceAuthURL = f.srv.URL + "/device"
 	}
 	p, err := NewOAuth2(cfg, c, WithHTTPClient(f.srv.Client()))
 	if err != nil {

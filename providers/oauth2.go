@@ -18,7 +18,8 @@ import (
 
 // OAuth2 is an oauthflow.Provider over golang.org/x/oauth2. Besides the
 // Provider methods it implements the optional interfaces oauthflow looks for:
-// SupportsPKCE, Issuer, RevokeToken, DisplayName and DeadGrantCodes. It is
+// SupportsPKCE, Issuer, RevokeToken, DisplayName, DeadGrantCodes and the
+// device authorization grant (DeviceAuthorizer, device.go). It is
 // safe for concurrent use; build it with NewOAuth2, New, FromEnv or Discover.
 type OAuth2 struct {
 	cfg     Config
@@ -28,13 +29,14 @@ type OAuth2 struct {
 }
 
 var (
-	_ oauthflow.Provider       = (*OAuth2)(nil)
-	_ oauthflow.PKCESupporter  = (*OAuth2)(nil)
-	_ oauthflow.Issuerer       = (*OAuth2)(nil)
-	_ oauthflow.IssuerReporter = (*OAuth2)(nil)
-	_ oauthflow.Revoker        = (*OAuth2)(nil)
-	_ oauthflow.DisplayNamer   = (*OAuth2)(nil)
-	_ oauthflow.DeadGrantCoder = (*OAuth2)(nil)
+	_ oauthflow.Provider         = (*OAuth2)(nil)
+	_ oauthflow.PKCESupporter    = (*OAuth2)(nil)
+	_ oauthflow.Issuerer         = (*OAuth2)(nil)
+	_ oauthflow.IssuerReporter   = (*OAuth2)(nil)
+	_ oauthflow.Revoker          = (*OAuth2)(nil)
+	_ oauthflow.DisplayNamer     = (*OAuth2)(nil)
+	_ oauthflow.DeadGrantCoder   = (*OAuth2)(nil)
+	_ oauthflow.DeviceAuthorizer = (*OAuth2)(nil)
 
 	_ oauthflow.VerifierExchanger = (*OAuth2)(nil)
 )
@@ -238,6 +240,15 @@ func (p *OAuth2) codeRequest(ctx context.Context, code, verifier string, style o
 	for k, val := range p.cfg.TokenParams {
 		v.Set(k, val)
 	}
+	return p.clientRequest(ctx, c.Endpoint.TokenURL, v, style)
+}
+
+// clientRequest is a form POST of v to u in which the client authenticates as
+// style says: HTTP Basic with the ID and secret each form-urlencoded first
+// (RFC 6749 §2.3.1), or client_id and client_secret (when there is one) in
+// the form. It is the request x/oauth2 builds for a known style.
+func (p *OAuth2) clientRequest(ctx context.Context, u string, v url.Values, style oauth2.AuthStyle) (*http.Request, error) {
+	c := p.token
 	if style == oauth2.AuthStyleInParams {
 		if c.ClientID != "" {
 			v.Set("client_id", c.ClientID)
@@ -246,7 +257,7 @@ func (p *OAuth2) codeRequest(ctx context.Context, code, verifier string, style o
 			v.Set("client_secret", c.ClientSecret)
 		}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Endpoint.TokenURL, strings.NewReader(v.Encode()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(v.Encode()))
 	if err != nil {
 		return nil, err
 	}
@@ -255,6 +266,18 @@ func (p *OAuth2) codeRequest(ctx context.Context, code, verifier string, style o
 		req.SetBasicAuth(url.QueryEscape(c.ClientID), url.QueryEscape(c.ClientSecret))
 	}
 	return req, nil
+}
+
+// knownStyle is how the client authenticates in requests this package builds
+// itself: the provider's style, with the auto-detected one taken as HTTP Basic
+// (which RFC 6749 §2.3.1 makes every server support), since trying both would
+// send a device poll or a revocation twice. A public client's style is the
+// form already (oauthConfig).
+func (p *OAuth2) knownStyle() oauth2.AuthStyle {
+	if s := p.token.Endpoint.AuthStyle; s != oauth2.AuthStyleAutoDetect {
+		return s
+	}
+	return oauth2.AuthStyleInHeader
 }
 
 // replay answers one request with an answer already received: the status and
@@ -310,9 +333,14 @@ func (p *OAuth2) proving(ctx context.Context) *http.Client {
 // to a key proves it on each request, under the recorder, which so keeps the
 // answer to a nonce challenge's retry.
 func (p *OAuth2) wireTo(ctx context.Context, base http.RoundTripper) (context.Context, *recorder) {
-	w := &recorder{base: oauthflow.DPoPTransport(ctx, base), jsonBody: p.cfg.JSONTokenRequest, params: p.cfg.TokenParams}
-	c := &http.Client{Transport: w, Timeout: p.client.Timeout, Jar: p.client.Jar, CheckRedirect: p.client.CheckRedirect}
+	c, w := p.recording(ctx, base)
 	return context.WithValue(ctx, oauth2.HTTPClient, c), w
+}
+
+// recording is the client of one token call over base, and its recorder.
+func (p *OAuth2) recording(ctx context.Context, base http.RoundTripper) (*http.Client, *recorder) {
+	w := &recorder{base: oauthflow.DPoPTransport(ctx, base), jsonBody: p.cfg.JSONTokenRequest, params: p.cfg.TokenParams}
+	return &http.Client{Transport: w, Timeout: p.client.Timeout, Jar: p.client.Jar, CheckRedirect: p.client.CheckRedirect}, w
 }
 
 func (p *OAuth2) result(w *recorder, libErr error) (*oauthflow.TokenSet, error) {

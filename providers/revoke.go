@@ -3,10 +3,8 @@ package providers
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"strings"
 
 	"github.com/oauthflow/oauthflow"
 )
@@ -31,19 +29,14 @@ func (p *OAuth2) RevokeToken(ctx context.Context, token, hint string) error {
 	if err != nil {
 		return err
 	}
-	resp, err := p.client.Do(req)
+	a, err := p.send(req)
 	if err != nil {
-		return &oauthflow.ProviderError{ProviderID: p.cfg.ID, Err: err}
+		return err
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	if err != nil {
-		return &oauthflow.ProviderError{ProviderID: p.cfg.ID, StatusCode: resp.StatusCode, Err: err}
-	}
-	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+	if a.status >= 200 && a.status <= 299 {
 		return nil
 	}
-	return p.revokeError(&answer{status: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), body: body})
+	return p.revokeError(a)
 }
 
 func (p *OAuth2) revokeRequest(ctx context.Context, token, hint string) (*http.Request, error) {
@@ -51,23 +44,11 @@ func (p *OAuth2) revokeRequest(ctx context.Context, token, hint string) (*http.R
 	if hint != "" {
 		form.Set("token_type_hint", hint)
 	}
-	id, secret := p.token.ClientID, p.token.ClientSecret
-	basic := secret != "" && p.cfg.AuthStyle != AuthStyleParams
-	if !basic {
-		form.Set("client_id", id)
-		if secret != "" {
-			form.Set("client_secret", secret)
-		}
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.RevocationURL, strings.NewReader(form.Encode()))
+	req, err := p.clientRequest(ctx, p.cfg.RevocationURL, form, p.knownStyle())
 	if err != nil {
 		return nil, fmt.Errorf("providers: %s: revocation request: %w", p.cfg.ID, err)
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
-	if basic {
-		req.SetBasicAuth(url.QueryEscape(id), url.QueryEscape(secret)) // RFC 6749 §2.3.1
-	}
 	return req, nil
 }
 

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+
+	"github.com/oauthflow/oauthflow"
 )
 
 // maxBody bounds what is read from a provider's answer (x/oauth2 uses the same 1 MiB).
@@ -18,6 +20,21 @@ type answer struct {
 	contentType string
 	body        []byte
 	decoded     *tokenResponse // body as read by the recorder, nil when it could not be
+}
+
+// send does req with the provider's client and reads the answer; a failure
+// is a *oauthflow.ProviderError.
+func (p *OAuth2) send(req *http.Request) (*answer, error) {
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return nil, &oauthflow.ProviderError{ProviderID: p.cfg.ID, Err: err}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return nil, &oauthflow.ProviderError{ProviderID: p.cfg.ID, StatusCode: resp.StatusCode, Err: err}
+	}
+	return &answer{status: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), body: body}, nil
 }
 
 // recorder is the transport of one token call. It keeps the last answer
