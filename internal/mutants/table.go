@@ -20,6 +20,7 @@ func coreTable() []mutant {
 			File: "flight.go",
 			Old:  "f, running := g.calls[key]\n",
 			New:  "f, running := g.calls[key]\n\trunning = false // mutant\n",
+			Run:  "^(TestRefreshInProcessTakesTheLockOnce)$",
 			Why:  "concurrent refreshes of one record in one process make one provider call",
 		},
 		{
@@ -28,6 +29,7 @@ func coreTable() []mutant {
 			Old: "\tselect {\n\tcase <-f.done:\n\t\treturn f.val, f.err\n" +
 				"\tcase <-ctx.Done():\n\t\treturn StoredTokens{}, ctx.Err()\n\t}\n",
 			New: "\t<-f.done\n\treturn f.val, f.err\n",
+			Run: "^(TestRefreshOutlivesTheCallerThatStartedIt)$",
 			Why: "a caller waiting on a shared refresh returns when its own context ends",
 		},
 		{
@@ -35,6 +37,7 @@ func coreTable() []mutant {
 			File: "refresh.go",
 			Old:  "context.WithTimeout(context.WithoutCancel(ctx), s.refreshTimeout)",
 			New:  "context.WithTimeout(ctx, s.refreshTimeout)",
+			Run:  "^(TestRefreshOutlivesTheCallerThatStartedIt)$",
 			Why:  "the shared refresh does not die with the context of the caller that started it",
 		},
 		{
@@ -42,6 +45,7 @@ func coreTable() []mutant {
 			File: "refresh.go",
 			Old:  "\tif ts.RefreshToken != \"\" {\n\t\tt.RefreshToken = ts.RefreshToken\n\t}\n",
 			New:  "",
+			Run:  "^(TestTokenStoreRefreshMerge)$",
 			Why:  "a refresh answer with a new refresh token replaces the stored one (rotation)",
 		},
 
@@ -51,6 +55,7 @@ func coreTable() []mutant {
 			File: "oauth.go",
 			Old:  "return providerCode(err) == \"invalid_grant\"",
 			New:  "return providerCode(err) != \"\"",
+			Run:  "^(TestErrorClassification|TestRefreshKeepsRecordUnlessGrantIsDead)$",
 			Why:  "only invalid_grant deletes a record; invalid_client (a rotated secret) must not log every user out",
 		},
 		{
@@ -58,6 +63,7 @@ func coreTable() []mutant {
 			File: "oauth.go",
 			Old:  "return providerCode(err) == \"invalid_grant\"",
 			New:  "return providerCode(err) == \"invalid_grant\" || providerStatus(err)/100 == 4",
+			Run:  "^(TestErrorClassification|TestRefreshKeepsRecordUnlessGrantIsDead)$",
 			Why:  "a 4xx without invalid_grant (429, 400 invalid_request, 401) is not a dead grant",
 		},
 		{
@@ -65,6 +71,7 @@ func coreTable() []mutant {
 			File: "oauth.go",
 			Old:  "return ok && code != \"\" && slices.Contains(dc.DeadGrantCodes(), code)",
 			New:  "return code != \"\" || ok && slices.Contains(dc.DeadGrantCodes(), code)",
+			Run:  "^(TestRefreshKeepsRecordUnlessGrantIsDead)$",
 			Why:  "a provider's own dead-grant codes count only when it lists them (DeadGrantCoder)",
 		},
 		{
@@ -83,6 +90,7 @@ func coreTable() []mutant {
 			File: "lease.go",
 			Old:  "_, _ = l.kv.CompareAndDelete(context.WithoutCancel(ctx), l.key, l.owner)",
 			New:  "_ = l.kv.Del(context.WithoutCancel(ctx), l.key)",
+			Run:  "^(TestLeaseIsOnlyItsOwners)$",
 			Why:  "a holder whose lease expired does not free the lock its successor now holds",
 		},
 		{
@@ -90,6 +98,7 @@ func coreTable() []mutant {
 			File: "lease.go",
 			Old:  "case <-tick.C:",
 			New:  "case <-make(chan time.Time): // mutant: never renews",
+			Run:  "^(TestTokenStoreLeaseRenewedDuringSlowRefresh)$",
 			Why:  "a refresh slower than the lease keeps its lock, so no other instance refreshes at the same time",
 		},
 		{
@@ -97,6 +106,7 @@ func coreTable() []mutant {
 			File: "lease.go",
 			Old:  "\tif take.ok {\n",
 			New:  "\tif true {\n",
+			Run:  "^(TestEngineFireHoldsTheRunLock|TestEngineFireSerialisedAcrossInstances)$",
 			Why:  "fires of one run are serialised (across instances): a transition never runs twice",
 		},
 		{
@@ -104,6 +114,7 @@ func coreTable() []mutant {
 			File: "runhold.go",
 			Old:  "\tif holds(ctx, id) {\n",
 			New:  "\tif false && holds(ctx, id) {\n",
+			Run:  "^(TestEngineRunFiringItselfIsRefused)$",
 			Why:  "a run that fires itself within its own transition is refused at once, not deadlocked on its own lock",
 		},
 		{
@@ -111,6 +122,7 @@ func coreTable() []mutant {
 			File: "callchain.go",
 			Old:  "func (ch *callChain) later(fn func(context.Context)) {\n\tch.mu.Lock()\n\tdefer ch.mu.Unlock()\n",
 			New:  "func (ch *callChain) later(fn func(context.Context)) {\n",
+			Run:  "^(TestEngineFanOutChildrenDeliverOnce)$",
 			Why:  "children launched from several goroutines of one transition defer their parent's notification safely",
 		},
 
@@ -120,6 +132,7 @@ func coreTable() []mutant {
 			File: "session.go",
 			Old:  "\t\tread = ss.kv.GetDel\n",
 			New:  "\t\tread = ss.kv.Get\n",
+			Run:  "^(TestSessionRegisterConsume|TestSessionConsumeExactlyOnce)$",
 			Why:  "a state is consumed once: of concurrent callbacks exactly one completes",
 		},
 		{
@@ -127,6 +140,7 @@ func coreTable() []mutant {
 			File: "kv_memory.go",
 			Old:  "\tif _, ok := m.holds(key, value); !ok {\n\t\treturn false, nil\n\t}\n\tdelete(m.m, key)\n",
 			New:  "\tdelete(m.m, key)\n",
+			Run:  "^(TestMemoryKVConformance)$",
 			Why:  "CompareAndDelete deletes only while the key holds the given value (lock release)",
 		},
 		{
@@ -134,6 +148,7 @@ func coreTable() []mutant {
 			File: "kv_redis.go",
 			Old:  "if redis.call(\"GET\", KEYS[1]) == ARGV[1] then return redis.call(\"DEL\", KEYS[1]) end\nreturn 0",
 			New:  "return redis.call(\"DEL\", KEYS[1])",
+			Run:  "^(TestMiniredisKVConformance|TestRedisKVConformance)$",
 			Why:  "CompareAndDelete deletes only while the key holds the given value (lock release)",
 		},
 
@@ -143,6 +158,7 @@ func coreTable() []mutant {
 			File: "pages.go",
 			Old:  "window.opener.postMessage(result, targets[i]);",
 			New:  "window.opener.postMessage(result, \"*\");",
+			Run:  "^(TestCallbackPageScriptPostsToItsOwnOriginAndTheFrontends)$",
 			Why:  "the callback page posts its result (and the state) to its own origin and Config.FrontendOrigins only",
 		},
 		{
@@ -150,6 +166,7 @@ func coreTable() []mutant {
 			File: "cors.go",
 			Old:  "_, ok := o.set[origin]\n\treturn ok",
 			New:  "return origin != \"\"",
+			Run:  "^(TestCompletePreflight|TestCompleteCORS)$",
 			Why:  "POST /complete answers CORS for Config.FrontendOrigins only, never for any origin",
 		},
 		{
@@ -157,6 +174,7 @@ func coreTable() []mutant {
 			File: "handlers.go",
 			Old:  "return p, http.StatusBadRequest, \"invalid_request\", \"The body is not a valid completion request.\"",
 			New:  "return p, http.StatusUnprocessableEntity, \"invalid_request\", \"The body is not a valid completion request.\"",
+			Run:  "^(TestCompleteEndpoint)$",
 			Why:  "POST /complete answers a malformed body with 400 invalid_request",
 		},
 		{
@@ -164,6 +182,7 @@ func coreTable() []mutant {
 			File: "handlers.go",
 			Old:  "status, code = http.StatusInternalServerError, \"internal_error\"",
 			New:  "status, code = http.StatusOK, \"internal_error\"",
+			Run:  "^(TestInternalFailureAnswers500)$",
 			Why:  "POST /complete answers an unexpected failure with 500, never a success status",
 		},
 		{
@@ -171,6 +190,7 @@ func coreTable() []mutant {
 			File: "handlers.go",
 			Old:  "status, code = http.StatusInternalServerError, \"internal_error\"",
 			New:  "status, code = http.StatusBadGateway, \"internal_error\"",
+			Run:  "^(TestInternalFailureAnswers500)$",
 			Why:  "POST /complete answers an unexpected failure with 500, not the provider's 502",
 		},
 
@@ -180,6 +200,7 @@ func coreTable() []mutant {
 			File: "refresh.go",
 			Old:  "ok, err := r.s.kv.CompareAndSwap(ctx, r.key, w.old, w.new, r.s.ttl(w.t))",
 			New:  "ok, err := true, r.s.kv.Set(ctx, r.key, w.new, r.s.ttl(w.t))",
+			Run:  "^(TestRefreshLosesToSignIn|TestRefreshLosesToDisconnect)$",
 			Why:  "a refresh writes only through a compare-and-set on the record it read: a sign-in or DeleteTokens in between wins",
 		},
 		{
@@ -187,6 +208,7 @@ func coreTable() []mutant {
 			File: "refresh.go",
 			Old:  "deleted, derr := r.s.kv.CompareAndDelete(ctx, r.key, raw)",
 			New:  "deleted, derr := true, r.s.kv.Del(ctx, r.key)",
+			Run:  "^(TestRefreshLosesToSignIn)$",
 			Why:  "a dead grant deletes the record only while it is still the one refreshed, never a newer sign-in",
 		},
 		{
@@ -194,6 +216,7 @@ func coreTable() []mutant {
 			File: "refresh.go",
 			Old:  "\theld, err := l.confirm(ctx)\n\tif err != nil {\n\t\treturn err\n\t}\n\tif !held {\n\t\treturn errLeaseLost\n\t}\n",
 			New:  "",
+			Run:  "^(TestRefreshLostLeaseStopsBeforeWrite)$",
 			Why:  "a lease holder whose lock is in other hands never writes",
 		},
 		{
@@ -201,6 +224,7 @@ func coreTable() []mutant {
 			File: "refresh.go",
 			Old:  "\theld, cerr := l.confirm(ctx)\n",
 			New:  "\theld, cerr := true, error(nil)\n",
+			Run:  "^(TestRefreshLostLeaseKeepsRecordOnDeadGrant)$",
 			Why:  "a lease holder whose lock is in other hands never deletes a dead grant: the new holder decides",
 		},
 		{
@@ -208,6 +232,7 @@ func coreTable() []mutant {
 			File: "refresh.go",
 			Old:  "return !bytes.Equal(raw, seen) && s.now().UnixMilli() < v.expiresAt",
 			New:  "return false",
+			Run:  "^(TestRefreshShortLivedAnswerRefreshedOnce)$",
 			Why:  "a waiter takes a record another refresh wrote, even one that lives less than the skew, instead of refreshing again",
 		},
 		{
@@ -215,6 +240,7 @@ func coreTable() []mutant {
 			File: "refresh.go",
 			Old:  "\tr.s.pending.keep(r.key, w)\n\tr.publish(t, nil)\n",
 			New:  "\tr.publish(t, nil)\n",
+			Run:  "^(TestRotatedTokenKeptWhileStoreDown)$",
 			Why:  "a write that fails after a rotating refresh is kept in the process: the only live refresh token is not lost",
 		},
 		{
@@ -222,6 +248,7 @@ func coreTable() []mutant {
 			File: "refresh.go",
 			Old:  "\tr.retry(ctx, l, w)\n",
 			New:  "",
+			Run:  "^(TestRotatedTokenSurvivesStoreBlip)$",
 			Why:  "a write that fails after a rotating refresh is retried within the refresh deadline",
 		},
 		{
@@ -229,6 +256,7 @@ func coreTable() []mutant {
 			File: "refresh.go",
 			Old:  "\tr.publish(t, nil)\n",
 			New:  "",
+			Run:  "^(TestRefreshAnswersBeforeItsWriteRetries)$",
 			Why:  "the callers get the refreshed token at once, not after the write's retries",
 		},
 		{
@@ -236,6 +264,7 @@ func coreTable() []mutant {
 			File: "refresh.go",
 			Old:  "if pw, ok := r.s.pendingFor(r.key, raw); ok && r.usable(pw.t) {",
 			New:  "if pw, ok := r.s.pendingFor(r.key, raw); false && ok && r.usable(pw.t) {",
+			Run:  "^(TestRefreshAnswersBeforeItsWriteRetries)$",
 			Why:  "a caller that comes while a write is retried gets the kept tokens",
 		},
 
@@ -245,6 +274,7 @@ func coreTable() []mutant {
 			File: "keys.go",
 			Old:  "\treturn !reservedSegment(first) && !strings.HasPrefix(userID, escapeMark)\n",
 			New:  "\treturn first != \"\" || true\n",
+			Run:  "^(TestKeyspaceDisjoint|TestHostileUserIDsStayInTheirOwnKeys)$",
 			Why:  "keys of different kinds and users are disjoint for every user ID (\"lock:alice\" reaches no lock of alice's)",
 		},
 		{
@@ -252,6 +282,7 @@ func coreTable() []mutant {
 			File: "handlers.go",
 			Old:  "if p.State != \"\" && !issuedState(p.State) {",
 			New:  "if false {",
+			Run:  "^(TestEndpointsRefuseForeignStateBeforeTheStore)$",
 			Why:  "the public endpoints refuse a state not of the issued form before touching the store",
 		},
 		{
@@ -259,6 +290,7 @@ func coreTable() []mutant {
 			File: "engine.go",
 			Old:  "\tif !issuedRunID(runID) {\n\t\treturn nil, fmt.Errorf(\"%w: %q\", ErrRunNotFound, runID)\n\t}\n\tb, err",
 			New:  "\tb, err",
+			Run:  "^(TestEngineRefusesForeignRunIDs)$",
 			Why:  "the engine refuses a run ID not of its own form before touching the store",
 		},
 
@@ -268,6 +300,7 @@ func coreTable() []mutant {
 			File: "handlers.go",
 			Old:  "\towned, cancel := m.serverOwned(ctx)\n",
 			New:  "\towned, cancel := context.WithCancel(ctx)\n",
+			Run:  "^(TestCallbackCompletesAfterTheClientLeft)$",
 			Why:  "a browser that leaves after the provider answered does not lose the sign-in",
 		},
 
@@ -277,6 +310,7 @@ func coreTable() []mutant {
 			File: "oauthworkflow.go",
 			Old:  "if err := m.work.schedule(ctx, jobLapse, tc.Run.ID, m.now().Add(m.signInTTL)); err != nil {",
 			New:  "if err := error(nil); err != nil {",
+			Run:  "^(TestSignInLapses|TestSignInLapsesOnItsOwn)$",
 			Why:  "a sign-in that lapses unused ends its run and resumes the parent with status failed",
 		},
 		{
@@ -284,6 +318,7 @@ func coreTable() []mutant {
 			File: "oauthworkflow.go",
 			Old:  "\tm.tidyDueWork(ctx, tc.Run.ID, jobLapse)\n",
 			New:  "",
+			Run:  "^(TestSignInConnectedDoesNotLapse)$",
 			Why:  "a connected sign-in leaves no due work behind",
 		},
 
@@ -292,6 +327,7 @@ func coreTable() []mutant {
 			File: "engine.go",
 			Old:  "if child != \"\" && slices.Contains(r.Heard, child) {",
 			New:  "if false && slices.Contains(r.Heard, child) {",
+			Run:  "^(TestParentHearsEachChildOnce)$",
 			Why:  "a delivery tried again after it landed changes nothing: the parent hears each child once",
 		},
 
@@ -300,6 +336,7 @@ func coreTable() []mutant {
 			File: "runsave.go",
 			Old:  "\tif r.State == StateEnd {\n\t\treturn e.doneTTL\n\t}\n",
 			New:  "",
+			Run:  "^(TestFinishedSignInExpires)$",
 			Why:  "a finished sign-in's run is kept for the finished-run TTL (24 h), not 30 days",
 		},
 		{
@@ -307,6 +344,7 @@ func coreTable() []mutant {
 			File: "runsave.go",
 			Old:  "\texpire, err := e.shortenOps(ctx, r)\n\treturn append(ops, expire...), err\n",
 			New:  "\treturn ops, nil\n",
+			Run:  "^(TestFinishedSignInExpires)$",
 			Why:  "an ended run's documents expire with it",
 		},
 
@@ -315,6 +353,7 @@ func coreTable() []mutant {
 			File: "completion.go",
 			Old:  "\treturn m.Engine.withTake(ctx, s.WorkflowID, watch, prompt)\n",
 			New:  "\t_ = watch\n\treturn m.Engine.withTake(ctx, s.WorkflowID, prompt)\n",
+			Run:  "^(TestCompletionAbandonedByItsInstanceIsFailedByAnother)$",
 			Why:  "a completion whose instance dies mid-way is failed honestly by another instance",
 		},
 		{
@@ -322,6 +361,7 @@ func coreTable() []mutant {
 			File: "oauthworkflow.go",
 			Old:  "\t\tm.tidyDueWork(ctx, tc.Run.ID, jobAbandon)\n",
 			New:  "",
+			Run:  "^(TestSignInConnectedDoesNotLapse)$",
 			Why:  "a completion that ended leaves no due work behind",
 		},
 		{
@@ -329,6 +369,7 @@ func coreTable() []mutant {
 			File: "handlers.go",
 			Old:  "\t\tm.completionDone(owned, s) // a completion that succeeded removed its watch with the run's last save\n",
 			New:  "",
+			Run:  "^(TestSignInFailedLeavesNoWatch)$",
 			Why:  "a completion that failed leaves no due work behind either",
 		},
 		{
@@ -336,6 +377,7 @@ func coreTable() []mutant {
 			File: "runhold.go",
 			Old:  "\tops := append(append(save, f.tidy...), &kvOp{kind: opCompareAndDelete, key: l.key, value: l.owner})\n",
 			New:  "\tops := append([]*kvOp{{kind: opCompareAndDelete, key: l.key, value: l.owner}}, append(save, f.tidy...)...)\n",
+			Run:  "^(TestEngineRunSavedBeforeItsLockIsFree)$",
 			Why:  "a run's last save lands before its lock is free: the next holder reads what this one wrote",
 		},
 		{
@@ -343,6 +385,7 @@ func coreTable() []mutant {
 			File: "runhold.go",
 			Old:  "\t\t\tif op.err != nil {\n\t\t\t\treturn storeErr(ctx, \"write with the run's lock\", op.err)\n\t\t\t}\n",
 			New:  "",
+			Run:  "^(TestTakeWriteFailedRunsNothing)$",
 			Why:  "a write sent with a run lock's take (a completion's watch) lands before the run's transition runs",
 		},
 		{
@@ -350,6 +393,7 @@ func coreTable() []mutant {
 			File: "documents.go",
 			Old:  "\t\tf.wrote(docKey(r.ID, name), b)\n",
 			New:  "\t\t_ = b\n",
+			Run:  "^(TestTakeReadsServeTheHoldAndFollowItsWrites)$",
 			Why:  "a document read with a run lock's take follows the hold's own writes",
 		},
 		{
@@ -357,6 +401,7 @@ func coreTable() []mutant {
 			File: "kv_batch.go",
 			Old:  "\tc, single := r.c.(*redis.Client)\n\tif !single {\n\t\treturn false\n\t}\n",
 			New:  "\tc := r.c\n",
+			Run:  "^(TestBatchOnClusterRunsOneByOne)$",
 			Why:  "a batch is pipelined only where one connection keeps its order, never across Cluster nodes",
 		},
 
@@ -365,6 +410,7 @@ func coreTable() []mutant {
 			File: "runhold.go",
 			Old:  "\tif !held {\n\t\treturn fmt.Errorf(\"run %s: %w\", id, errLeaseLost)\n\t}\n",
 			New:  "\t_ = held\n",
+			Run:  "^(TestCompletionAbandonedByItsInstanceIsFailedByAnother|TestRunLockFreedOnlyByItsHolder)$",
 			Why:  "an instance that hung past its run lock's lease rewrites neither the run nor its documents",
 		},
 		{
@@ -372,6 +418,7 @@ func coreTable() []mutant {
 			File: "lease.go",
 			Old:  "\treturn p != 0 && l.now().UnixNano()-p < int64(l.trustedFor())\n",
 			New:  "\treturn p != 0\n",
+			Run:  "^(TestCompletionAbandonedByItsInstanceIsFailedByAnother|TestRunLockFreedOnlyByItsHolder)$",
 			Why:  "a run lock proven long ago is asked about again before a write: the holder may have hung past its lease",
 		},
 
@@ -381,6 +428,7 @@ func coreTable() []mutant {
 			File: "oauth.go",
 			Old:  "if ctx != nil && ctx.Err() != nil {",
 			New:  "if false {",
+			Run:  "^(TestCancelledContextIsNotStoreUnavailable)$",
 			Why:  "a caller's own context.Canceled is reported as such, never as ErrStoreUnavailable",
 		},
 		{
@@ -388,6 +436,7 @@ func coreTable() []mutant {
 			File: "client.go",
 			Old:  "ctx := withValuesOf(req.Context(), t.src.values)",
 			New:  "ctx := t.src.values",
+			Run:  "^(TestClientReadsUnderTheRequestsContext)$",
 			Why:  "a Client reads each token under the request's own context",
 		},
 
