@@ -90,7 +90,7 @@ func (s *Server) checkAuthorize(req *authRequest, q url.Values) *oauthError {
 
 // forcedDenial reports whether this request is denied without asking the user.
 func (s *Server) forcedDenial(q url.Values) bool {
-	return s.opts.DenyAll || q.Get("login_hint") == "deny" || s.takeDenyNext()
+	return s.opts.DenyAll || q.Get("login_hint") == "deny" || takeOne(&s.denyNext)
 }
 
 // approve issues a code for req and sends the user back with it.

@@ -5,8 +5,8 @@ import (
 	"net/http"
 )
 
-// pages holds the consent page and the error page: inline style, no script, no
-// external assets, every value escaped by html/template.
+// pages holds the consent page, the device page and the error page: inline style,
+// no script, no external assets, every value escaped by html/template.
 var pages = template.Must(template.New("").Parse(`
 {{define "head"}}<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
@@ -18,6 +18,7 @@ button{font-size:1rem;padding:.5rem 1.5rem;margin-right:.75rem;cursor:pointer}
 #allow{background:#1a7f37;color:#fff;border:0;border-radius:6px}
 #deny{background:#fff;border:1px solid #999;border-radius:6px}
 code{background:#f3f3f3;padding:0 .25rem}
+input{font-size:1.25rem;padding:.4rem;letter-spacing:.1em;margin:.5rem 0}
 </style></head><body>{{end}}
 
 {{define "consent"}}{{template "head" "Authorize access"}}
@@ -29,6 +30,27 @@ code{background:#f3f3f3;padding:0 .25rem}
 <button type="submit" id="allow" name="decision" value="allow">Allow</button>
 <button type="submit" id="deny" name="decision" value="deny">Deny</button>
 </form>
+</body></html>
+{{end}}
+
+{{define "device"}}{{template "head" "Connect a device"}}
+<h1>Demo provider</h1>
+<p>Signed in as <strong id="user">{{.User}}</strong>.</p>
+{{if .Message}}<p id="error">{{.Message}}</p>{{end}}
+{{if .ClientID}}<p><strong id="client">{{.ClientID}}</strong> asks to access your account{{if .Scope}} with the scope <code id="scope">{{.Scope}}</code>{{end}}.</p>{{end}}
+<form method="post" action="device">
+<p><label for="user_code">Code shown on your device</label><br>
+<input id="user_code" name="user_code" value="{{.UserCode}}" autocomplete="off" autocapitalize="characters" spellcheck="false" required></p>
+<input type="hidden" name="login_hint" value="{{.User}}">
+<button type="submit" id="allow" name="decision" value="allow">Allow</button>
+<button type="submit" id="deny" name="decision" value="deny">Deny</button>
+</form>
+</body></html>
+{{end}}
+
+{{define "device-done"}}{{template "head" "Device connected"}}
+<h1>Demo provider</h1>
+<p id="result">{{if .}}Access allowed{{else}}Access denied{{end}}. You can return to your device.</p>
 </body></html>
 {{end}}
 

@@ -125,3 +125,39 @@ func ExampleServer_RotateDPoPNonce() {
 	// old nonce: use_dpop_nonce
 	// new nonce: invalid_grant
 }
+
+// A device sign-in (RFC 8628) with golang.org/x/oauth2: the client asks for a
+// device code, the user allows its user code (here ApproveDevice stands in for
+// the page at the verification URI), and the client's next poll gets the tokens.
+func ExampleServer_ApproveDevice() {
+	srv := authserver.Start(authserver.Options{DeviceInterval: time.Second})
+	defer srv.Close()
+	cfg := &oauth2.Config{
+		ClientID: authserver.DefaultPublicClientID,
+		Endpoint: oauth2.Endpoint{DeviceAuthURL: srv.DeviceAuthorizationURL(), TokenURL: srv.TokenURL()},
+		Scopes:   []string{"read"},
+	}
+	ctx := context.Background()
+	da, err := cfg.DeviceAuth(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("verification URI:", strings.TrimPrefix(da.VerificationURI, srv.URL()))
+	fmt.Println("interval:", da.Interval)
+
+	if err := srv.ApproveDevice(da.UserCode, "alice"); err != nil {
+		panic(err)
+	}
+	tok, err := cfg.DeviceAccessToken(ctx, da) // polls once the interval has passed
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("scope:", tok.Extra("scope"))
+	st := srv.Stats()
+	fmt.Printf("device authorizations: %d, polls: %d, tokens: %d\n", st.DeviceAuthorizations, st.DevicePolls, st.DeviceTokens)
+	// Output:
+	// verification URI: /device
+	// interval: 1
+	// scope: read
+	// device authorizations: 1, polls: 1, tokens: 1
+}

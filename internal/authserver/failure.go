@@ -12,6 +12,7 @@ import (
 const (
 	GrantAuthorizationCode = "authorization_code"
 	GrantRefreshToken      = "refresh_token"
+	GrantDeviceCode        = "urn:ietf:params:oauth:grant-type:device_code" // RFC 8628 §3.4
 )
 
 // Failure scripts the answer to one token request, before the server looks at it: a
@@ -27,7 +28,7 @@ const (
 //	Failure{Status: 502, Body: "<html>bad"}   // any body, sent as is
 type Failure struct {
 	// Grant limits the failure to one grant type (GrantAuthorizationCode,
-	// GrantRefreshToken); empty matches any token request.
+	// GrantRefreshToken, GrantDeviceCode); empty matches any token request.
 	Grant string
 	// Delay is how long to wait before answering.
 	Delay time.Duration

@@ -9,6 +9,7 @@ type metadata struct {
 	TokenEndpoint                     string   `json:"token_endpoint"`
 	RevocationEndpoint                string   `json:"revocation_endpoint"`
 	IntrospectionEndpoint             string   `json:"introspection_endpoint"`
+	DeviceAuthorizationEndpoint       string   `json:"device_authorization_endpoint,omitempty"`
 	ResponseTypesSupported            []string `json:"response_types_supported"`
 	GrantTypesSupported               []string `json:"grant_types_supported"`
 	TokenEndpointAuthMethodsSupported []string `json:"token_endpoint_auth_methods_supported"`
@@ -24,14 +25,21 @@ func (s *Server) handleMetadata(w http.ResponseWriter, r *http.Request) {
 	if s.opts.DPoP {
 		algs = []string{dpopAlg}
 	}
+	grants := []string{GrantAuthorizationCode, GrantRefreshToken}
+	var deviceEndpoint string
+	if !s.opts.NoDeviceGrant {
+		grants = append(grants, GrantDeviceCode)
+		deviceEndpoint = iss + PathDeviceAuthorization
+	}
 	writeJSON(w, http.StatusOK, metadata{
 		Issuer:                            iss,
 		AuthorizationEndpoint:             iss + PathAuthorize,
 		TokenEndpoint:                     iss + PathToken,
 		RevocationEndpoint:                iss + PathRevoke,
 		IntrospectionEndpoint:             iss + PathIntrospect,
+		DeviceAuthorizationEndpoint:       deviceEndpoint,
 		ResponseTypesSupported:            []string{"code"},
-		GrantTypesSupported:               []string{GrantAuthorizationCode, GrantRefreshToken},
+		GrantTypesSupported:               grants,
 		TokenEndpointAuthMethodsSupported: []string{"client_secret_basic", "client_secret_post", "none"},
 		CodeChallengeMethodsSupported:     []string{MethodS256, MethodPlain},
 		IssParameterSupported:             s.opts.IssParameter,

@@ -15,6 +15,8 @@ const (
 	DefaultAccessTokenTTL  = time.Hour           // access-token lifetime
 	DefaultRefreshTokenTTL = 30 * 24 * time.Hour // refresh-token lifetime
 	DefaultCodeTTL         = time.Minute         // authorization-code lifetime
+	DefaultDeviceCodeTTL   = 10 * time.Minute    // device-code and user-code lifetime (RFC 8628)
+	DefaultDeviceInterval  = 5 * time.Second     // least time between two polls of one device code
 )
 
 // defaultRedirectPaths are the callback paths DefaultClients accept on a loopback host.
@@ -77,6 +79,23 @@ type Options struct {
 	// CodeTTL is the authorization-code lifetime (default DefaultCodeTTL).
 	CodeTTL time.Duration
 
+	// DeviceCodeTTL is the lifetime of a device code and its user code (default
+	// DefaultDeviceCodeTTL).
+	DeviceCodeTTL time.Duration
+	// DeviceInterval is the least time between two polls of one device code (default
+	// DefaultDeviceInterval); a poll that comes sooner is answered slow_down, and the
+	// code's interval grows by 5 seconds (RFC 8628 §3.5). The device authorization
+	// answer names it in whole seconds, rounded up.
+	DeviceInterval time.Duration
+	// NoDeviceInterval leaves interval out of the device authorization answer, so that
+	// clients poll every 5 seconds (RFC 8628 §3.2); the server still holds them to
+	// DeviceInterval.
+	NoDeviceInterval bool
+	// NoDeviceGrant turns the device authorization grant off: no device endpoints,
+	// nothing about it in the metadata, and the device_code grant type is
+	// unsupported_grant_type.
+	NoDeviceGrant bool
+
 	// RotateRefreshTokens issues a new refresh token on every refresh and retires the old
 	// one; presenting a retired one is invalid_grant and revokes the whole grant. Without
 	// rotation a refresh answers no refresh_token and the old one stays valid.
@@ -127,6 +146,12 @@ func (o Options) withDefaults() Options {
 	o.RefreshTokenTTL = orDefault(o.RefreshTokenTTL, DefaultRefreshTokenTTL)
 	if o.CodeTTL <= 0 {
 		o.CodeTTL = DefaultCodeTTL
+	}
+	if o.DeviceCodeTTL <= 0 {
+		o.DeviceCodeTTL = DefaultDeviceCodeTTL
+	}
+	if o.DeviceInterval <= 0 {
+		o.DeviceInterval = DefaultDeviceInterval
 	}
 	o.DPoP = o.DPoP || o.RequireDPoP || o.DPoPNonces
 	return o

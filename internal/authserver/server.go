@@ -3,9 +3,9 @@
 //
 // It runs the authorization-code grant with PKCE (RFC 7636), refresh tokens with or
 // without rotation, revocation (RFC 7009), introspection (RFC 7662), server metadata
-// (RFC 8414), the iss response parameter (RFC 9207) and, when asked, DPoP-bound tokens
-// and server nonces (RFC 9449), and serves one protected demo API, GET /api/me. State
-// lives in memory on the Server value.
+// (RFC 8414), the iss response parameter (RFC 9207), the device authorization grant
+// (RFC 8628) and, when asked, DPoP-bound tokens and server nonces (RFC 9449), and
+// serves one protected demo API, GET /api/me. State lives in memory on the Server value.
 //
 // In a test:
 //
@@ -37,6 +37,9 @@ const (
 	PathIntrospect = "/introspect"
 	PathAPI        = "/api/me"
 	PathMetadata   = "/.well-known/oauth-authorization-server"
+
+	PathDeviceAuthorization = "/device_authorization" // RFC 8628 §3.1
+	PathDevice              = "/device"               // the verification URI, where the user enters the user code
 )
 
 // Server is an OAuth 2.0 authorization server and an http.Handler. It is safe for
@@ -47,12 +50,13 @@ type Server struct {
 	issuer  string
 	mux     *http.ServeMux
 
-	store    store
-	failures failureQueue
-	denyNext atomic.Int64
-	stats    counters
-	nonce    atomic.Pointer[string] // the DPoP nonce Options.DPoPNonces demands
-	proofs   proofLog               // the DPoP proofs accepted lately
+	store        store
+	failures     failureQueue
+	denyNext     atomic.Int64
+	slowDownNext atomic.Int64
+	stats        counters
+	nonce        atomic.Pointer[string] // the DPoP nonce Options.DPoPNonces demands
+	proofs       proofLog               // the DPoP proofs accepted lately
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -110,6 +114,11 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("POST "+PathIntrospect, s.handleIntrospect)
 	mux.HandleFunc("GET "+PathAPI, s.handleAPI)
 	mux.HandleFunc("GET "+PathMetadata, s.handleMetadata)
+	if !s.opts.NoDeviceGrant {
+		mux.HandleFunc("POST "+PathDeviceAuthorization, s.handleDeviceAuthorization)
+		mux.HandleFunc("GET "+PathDevice, s.handleDevicePage)
+		mux.HandleFunc("POST "+PathDevice, s.handleDeviceDecision)
+	}
 	return mux
 }
 
@@ -131,6 +140,12 @@ func (s *Server) RevokeURL() string { return s.issuer + PathRevoke }
 // IntrospectURL is the introspection endpoint (RFC 7662).
 func (s *Server) IntrospectURL() string { return s.issuer + PathIntrospect }
 
+// DeviceAuthorizationURL is the device authorization endpoint (RFC 8628 §3.1).
+func (s *Server) DeviceAuthorizationURL() string { return s.issuer + PathDeviceAuthorization }
+
+// DeviceURL is the verification URI, the page where the user enters a user code.
+func (s *Server) DeviceURL() string { return s.issuer + PathDevice }
+
 // APIURL is the protected demo API, which answers the signed-in user and their repositories.
 func (s *Server) APIURL() string { return s.issuer + PathAPI }
 
@@ -138,14 +153,14 @@ func (s *Server) APIURL() string { return s.issuer + PathAPI }
 // clicked Deny. Calls add up: DenyNext twice denies the next two.
 func (s *Server) DenyNext() { s.denyNext.Add(1) }
 
-// takeDenyNext consumes one pending DenyNext, if any.
-func (s *Server) takeDenyNext() bool {
+// takeOne consumes one of the pending calls n counts (DenyNext, SlowDownNext), if any.
+func takeOne(n *atomic.Int64) bool {
 	for {
-		n := s.denyNext.Load()
-		if n <= 0 {
+		v := n.Load()
+		if v <= 0 {
 			return false
 		}
-		if s.denyNext.CompareAndSwap(n, n-1) {
+		if n.CompareAndSwap(v, v-1) {
 			return true
 		}
 	}

@@ -21,6 +21,20 @@ type Stats struct {
 	Revocations     int64 // POST /revoke requests from an authenticated client
 	APICalls        int64 // GET /api/me answered 200
 
+	// The device authorization grant (RFC 8628). A poll of a code its client holds
+	// that no script answers counts once among DevicePending, DeviceSlowDowns,
+	// DeviceExpiries, DeviceRedeemedPolls and DeviceTokens, unless it is answered
+	// access_denied.
+	DeviceAuthorizations int64 // POST /device_authorization answered with a device code
+	DevicePolls          int64 // POST /token with the device_code grant, scripted failures included
+	DevicePending        int64 // authorization_pending answers
+	DeviceSlowDowns      int64 // slow_down answers: polls that came too soon, and those SlowDownNext forced
+	DeviceApprovals      int64 // user codes allowed, on the page or by ApproveDevice
+	DeviceDenials        int64 // user codes denied, on the page or by DenyDevice
+	DeviceExpiries       int64 // expired_token answers
+	DeviceTokens         int64 // device codes redeemed for tokens
+	DeviceRedeemedPolls  int64 // polls of a device code already redeemed (invalid_grant)
+
 	// DPoP (RFC 9449). Each proof the server checks counts once among Accepted,
 	// Invalid, Replayed and NonceChallenges; an accepted one may then be of the wrong
 	// key (KeyMismatches).
@@ -39,6 +53,11 @@ type counters struct {
 	codesExchanged, refreshes                    atomic.Int64
 	codeReplays, refreshReuses                   atomic.Int64
 	revocations, apiCalls                        atomic.Int64
+	deviceAuthorizations, devicePolls            atomic.Int64
+	devicePending, deviceSlowDowns               atomic.Int64
+	deviceApprovals, deviceDenials               atomic.Int64
+	deviceExpiries, deviceTokens                 atomic.Int64
+	deviceRedeemedPolls                          atomic.Int64
 	dpopTokenRequests, dpopProofsAccepted        atomic.Int64
 	dpopProofsInvalid, dpopProofsReplayed        atomic.Int64
 	dpopNonceChallenges, dpopProofsMissing       atomic.Int64
@@ -60,6 +79,16 @@ func (s *Server) Stats() Stats {
 		RefreshReuses:   c.refreshReuses.Load(),
 		Revocations:     c.revocations.Load(),
 		APICalls:        c.apiCalls.Load(),
+
+		DeviceAuthorizations: c.deviceAuthorizations.Load(),
+		DevicePolls:          c.devicePolls.Load(),
+		DevicePending:        c.devicePending.Load(),
+		DeviceSlowDowns:      c.deviceSlowDowns.Load(),
+		DeviceApprovals:      c.deviceApprovals.Load(),
+		DeviceDenials:        c.deviceDenials.Load(),
+		DeviceExpiries:       c.deviceExpiries.Load(),
+		DeviceTokens:         c.deviceTokens.Load(),
+		DeviceRedeemedPolls:  c.deviceRedeemedPolls.Load(),
 
 		DPoPTokenRequests:   c.dpopTokenRequests.Load(),
 		DPoPProofsAccepted:  c.dpopProofsAccepted.Load(),
@@ -83,6 +112,8 @@ func (c *counters) countTokenRequest(grant string, withProof bool) {
 		c.codeRequests.Add(1)
 	case GrantRefreshToken:
 		c.refreshRequests.Add(1)
+	case GrantDeviceCode:
+		c.devicePolls.Add(1)
 	}
 }
 

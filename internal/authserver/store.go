@@ -40,22 +40,29 @@ func (t *token) active(now time.Time) bool {
 	return !t.revoked && !t.rotated && !t.grant.revoked && !t.expired(now)
 }
 
-// store holds codes, tokens and pending consents behind one mutex.
+// store holds codes, tokens, pending consents and device authorizations behind one mutex.
 type store struct {
-	mu       sync.Mutex
-	codes    map[string]*authCode
-	access   map[string]*token
-	refresh  map[string]*token
-	consents map[string]*authRequest
-	added    int
+	mu        sync.Mutex
+	codes     map[string]*authCode
+	access    map[string]*token
+	refresh   map[string]*token
+	consents  map[string]*authRequest
+	devices   map[string]*deviceAuth // by device code
+	userCodes map[string]*deviceAuth // the same, by user code
+	added     int
+
+	minPollGap  time.Duration // the least time between two polls of one device code
+	pollGapSeen bool          // whether some device code was polled twice
 }
 
 func newStore() store {
 	return store{
-		codes:    map[string]*authCode{},
-		access:   map[string]*token{},
-		refresh:  map[string]*token{},
-		consents: map[string]*authRequest{},
+		codes:     map[string]*authCode{},
+		access:    map[string]*token{},
+		refresh:   map[string]*token{},
+		consents:  map[string]*authRequest{},
+		devices:   map[string]*deviceAuth{},
+		userCodes: map[string]*deviceAuth{},
 	}
 }
 
@@ -80,6 +87,12 @@ func (st *store) sweepLocked(now time.Time) {
 	for k, r := range st.consents {
 		if !now.Before(r.expires) {
 			delete(st.consents, k)
+		}
+	}
+	for k, d := range st.devices {
+		if !now.Before(d.forget) {
+			delete(st.devices, k)
+			delete(st.userCodes, d.userCode)
 		}
 	}
 	sweepTokens(st.access, now)
@@ -133,5 +146,8 @@ func expiry(now time.Time, ttl time.Duration) (time.Time, int64) {
 	if ttl < 0 {
 		return time.Time{}, 0
 	}
-	return now.Add(ttl), int64((ttl + time.Second - 1) / time.Second)
+	return now.Add(ttl), ceilSeconds(ttl)
 }
+
+// ceilSeconds is d in whole seconds, rounded up.
+func ceilSeconds(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }

@@ -21,6 +21,9 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 	form, err := readForm(w, r)
 	grant := form.Get("grant_type") // Get on a nil form is ""
 	s.stats.countTokenRequest(grant, len(r.Header.Values(headerDPoP)) > 0)
+	if grant == GrantDeviceCode && !s.opts.NoDeviceGrant {
+		s.notePoll(form.Get("device_code"))
+	}
 	if s.applyFailure(w, r, s.nextFailure(grant)) {
 		return
 	}
@@ -51,6 +54,11 @@ func (s *Server) grantTokens(r *http.Request, form url.Values, nonce string) (*t
 		return s.exchangeCode(client, form, jkt)
 	case GrantRefreshToken:
 		return s.refreshGrant(client, form, jkt)
+	case GrantDeviceCode:
+		if s.opts.NoDeviceGrant {
+			break
+		}
+		return s.pollDevice(client, form, jkt)
 	case "":
 		return nil, errInvalidRequest("grant_type is missing")
 	}
