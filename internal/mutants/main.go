@@ -82,7 +82,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	pattern := fs.String("run", "", "run only the mutants whose name matches `regexp`")
 	cfg := config{}
-	fs.BoolVar(&cfg.verbose, "v", false, "print the test output of every survivor, and the data race a kill found")
+	fs.BoolVar(&cfg.verbose, "v", false, "print the test output of every survivor, the data race a kill found, and the -run pattern of the tests that killed each mutant")
 	fs.DurationVar(&cfg.timeout, "timeout", 3*time.Minute, "go test -timeout for each run")
 	fs.IntVar(&cfg.workers, "workers", 2, "go test runs at a time")
 	fs.BoolVar(&cfg.baseline, "baseline", true, "test each package unmutated first")

@@ -92,6 +92,40 @@ func TestBaselineLeavesOutWhatAlreadyFails(t *testing.T) {
 	}
 }
 
+// TestVerboseKillNamesItsTests: with -v a kill prints the -run pattern of
+// every top-level test that failed (the line itself names only the first
+// three), the pattern a table entry can take.
+func TestVerboseKillNamesItsTests(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	root := t.TempDir()
+	write(t, root, "go.mod", "module example.com/a\n\ngo 1.22\n")
+	write(t, root, "a.go", "package a\n\nfunc A() int { return 1 }\n")
+	test := func(name string) string {
+		return "func " + name + "(t *testing.T) {\n\tif A() != 1 {\n\t\tt.Fatal(A())\n\t}\n}\n\n"
+	}
+	write(t, root, "a_test.go", "package a\n\nimport \"testing\"\n\n"+
+		test("TestA")+test("TestB")+test("TestC")+test("TestD")+
+		"func TestE(t *testing.T) {\n\tt.Run(\"sub\", func(t *testing.T) {\n\t\tif A() != 1 {\n\t\t\tt.Fatal(A())\n\t\t}\n\t})\n}\n\n"+
+		"func TestUnrelated(t *testing.T) {}\n")
+	m := mutant{Name: "a", File: "a.go", Old: "return 1", New: "return 2", Why: "w"}
+	for _, verbose := range []bool{false, true} {
+		var out strings.Builder
+		r := &runner{cfg: config{timeout: time.Minute, workers: 1, verbose: verbose}, root: root, tmp: t.TempDir(), out: &out}
+		res := r.runMutant(context.Background(), 0, m, baseline{})
+		r.report(res)
+		if res.outcome != killed || !slices.Equal(res.failed, []string{"TestA", "TestB", "TestC", "TestD", "TestE"}) {
+			t.Fatalf("mutant %s, failed %q", res.outcome, res.failed)
+		}
+		const line = "    failed: ^(TestA|TestB|TestC|TestD|TestE)$\n"
+		if got := strings.Contains(out.String(), line); got != verbose {
+			t.Errorf("-v=%t: report names the failed tests: %t, want %t:\n%s", verbose, got, verbose, out.String())
+		}
+	}
+}
+
 func TestOnlyFlakyKillsAreNotKills(t *testing.T) {
 	t.Parallel()
 	both, once := split([]string{"TestA", "TestB/x"}, []string{"TestB/x", "TestC"})

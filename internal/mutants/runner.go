@@ -28,7 +28,8 @@ type result struct {
 	outcome outcome
 	took    time.Duration
 	detail  string
-	output  string // for -v: a survivor's test output, or the race a kill found
+	output  string   // for -v: a survivor's test output, or the race a kill found
+	failed  []string // the top-level tests that failed, for -v: the Run pattern of a kill
 }
 
 type runner struct {
@@ -59,32 +60,32 @@ func (r *runner) runAll(ctx context.Context, ms []mutant) ([]result, []baseline)
 
 func (r *runner) runMutant(ctx context.Context, i int, m mutant, b baseline) result {
 	start := time.Now()
-	res := result{m: m}
+	var res result
 	path, src, err := m.mutate(r.root)
 	switch {
 	case errors.Is(err, errStale):
-		res.outcome, res.detail = stale, err.Error()
+		res = result{outcome: stale, detail: err.Error()}
 	case err != nil:
-		res.outcome, res.detail = broken, err.Error()
+		res = result{outcome: broken, detail: err.Error()}
 	case b.broken != "":
-		res.outcome, res.detail = skipped, b.broken
+		res = result{outcome: skipped, detail: b.broken}
 	default:
-		res.outcome, res.detail, res.output = r.test(ctx, i, m, b, path, src)
+		res = r.test(ctx, i, m, b, path, src)
 	}
-	res.took = time.Since(start)
+	res.m, res.took = m, time.Since(start)
 	return res
 }
 
 // test runs m's tests, less those b leaves out, against the mutated src
 // standing in for path.
-func (r *runner) test(ctx context.Context, i int, m mutant, b baseline, path string, src []byte) (outcome, string, string) {
+func (r *runner) test(ctx context.Context, i int, m mutant, b baseline, path string, src []byte) result {
 	dir := filepath.Join(r.tmp, strconv.Itoa(i))
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		return broken, err.Error(), ""
+		return result{outcome: broken, detail: err.Error()}
 	}
 	overlay, err := writeOverlay(dir, path, src)
 	if err != nil {
-		return broken, err.Error(), ""
+		return result{outcome: broken, detail: err.Error()}
 	}
 	tctx, cancel := context.WithTimeout(ctx, r.cfg.timeout+2*time.Minute) // build time on top of the tests'
 	defer cancel()
@@ -92,19 +93,28 @@ func (r *runner) test(ctx context.Context, i int, m mutant, b baseline, path str
 	o, detail := verdict(tr, err)
 	switch {
 	case o == killed && b.onlyFlaky(tr.leaves()):
-		return flaky, "failed only tests that flake unmutated: " + detail, ""
+		return result{outcome: flaky, detail: "failed only tests that flake unmutated: " + detail}
 	case o == survived:
-		return o, "unguarded: " + m.Why, tr.output.String()
-	case tr != nil && tr.race:
-		return o, detail, tr.raceReport.String()
+		return result{outcome: o, detail: "unguarded: " + m.Why, output: tr.output.String()}
 	}
-	return o, detail, ""
+	res := result{outcome: o, detail: detail}
+	if o == killed {
+		res.failed = tr.topLevel()
+	}
+	if tr != nil && tr.race {
+		res.output = tr.raceReport.String()
+	}
+	return res
 }
 
 func (r *runner) report(res result) {
 	fmt.Fprintf(r.out, "%-40s %-8s %6.1fs  %s\n", res.m.Name, res.outcome, res.took.Seconds(), res.detail)
-	if r.cfg.verbose {
-		fmt.Fprint(r.out, res.output)
+	if !r.cfg.verbose {
+		return
+	}
+	fmt.Fprint(r.out, res.output)
+	if len(res.failed) > 0 {
+		fmt.Fprintf(r.out, "    failed: %s\n", alternation(res.failed))
 	}
 }
 
