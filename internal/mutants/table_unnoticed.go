@@ -41,7 +41,7 @@ func unnoticedGuards() []mutant {
 			File: "client.go",
 			Old:  "\tdiscard(resp)\n\treturn t.send(req, body, fresh)\n",
 			New: "\tdiscard(resp)\n\tif resp, err = t.send(req, body, fresh); err != nil || resp.StatusCode != http.StatusUnauthorized {\n" +
-				"\t\treturn resp, err\n\t}\n\treturn t.recover(ctx, req, resp, fresh)\n",
+				"\t\treturn resp, err\n\t}\n\treturn t.recover(ctx, req, resp, fresh.access)\n",
 			Run: "TestClientRetriesA401Once",
 			Why: "a 401 to the retry is the API's answer: the Client refreshes once per request, not until its context ends",
 		},
