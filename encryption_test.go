@@ -542,6 +542,7 @@ type resealMidRetryKV struct {
 	attempts atomic.Int64
 	resealed chan oauthflow.ReencryptProgress
 	retried  chan struct{}
+	down     atomic.Bool // when set, every swap after the re-seal fails too
 }
 
 func (r *resealMidRetryKV) CompareAndSwap(ctx context.Context, key string, old, v []byte, ttl time.Duration) (bool, error) {
@@ -555,8 +556,39 @@ func (r *resealMidRetryKV) CompareAndSwap(ctx context.Context, key string, old, 
 		}
 		r.resealed <- p
 		defer close(r.retried)
+	default:
+		if r.down.Load() {
+			return false, errBlip
+		}
 	}
 	return r.KV.CompareAndSwap(ctx, key, old, v, ttl)
+}
+
+// The same, when the store then stays down until the refresh gives up: the
+// swap that met the re-sealed record is not the end of the write, and the
+// rotated tokens it kept are all that is left of rt-2, for the next read.
+func TestReencryptDuringARefreshRetryThenAnOutage(t *testing.T) {
+	t.Parallel()
+	k1, k2 := newKey(t, "k1"), newKey(t, "k2")
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			kv := &resealMidRetryKV{KV: b.new(t), ring: keyRing(t, k2, k1), resealed: make(chan oauthflow.ReencryptProgress, 1),
+				retried: make(chan struct{})}
+			kv.down.Store(true)
+			f := newStoreFixture(t, kv, oauthflow.WithEncryption(keyRing(t, k1, k2)), oauthflow.WithRefreshTimeout(300*time.Millisecond))
+			staleRecord(t, f, "u", "rt-1")
+			f.prov.setRefresh(newRotating("rt-1").answer)
+			tok, err := f.store.GetValidAccessToken(ctx, "u", "acme")
+			require.NoError(t, err)
+			require.Equal(t, "access-1", tok)
+			within(t, kv.resealed, "the re-encryption before the retried write")
+			waitEvent(t, f, oauthflow.EventRefreshUnsaved) // the refresh gave up; rt-2 is kept in the process
+			kv.down.Store(false)
+
+			keptTokensWritten(t, f)
+		})
+	}
 }
 
 // The same, when the re-encryption lands while the refresh still retries its

@@ -487,7 +487,7 @@ func coreTable() []mutant {
 			Old:  "\tif !ok {\n\t\treturn errSuperseded",
 			New:  "\tif !ok {\n\t\tr.s.pending.drop(r.key)\n\t\treturn errSuperseded",
 			Why:  "a retried write that meets the record sealed anew keeps the rotated tokens for the next read to judge",
-			Run:  "TestReencrypt",
+			Run:  "^(TestReencryptDuringARefreshRetryThenAnOutage)$",
 		},
 
 		{
