@@ -39,6 +39,11 @@ func listReposTool(m *oauthflow.Module, apiURL string) *oauthflow.Tool {
 // "oauth" sub-workflow with a callback and wait in awaiting_auth; the callback
 // goes back to start, where the tool runs again.
 func reposWorkflow(m *oauthflow.Module, tool *oauthflow.Tool) *oauthflow.Workflow {
+	return reposWorkflowWith(tool, oauthflow.OAuthWorkflowArgs{Provider: "demo"})
+}
+
+// reposWorkflowWith is reposWorkflow launching its sign-in with args.
+func reposWorkflowWith(tool *oauthflow.Tool, args oauthflow.OAuthWorkflowArgs) *oauthflow.Workflow {
 	return &oauthflow.Workflow{
 		Name:   "repos",
 		States: []string{oauthflow.StateStart, oauthflow.StateAwaitingAuth, oauthflow.StateEnd},
@@ -51,7 +56,7 @@ func reposWorkflow(m *oauthflow.Module, tool *oauthflow.Tool) *oauthflow.Workflo
 					}
 					if oauthflow.IsUnauthorized(res) {
 						tc.GoTo(oauthflow.StateAwaitingAuth)
-						_, err := tc.Launch(ctx, oauthflow.OAuthWorkflowName, oauthflow.OAuthWorkflowArgs{Provider: "demo"},
+						_, err := tc.Launch(ctx, oauthflow.OAuthWorkflowName, args,
 							oauthflow.RunOptions{Callback: &oauthflow.Callback{Transition: "authCompleted"}})
 						return err
 					}

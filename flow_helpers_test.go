@@ -29,6 +29,7 @@ type flowEnv struct {
 	replicas []*replica
 	events   *eventLog
 	dpop     bool // the demo provider binds its grants to a key
+	device   bool // the demo provider offers the device grant
 }
 
 type replica struct {
@@ -43,6 +44,7 @@ type envOptions struct {
 	setup    func(m *oauthflow.Module)
 	config   func(c *oauthflow.Config) // changes each replica's Config before New
 	dpop     bool                      // the demo provider binds its grants to a key (providers.Config.DPoP)
+	device   bool                      // the demo provider offers the device grant (providers.Config.DeviceAuthURL)
 }
 
 func newFlowEnv(t *testing.T, o envOptions) *flowEnv {
@@ -56,7 +58,7 @@ func newFlowEnv(t *testing.T, o envOptions) *flowEnv {
 	if base == nil {
 		base = sharedRedisAny(t)
 	}
-	env := &flowEnv{t: t, as: as, kv: &switchKV{KV: base}, events: &eventLog{}, dpop: o.dpop}
+	env := &flowEnv{t: t, as: as, kv: &switchKV{KV: base}, events: &eventLog{}, dpop: o.dpop, device: o.device}
 	// Every replica's provider redirects to the first replica's callback; the
 	// test may deliver the redirect to any replica.
 	mux0 := http.NewServeMux()
@@ -78,7 +80,11 @@ func newFlowEnv(t *testing.T, o envOptions) *flowEnv {
 
 func (env *flowEnv) newModule(redirect string, setup func(*oauthflow.Module), config ...func(*oauthflow.Config)) *oauthflow.Module {
 	t := env.t
-	demo, err := providers.NewOAuth2(providers.Config{ID: "demo", DisplayName: "Demo <Cloud>", AuthURL: env.as.AuthURL(),
+	var deviceURL string
+	if env.device {
+		deviceURL = env.as.DeviceAuthorizationURL()
+	}
+	demo, err := providers.NewOAuth2(providers.Config{ID: "demo", DeviceAuthURL: deviceURL, DisplayName: "Demo <Cloud>", AuthURL: env.as.AuthURL(),
 		TokenURL: env.as.TokenURL(), RevocationURL: env.as.RevokeURL(), Scopes: []string{"read"}, AuthStyle: providers.AuthStyleHeader,
 		DPoP: env.dpop},
 		providers.Credentials{ClientID: authserver.DefaultClientID, ClientSecret: "demo-secret", RedirectURL: redirect})

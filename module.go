@@ -177,6 +177,7 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	m.work.handle(jobDeliver, m.Engine.deliver)
 	m.work.handle(jobAbandon, m.abandon)
 	m.work.handle(jobAhead, m.Tokens.refreshAhead)
+	m.work.handle(jobDevice, m.pollDevice)
 	m.work.start()
 	return m, nil
 }
@@ -230,7 +231,12 @@ func (m *Module) StartSignIn(ctx context.Context, userID, provider string, scope
 	if _, err := m.Registry.Get(provider); err != nil {
 		return nil, nil, err
 	}
-	r, err := m.Engine.Launch(ctx, userID, OAuthWorkflowName, OAuthWorkflowArgs{Provider: provider, Scopes: scopes}, RunOptions{})
+	return m.launchSignIn(ctx, userID, OAuthWorkflowArgs{Provider: provider, Scopes: scopes})
+}
+
+// launchSignIn launches the "oauth" workflow with args and reads its prompt.
+func (m *Module) launchSignIn(ctx context.Context, userID string, args OAuthWorkflowArgs) (*Run, *OAuthPromptDocument, error) {
+	r, err := m.Engine.Launch(ctx, userID, OAuthWorkflowName, args, RunOptions{})
 	if err != nil {
 		return r, nil, err
 	}

@@ -14,6 +14,7 @@ const (
 	transitionReportError = "reportError"
 	transitionExpire      = "expireSignIn"  // fired by the worker when the sign-in lapses unused
 	transitionAbandon     = "abandonSignIn" // fired by the worker when a completion never ended
+	transitionPollDevice  = "pollDevice"    // fired by the worker when a device sign-in's poll is due
 	PromptDocumentName    = "oauthPrompt"
 	promptWidget          = "oauth-prompt"
 )
@@ -36,13 +37,25 @@ type OAuthPromptDocument struct {
 	// Binding is the sign-in's secret when Config.BindSignIns is set; the
 	// widget opens the sign-in with it. Show the document to its user only.
 	Binding string `json:"binding,omitempty"`
+	// A device sign-in (OAuthWorkflowArgs.Grant "device") has no AuthURL or
+	// State: the user opens VerificationURI on any device and types
+	// UserCode there, or opens VerificationURIComplete (empty when the server
+	// gives none), which carries the code. Both are shown as the server gave
+	// them. ExpiresAt is when the code expires, in Unix milliseconds.
+	UserCode                string `json:"userCode,omitempty"`
+	VerificationURI         string `json:"verificationUri,omitempty"`
+	VerificationURIComplete string `json:"verificationUriComplete,omitempty"`
+	ExpiresAt               int64  `json:"expiresAt,omitempty"`
 }
 
 // OAuthWorkflowArgs are the OAuth workflow's arguments; Scopes default to the
-// provider's DefaultScopes.
+// provider's DefaultScopes. Grant "" signs in through the browser with the
+// authorization code grant; GrantDevice ("device") with the device
+// authorization grant, for a user whose agent has no browser.
 type OAuthWorkflowArgs struct {
 	Provider string   `json:"provider"`
 	Scopes   []string `json:"scopes,omitempty"`
+	Grant    string   `json:"grant,omitempty"`
 }
 
 // OAuthWorkflowResult is what the OAuth workflow returns.
@@ -66,8 +79,10 @@ type providerErrorInput struct {
 }
 
 type oauthRunData struct {
-	Provider      string `json:"provider"`
-	ExpectedState string `json:"expectedState"`
+	Provider      string     `json:"provider"`
+	ExpectedState string     `json:"expectedState"`
+	Scopes        []string   `json:"scopes,omitempty"` // a device sign-in's, recorded with its tokens when the answer names none
+	Device        *deviceRun `json:"device,omitempty"` // a device sign-in's poll state
 }
 
 type sessionCtxKey struct{}
@@ -92,6 +107,7 @@ func (m *Module) oauthWorkflow() *Workflow {
 			{Name: transitionReportError, From: StateAwaitingAuth, To: StateAwaitingAuth, Wait: true, Do: m.reportErrorTransition},
 			{Name: transitionExpire, From: StateAwaitingAuth, To: StateEnd, Wait: true, Do: m.expireTransition},
 			{Name: transitionAbandon, From: StateAwaitingAuth, To: StateEnd, Wait: true, Do: m.abandonTransition},
+			{Name: transitionPollDevice, From: StateAwaitingAuth, To: StateAwaitingAuth, Wait: true, Do: m.pollDeviceTransition},
 		},
 	}
 }
@@ -103,8 +119,17 @@ func (m *Module) initiateOAuth(ctx context.Context, tc *TransitionContext) error
 	if err := tc.DecodeArgs(&args); err != nil {
 		return m.failFlow(ctx, tc, "", &FlowError{Message: "The sign-in request is not valid.", Err: err})
 	}
-	if _, err := m.Registry.Get(args.Provider); err != nil { // Get, not Has: a resolver may build it (AddResolver)
+	p, err := m.Registry.Get(args.Provider) // Get, not Has: a resolver may build it (AddResolver)
+	if err != nil {
 		return m.failFlow(ctx, tc, args.Provider, &FlowError{Message: "This provider is not available.", Err: err})
+	}
+	switch args.Grant {
+	case GrantDevice:
+		return m.initiateDevice(ctx, tc, args, p)
+	case "":
+	default:
+		return m.failFlow(ctx, tc, args.Provider, &FlowError{Message: "The sign-in request is not valid.",
+			Err: invalidArg("grant %q is not one of \"\" and %q", args.Grant, GrantDevice)})
 	}
 	res, err := m.buildAuthURL(ctx, ToolContext{UserID: tc.Run.UserID, RunID: tc.Run.ID},
 		BuildOAuthURLArgs{Provider: args.Provider, Scopes: args.Scopes})
@@ -145,6 +170,9 @@ func (m *Module) expireTransition(ctx context.Context, tc *TransitionContext) er
 	var data oauthRunData
 	if err := tc.DecodeData(&data); err != nil {
 		return err
+	}
+	if data.Device != nil {
+		return m.failFlow(ctx, tc, data.Provider, errDeviceExpired)
 	}
 	return m.failFlow(ctx, tc, data.Provider, &FlowError{
 		Message: "This sign-in link expired. Start the sign-in again.", Err: ErrSessionNotFound})

@@ -16,7 +16,7 @@ import (
 type Credentials struct {
 	ClientID     string
 	ClientSecret string // empty for a public client (PKCE, no secret)
-	RedirectURL  string
+	RedirectURL  string // may be empty for a provider used only for the device grant (Config.DeviceAuthURL)
 	Params       map[string]string
 }
 
@@ -216,9 +216,15 @@ func (c *Config) validateDeadGrantCodes() error {
 	return nil
 }
 
-func (c Credentials) validate(id string) error {
+// validate checks the credentials for cfg. Only a provider with a device
+// authorization endpoint may go without a redirect URL: it can sign users
+// in with the device grant alone, and its BuildAuthURL then builds nothing.
+func (c Credentials) validate(cfg Config) error {
 	if c.ClientID == "" {
-		return invalid("%s: empty client ID", id)
+		return invalid("%s: empty client ID", cfg.ID)
+	}
+	if c.RedirectURL == "" && cfg.DeviceAuthURL != "" {
+		return nil
 	}
 	return checkURL("RedirectURL", c.RedirectURL)
 }

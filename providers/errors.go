@@ -26,7 +26,7 @@ var (
 	// ErrDeviceAuthUnsupported: the provider has no RFC 8628 device
 	// authorization endpoint (Config.DeviceAuthURL); SupportsDeviceAuth tells
 	// in advance. It wraps errors.ErrUnsupported.
-	ErrDeviceAuthUnsupported = fmt.Errorf("providers: no device authorization endpoint: %w", errors.ErrUnsupported)
+	ErrDeviceAuthUnsupported = fmt.Errorf("providers: no device authorization endpoint: %w", oauthflow.ErrDeviceAuthUnsupported)
 	// ErrMalformedResponse: the token endpoint answered with a body that is
 	// not a token response (not JSON or form data, or a wrong field type), or
 	// the device authorization endpoint with one that is not a device

@@ -47,7 +47,7 @@ func NewOAuth2(cfg Config, c Credentials, opts ...Option) (*OAuth2, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if err := c.validate(cfg.ID); err != nil {
+	if err := c.validate(cfg); err != nil {
 		return nil, err
 	}
 	o := collect(opts)
@@ -153,8 +153,13 @@ func (p *OAuth2) Config() Config { return cloneConfig(p.cfg) }
 // scopes are joined with the provider's separator into one parameter. The
 // provider's extra parameters (AuthParams) come next and opts last, so a
 // caller can override them. PKCE is the caller's choice: pass
-// oauth2.S256ChallengeOption(verifier) when SupportsPKCE is true.
+// oauth2.S256ChallengeOption(verifier) when SupportsPKCE is true. A provider
+// made without a redirect URL (for the device grant only) returns "", which
+// the library refuses as a sign-in.
 func (p *OAuth2) BuildAuthURL(scopes []string, state string, opts ...oauth2.AuthCodeOption) string {
+	if p.token.RedirectURL == "" {
+		return ""
+	}
 	all := make([]oauth2.AuthCodeOption, 0, 1+len(p.cfg.AuthParams)+len(opts))
 	if len(scopes) == 0 {
 		scopes = p.cfg.Scopes

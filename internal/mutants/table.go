@@ -7,7 +7,7 @@ import "slices"
 // run reports the entry stale and it is rewritten here against the new code.
 // Pkg "" is the root package, Run "" is every test of Pkg.
 func table() []mutant {
-	t := slices.Concat(coreTable(), untrustedServers(), edges(), unnoticedGuards(), boundTokens(), mcpBoundTokens())
+	t := slices.Concat(coreTable(), untrustedServers(), edges(), unnoticedGuards(), boundTokens(), mcpBoundTokens(), deviceSignIns())
 	return t
 }
 
@@ -813,8 +813,8 @@ func coreTable() []mutant {
 		{
 			Name: "mcp/sign-in-misses-resolved-provider",
 			File: "oauthworkflow.go",
-			Old:  "\tif _, err := m.Registry.Get(args.Provider); err != nil {",
-			New:  "\tif err := ErrUnknownProvider; !m.Registry.Has(args.Provider) {",
+			Old:  "\tp, err := m.Registry.Get(args.Provider) // Get, not Has",
+			New:  "\tp, err := Provider(nil), error(nil)\n\tif !m.Registry.Has(args.Provider) {\n\t\terr = ErrUnknownProvider\n\t} // Get, not Has",
 			Pkg:  "./mcpauth",
 			Why:  "the sign-in workflow finds a provider another instance registered at run time (an MCP server's)",
 			Run:  "TestMCPServerEndToEnd",
