@@ -277,7 +277,7 @@ func TestRefreshRotateNever(t *testing.T) {
 	}
 }
 
-// TestExpiry waits out a one-second access token: the only test that sleeps.
+// TestExpiry waits out a one-second access token.
 func TestExpiry(t *testing.T) {
 	t.Parallel()
 	const ttl = time.Second

@@ -41,6 +41,22 @@ const (
 	DenySecret = "deny-secret"
 )
 
+// The peer's clients of the device authorization grant (RFC 8628), which
+// may use the refresh_token grant too.
+const (
+	// DeviceBasicClient authenticates with HTTP Basic and is registered for
+	// the device grant alone: no redirect URI, no authorization requests.
+	DeviceBasicClient = "device-basic-client"
+	DeviceBasicSecret = "device-basic-secret"
+	// DevicePostClient sends its secret in the form body and may use the
+	// authorization code grant too, with the redirect URIs above.
+	DevicePostClient = "device-post-client"
+	DevicePostSecret = "device-post-secret"
+	// DevicePublicClient has no secret and, like DeviceBasicClient, no
+	// redirect URI.
+	DevicePublicClient = "device-public-client"
+)
+
 // Refresh-token rotation policies (Options.RTRotate).
 const (
 	RotateAlways  = "always"  // every refresh returns a new refresh token (the peer's default)
@@ -85,6 +101,21 @@ type Options struct {
 	// checks them, DPoP binding included, instead of tokens for the
 	// resource the grant names (audience-restricted: userinfo refuses them).
 	UserinfoTokens bool
+
+	DeviceCodeTTL time.Duration // device code (and user code) lifetime, whole seconds; 0: 10 min
+	// DeviceInterval is how far apart, at least, two polls of one device
+	// code at the token endpoint must be: the peer answers a sooner one
+	// slow_down (RFC 8628 §3.5), whatever the code's state, and names this
+	// interval in its device authorization answers. oidc-provider does
+	// neither (its answer has no interval, which RFC 8628 §3.2 makes 5 s,
+	// and it never sends slow_down); the peer adds both. Whole seconds;
+	// 0: 1 s.
+	DeviceInterval time.Duration
+	// DeviceAnnouncedInterval, when set, is the interval the device
+	// authorization answers name instead of DeviceInterval, which the peer
+	// still enforces: with a shorter one, a client that waits as long as it
+	// was told meets slow_down. Whole seconds.
+	DeviceAnnouncedInterval time.Duration
 }
 
 // env returns the peer's settings as environment variables.
@@ -102,6 +133,9 @@ func (o Options) env() []string {
 	add("REDIRECT_PATHS", strings.Join(o.RedirectPaths, ","))
 	add("RESOURCES", strings.Join(o.Resources, ","))
 	add("DPOP", o.DPoP)
+	add("DEVICE_TTL", seconds(o.DeviceCodeTTL))
+	add("DEVICE_INTERVAL", seconds(o.DeviceInterval))
+	add("DEVICE_ANNOUNCED_INTERVAL", seconds(o.DeviceAnnouncedInterval))
 	if o.Registration {
 		add("REGISTRATION", "open")
 	}
@@ -122,7 +156,7 @@ func seconds(d time.Duration) string {
 // settingKeys are the variables Options own; inherited values are dropped so
 // the peer runs with exactly the options given.
 var settingKeys = []string{"PORT", "AT_TTL", "RT_TTL", "RT_ROTATE", "PKCE", "REDIRECT_PATHS", "RESOURCES", "REGISTRATION",
-	"DPOP", "USERINFO_TOKENS"}
+	"DPOP", "USERINFO_TOKENS", "DEVICE_TTL", "DEVICE_INTERVAL", "DEVICE_ANNOUNCED_INTERVAL"}
 
 func childEnv(o Options) []string {
 	var env []string
