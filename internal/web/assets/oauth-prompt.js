@@ -1,7 +1,9 @@
 /*
  * oauthflow: the oauth-prompt widget. Plain script, no build step, no dependencies.
  *
- * Renders an OAuthPromptDocument {provider, authUrl, state, status, message?}:
+ * Renders an OAuthPromptDocument {provider, authUrl, state, status, message?, binding?}, or
+ * a device sign-in's (RFC 8628) {provider, userCode, verificationUri, verificationUriComplete,
+ * expiresAt, status, message?}, whose authUrl and state are "":
  *   <oauth-prompt document='{"provider":...}' api-base="" provider-name="GitHub"></oauth-prompt>
  * or from code:
  *   var prompt = OAuthFlow.renderPrompt(element, doc, {apiBase: "", providerName: "GitHub", timeoutMs: 600000});
@@ -13,8 +15,20 @@
  * and binding to {apiBase}/api/v1/oauth/start in the popup, never as a plain link, and its
  * completion is sent with the browser's cookies (credentials "include").
  *
+ * A device sign-in (a document with a userCode) shows, while pending, the code to type and
+ * where: the user code as given; the verification URI as given, a link (new tab) only when
+ * it is an http: or https: URL; a button that copies the code; the time left until
+ * expiresAt (Unix milliseconds); and, where the page can draw SVG, a QR code of
+ * verificationUriComplete (or of verificationUri when there is none) for a phone. The
+ * widget cannot see the user act: the host polls the run's document and calls update(),
+ * and a pending device sign-in that an update() settles ends with "oauthflow:done".
+ *
  * DOM hooks: the root carries data-status="pending|working|success|error" (and data-reason
- * for why), buttons data-action="connect|retry", the text data-role="message".
+ * for why; "expired" on a pending device sign-in whose code ran out), buttons
+ * data-action="connect|retry|copy", the text data-role="message". A device sign-in adds
+ * data-role="verification-uri" (an <a>, or a <span> for a URI that is not http(s)),
+ * data-role="user-code", data-role="expires" (role=timer) and data-role="qr" (an <svg>,
+ * absent when it cannot be drawn or the URI is too long for one).
  * Events (bubbling, on the root): "oauthflow:done" {state, status, provider, message, error}
  * and "oauthflow:retry" {state}, cancelable: preventDefault() stops the widget reopening
  * the same authUrl, so the host can launch a fresh flow and call update() with its document.
@@ -24,6 +38,7 @@
  * {status: "success"|"error", provider, error, message}. It never rejects. And
  * OAuthFlow.announce(state, outcome), which the callback page uses to tell a widget on this
  * origin the outcome over the "oauthflow" BroadcastChannel when postMessage cannot reach it.
+ * OAuthFlow.qrCode(text, mask?) is the QR encoder the device view draws with (see qrCode).
  */
 (function (window) {
   "use strict";
@@ -39,6 +54,9 @@
   var POPUP_HEIGHT = 680;
   var POLL_MS = 500;
   var DEFAULT_TIMEOUT_MS = 10 * 60 * 1000;
+  var COPY_LABEL = "Copy code";
+  var COPIED_MS = 2000; // how long the copy button says what it did
+  var SVG_NS = "http://www.w3.org/2000/svg";
   var CALLBACK = "oauthflow:callback";
   var RESULT = "oauthflow:result";
   var CHANNEL = "oauthflow"; // BroadcastChannel for results that cannot use postMessage
@@ -167,6 +185,18 @@
     }
   }
 
+  // isLinkURL reports whether s may be a link's href: an absolute http: or https: URL. A
+  // device sign-in's verification URI comes from the authorization server, and a relative
+  // one would resolve against this page.
+  function isLinkURL(s) {
+    try {
+      var u = new window.URL(String(s));
+      return u.protocol === "https:" || u.protocol === "http:";
+    } catch (e) {
+      return false;
+    }
+  }
+
   function originOf(base) {
     if (!base) {
       return "";
@@ -229,8 +259,490 @@
       state: String(doc.state || ""),
       status: doc.status === "success" || doc.status === "error" ? doc.status : "pending",
       message: typeof doc.message === "string" ? doc.message : "",
-      binding: typeof doc.binding === "string" ? doc.binding : ""
+      binding: typeof doc.binding === "string" ? doc.binding : "",
+      userCode: typeof doc.userCode === "string" ? doc.userCode : "",
+      verificationUri: typeof doc.verificationUri === "string" ? doc.verificationUri : "",
+      verificationUriComplete: typeof doc.verificationUriComplete === "string" ? doc.verificationUriComplete : "",
+      expiresAt: typeof doc.expiresAt === "number" && isFinite(doc.expiresAt) ? doc.expiresAt : 0
     };
+  }
+
+  // sameFlow reports whether a and b are documents of one sign-in: a device sign-in is
+  // named by its code, a redirect sign-in by its state.
+  function sameFlow(a, b) {
+    if (a.userCode || b.userCode) {
+      return a.userCode === b.userCode && a.verificationUri === b.verificationUri;
+    }
+    return a.state === b.state;
+  }
+
+  function isValidDocument(doc) {
+    if (doc.userCode) {
+      return doc.verificationUri !== "";
+    }
+    return doc.state !== "" && isHTTPURL(doc.authUrl);
+  }
+
+  // timeLeft writes whole seconds as m:ss, or h:mm:ss from an hour.
+  function timeLeft(seconds) {
+    var pad = function (n) { return (n < 10 ? "0" : "") + n; };
+    var h = Math.floor(seconds / 3600);
+    var m = Math.floor(seconds / 60) % 60;
+    var s = seconds % 60;
+    return h ? h + ":" + pad(m) + ":" + pad(s) : m + ":" + pad(s);
+  }
+
+  // selectText selects node's text, for the user to copy, and tries the old copy command,
+  // which works with a selection where the clipboard API is missing or refused.
+  function selectText(node) {
+    var selection = typeof window.getSelection === "function" ? window.getSelection() : null;
+    if (!selection) {
+      return false;
+    }
+    selection.selectAllChildren(node);
+    try {
+      return document.execCommand("copy") === true;
+    } catch (e) {
+      return false;
+    }
+  }
+
+  // ---- QR codes (ISO/IEC 18004) ----------------------------------------------------------
+  //
+  // A device sign-in shows its verification URI as a QR code, so that the user can open it
+  // on a phone. The encoder covers what a URI needs and no more: byte mode, error correction
+  // level M (a symbol survives about 15% damage) and versions 1 to 15 (up to 412 bytes).
+
+  var QR_MAX_VERSION = 15;
+  var QR_QUIET = 4; // modules of light margin the standard asks around the symbol
+  var QR_LEVEL_M = 0; // the two bits that name level M in the format information
+  // QR_BLOCKS[v] is version v's level M block structure (the standard's Table 9): error
+  // correction codewords per block, the number of blocks in the first group, the data
+  // codewords of each, and the number of blocks in the second group, which have one more.
+  var QR_BLOCKS = [null,
+    [10, 1, 16, 0], [16, 1, 28, 0], [26, 1, 44, 0], [18, 2, 32, 0], [24, 2, 43, 0],
+    [16, 4, 27, 0], [18, 4, 31, 0], [22, 2, 38, 2], [22, 3, 36, 2], [26, 4, 43, 1],
+    [30, 1, 50, 4], [22, 6, 36, 2], [22, 8, 37, 1], [24, 4, 40, 5], [24, 5, 41, 5]];
+  // QR_ALIGN[v] holds the rows (and, the same, the columns) of version v's alignment
+  // pattern centres (the standard's Annex E).
+  var QR_ALIGN = [null, [], [6, 18], [6, 22], [6, 26], [6, 30], [6, 34],
+    [6, 22, 38], [6, 24, 42], [6, 26, 46], [6, 28, 50], [6, 30, 54], [6, 32, 58], [6, 34, 62],
+    [6, 26, 46, 66], [6, 26, 48, 70]];
+  // The eight data masks: a module at column x, row y is inverted where its mask says so.
+  var QR_MASKS = [
+    function (x, y) { return (x + y) % 2 === 0; },
+    function (x, y) { return y % 2 === 0; },
+    function (x, y) { return x % 3 === 0; },
+    function (x, y) { return (x + y) % 3 === 0; },
+    function (x, y) { return (Math.floor(y / 2) + Math.floor(x / 3)) % 2 === 0; },
+    function (x, y) { return (x * y) % 2 + (x * y) % 3 === 0; },
+    function (x, y) { return ((x * y) % 2 + (x * y) % 3) % 2 === 0; },
+    function (x, y) { return ((x + y) % 2 + (x * y) % 3) % 2 === 0; }
+  ];
+
+  // GF(256) over the standard's polynomial x^8 + x^4 + x^3 + x^2 + 1, as exponent and
+  // logarithm tables of its generator 2.
+  var GF_EXP = [];
+  var GF_LOG = [];
+  (function () {
+    for (var i = 0, x = 1; i < 255; i++) {
+      GF_EXP[i] = GF_EXP[i + 255] = x;
+      GF_LOG[x] = i;
+      x = x & 0x80 ? (x << 1) ^ 0x11d : x << 1;
+    }
+  })();
+
+  function gfMul(a, b) {
+    return a === 0 || b === 0 ? 0 : GF_EXP[GF_LOG[a] + GF_LOG[b]];
+  }
+
+  // rsGenerator returns the Reed–Solomon generator polynomial (x - 2^0)…(x - 2^(n-1)),
+  // coefficients from the highest power down.
+  function rsGenerator(n) {
+    var g = [1];
+    for (var i = 0; i < n; i++) {
+      var next = new Array(g.length + 1).fill(0);
+      for (var j = 0; j < g.length; j++) {
+        next[j] ^= g[j];
+        next[j + 1] ^= gfMul(g[j], GF_EXP[i]);
+      }
+      g = next;
+    }
+    return g;
+  }
+
+  // rsRemainder returns a block's error correction codewords: the remainder of
+  // data(x)·x^n divided by the generator polynomial gen of degree n.
+  function rsRemainder(data, gen) {
+    var rem = new Array(gen.length - 1).fill(0);
+    data.forEach(function (byte) {
+      var factor = byte ^ rem.shift();
+      rem.push(0);
+      for (var i = 0; i < rem.length; i++) {
+        rem[i] ^= gfMul(gen[i + 1], factor);
+      }
+    });
+    return rem;
+  }
+
+  // bchCode appends to value the remainder of value·x^k divided by poly, of degree k:
+  // the format (15,5) and version (18,6) information's error correction.
+  function bchCode(value, poly) {
+    var k = 31 - Math.clz32(poly);
+    var rem = value << k;
+    for (var bit = 31 - Math.clz32(rem); bit >= k; bit = 31 - Math.clz32(rem)) {
+      rem ^= poly << (bit - k);
+    }
+    return (value << k) | rem;
+  }
+
+  function utf8Bytes(text) {
+    var escaped = encodeURIComponent(text); // throws on a lone surrogate, which no URI holds
+    var bytes = [];
+    for (var i = 0; i < escaped.length; i++) {
+      if (escaped[i] === "%") {
+        bytes.push(parseInt(escaped.substr(i + 1, 2), 16));
+        i += 2;
+      } else {
+        bytes.push(escaped.charCodeAt(i));
+      }
+    }
+    return bytes;
+  }
+
+  function dataCapacity(version) {
+    var b = QR_BLOCKS[version];
+    return b[1] * b[2] + b[3] * (b[2] + 1);
+  }
+
+  // qrVersionFor is the smallest version whose data codewords hold n bytes in byte mode
+  // (a 4-bit mode, an 8- or 16-bit count, then the bytes), or 0 when none does.
+  function qrVersionFor(n) {
+    for (var v = 1; v <= QR_MAX_VERSION; v++) {
+      if (4 + (v < 10 ? 8 : 16) + 8 * n <= 8 * dataCapacity(v)) {
+        return v;
+      }
+    }
+    return 0;
+  }
+
+  // qrData is the data codewords for bytes: one byte-mode segment, the terminator, and
+  // the pad codewords 0xEC and 0x11 in turn up to the version's capacity. The mode and
+  // count take 12 or 20 bits, so the terminator's four 0 bits always fit and end a byte.
+  function qrData(bytes, version) {
+    var capacity = dataCapacity(version);
+    var bits = [];
+    function put(value, length) {
+      for (var i = length - 1; i >= 0; i--) {
+        bits.push((value >>> i) & 1);
+      }
+    }
+    put(4, 4);
+    put(bytes.length, version < 10 ? 8 : 16);
+    bytes.forEach(function (byte) {
+      put(byte, 8);
+    });
+    put(0, 4);
+    var data = [];
+    for (var i = 0; i < bits.length; i += 8) {
+      data.push(parseInt(bits.slice(i, i + 8).join(""), 2));
+    }
+    for (var pad = 0xec; data.length < capacity; pad ^= 0xec ^ 0x11) {
+      data.push(pad);
+    }
+    return data;
+  }
+
+  // qrCodewords splits the data into the version's blocks, adds each block's error
+  // correction, and interleaves them: the blocks' first data codewords, their second, …,
+  // then their error correction codewords the same way.
+  function qrCodewords(data, version) {
+    var b = QR_BLOCKS[version];
+    var gen = rsGenerator(b[0]);
+    var blocks = [];
+    for (var i = 0, at = 0; i < b[1] + b[3]; i++) {
+      var length = b[2] + (i < b[1] ? 0 : 1);
+      var block = data.slice(at, at + length);
+      at += length;
+      blocks.push({ data: block, ec: rsRemainder(block, gen) });
+    }
+    var out = [];
+    function take(part, k) {
+      blocks.forEach(function (bl) {
+        if (k < bl[part].length) {
+          out.push(bl[part][k]);
+        }
+      });
+    }
+    for (var k = 0; k <= b[2]; k++) {
+      take("data", k);
+    }
+    for (k = 0; k < b[0]; k++) {
+      take("ec", k);
+    }
+    return out;
+  }
+
+  // A symbol under construction: dark[y*size+x] is the module at column x, row y, and
+  // fixed marks the function modules (patterns and information), which data avoids.
+  function newSymbol(version) {
+    var size = 17 + 4 * version;
+    return { version: version, size: size, dark: new Array(size * size).fill(false), fixed: new Array(size * size).fill(false) };
+  }
+
+  function setFixed(s, x, y, dark) {
+    s.dark[y * s.size + x] = dark;
+    s.fixed[y * s.size + x] = true;
+  }
+
+  // drawSquares draws the concentric squares around (cx, cy) out to radius, dark where
+  // isDark(distance) says, leaving out what falls outside the symbol.
+  function drawSquares(s, cx, cy, radius, isDark) {
+    for (var dy = -radius; dy <= radius; dy++) {
+      for (var dx = -radius; dx <= radius; dx++) {
+        var x = cx + dx;
+        var y = cy + dy;
+        if (x >= 0 && x < s.size && y >= 0 && y < s.size) {
+          setFixed(s, x, y, isDark(Math.max(Math.abs(dx), Math.abs(dy))));
+        }
+      }
+    }
+  }
+
+  function drawFunctionPatterns(s) {
+    var size = s.size;
+    for (var i = 0; i < size; i++) {
+      setFixed(s, 6, i, i % 2 === 0); // timing patterns
+      setFixed(s, i, 6, i % 2 === 0);
+    }
+    var finder = function (d) { return d !== 2 && d !== 4; }; // 4 is the light separator
+    drawSquares(s, 3, 3, 4, finder);
+    drawSquares(s, size - 4, 3, 4, finder);
+    drawSquares(s, 3, size - 4, 4, finder);
+    var align = QR_ALIGN[s.version];
+    var last = align.length - 1;
+    align.forEach(function (y, i) {
+      align.forEach(function (x, j) {
+        var onFinder = (i === 0 && (j === 0 || j === last)) || (i === last && j === 0);
+        if (!onFinder) {
+          drawSquares(s, x, y, 2, function (d) { return d !== 1; });
+        }
+      });
+    });
+    drawFormat(s, 0); // reserves the format modules; the real bits come with the mask
+    setFixed(s, 8, size - 8, true); // the one module that is always dark
+    if (s.version >= 7) {
+      drawVersion(s);
+    }
+  }
+
+  // drawFormat writes the 15 format bits (level and mask) in their two copies: around the
+  // top-left finder, and split between the bottom-left and top-right ones.
+  function drawFormat(s, bits) {
+    var size = s.size;
+    var bit = function (i) { return ((bits >>> i) & 1) === 1; };
+    for (var i = 0; i < 15; i++) {
+      if (i < 6) {
+        setFixed(s, 8, i, bit(i));
+      } else if (i < 8) {
+        setFixed(s, 8, i + 1, bit(i)); // skips the timing pattern in row 6
+      } else {
+        setFixed(s, i === 8 ? 7 : 14 - i, 8, bit(i)); // skips it in column 6
+      }
+      if (i < 8) {
+        setFixed(s, size - 1 - i, 8, bit(i));
+      } else {
+        setFixed(s, 8, size - 15 + i, bit(i));
+      }
+    }
+  }
+
+  function formatBits(mask) {
+    return bchCode((QR_LEVEL_M << 3) | mask, 0x537) ^ 0x5412;
+  }
+
+  // drawVersion writes the 18 version bits (versions 7 and up) in two 6×3 blocks, beside
+  // the top-right and bottom-left finders.
+  function drawVersion(s) {
+    var bits = bchCode(s.version, 0x1f25);
+    for (var i = 0; i < 18; i++) {
+      var dark = ((bits >>> i) & 1) === 1;
+      var near = Math.floor(i / 3);
+      var far = s.size - 11 + i % 3;
+      setFixed(s, far, near, dark);
+      setFixed(s, near, far, dark);
+    }
+  }
+
+  // placeData fills the modules that are not fixed with the codewords' bits, most
+  // significant first, in two-module columns from the right, up and down in turn.
+  // Modules past the last codeword (the remainder bits) stay light.
+  function placeData(s, codewords) {
+    var size = s.size;
+    var i = 0;
+    var upward = true;
+    for (var right = size - 1; right >= 1; right -= 2) {
+      if (right === 6) {
+        right = 5; // column 6 is the vertical timing pattern
+      }
+      for (var k = 0; k < size; k++) {
+        var y = upward ? size - 1 - k : k;
+        for (var x = right; x >= right - 1; x--) {
+          if (!s.fixed[y * size + x]) {
+            s.dark[y * size + x] = i < 8 * codewords.length && ((codewords[i >>> 3] >>> (7 - (i & 7))) & 1) === 1;
+            i++;
+          }
+        }
+      }
+      upward = !upward;
+    }
+  }
+
+  function masked(s, mask) {
+    var m = { version: s.version, size: s.size, dark: s.dark.slice(), fixed: s.fixed };
+    for (var y = 0; y < s.size; y++) {
+      for (var x = 0; x < s.size; x++) {
+        if (!s.fixed[y * s.size + x] && QR_MASKS[mask](x, y)) {
+          m.dark[y * s.size + x] = !m.dark[y * s.size + x];
+        }
+      }
+    }
+    drawFormat(m, formatBits(mask));
+    return m;
+  }
+
+  // penalty scores a masked symbol by the standard's four rules; the mask with the lowest
+  // score is the one used. Rules 1 and 3 look at each row and column (linePenalty); rule 2
+  // counts the 2×2 blocks of one colour; rule 4 the distance of the dark share from half.
+  function penalty(s) {
+    var size = s.size;
+    var at = function (x, y) { return s.dark[y * size + x]; };
+    var score = 0;
+    for (var a = 0; a < size; a++) {
+      score += linePenalty(lineOf(size, function (i) { return at(i, a); }));
+      score += linePenalty(lineOf(size, function (i) { return at(a, i); }));
+    }
+    for (var y = 0; y < size - 1; y++) {
+      for (var x = 0; x < size - 1; x++) {
+        var c = at(x, y);
+        if (c === at(x + 1, y) && c === at(x, y + 1) && c === at(x + 1, y + 1)) {
+          score += 3;
+        }
+      }
+    }
+    var dark = s.dark.filter(Boolean).length;
+    var total = size * size;
+    return score + 10 * Math.floor(Math.abs(20 * dark - 10 * total) / total);
+  }
+
+  function lineOf(size, get) {
+    var line = "";
+    for (var i = 0; i < size; i++) {
+      line += get(i) ? "1" : "0";
+    }
+    return line;
+  }
+
+  // linePenalty scores a row or column, "1" for dark: 3 for each run of five modules of
+  // one colour plus 1 for each module more (rule 1), and 40 for each finder-like
+  // 1:1:3:1:1 pattern with four light modules before or after it (rule 3).
+  function linePenalty(line) {
+    var score = 0;
+    (line.match(/0{5,}|1{5,}/g) || []).forEach(function (run) {
+      score += run.length - 2;
+    });
+    ["00001011101", "10111010000"].forEach(function (pattern) {
+      for (var i = line.indexOf(pattern); i >= 0; i = line.indexOf(pattern, i + 1)) {
+        score += 40;
+      }
+    });
+    return score;
+  }
+
+  // qrCode encodes text (UTF-8, byte mode, level M) as a QR code: {version, size, mask,
+  // penalty, modules}, modules[y][x] true for a dark module, without the quiet zone. It is
+  // null when text does not fit version 15. mask (0–7), for tests, forces a mask pattern
+  // instead of the one the penalty rules choose.
+  function qrCode(text, mask) {
+    var bytes;
+    try {
+      bytes = utf8Bytes(String(text));
+    } catch (e) {
+      return null;
+    }
+    var version = qrVersionFor(bytes.length);
+    if (!version) {
+      return null;
+    }
+    var s = newSymbol(version);
+    drawFunctionPatterns(s);
+    placeData(s, qrCodewords(qrData(bytes, version), version));
+    var best = null;
+    for (var m = 0; m < QR_MASKS.length; m++) {
+      if (mask === undefined || mask === m) {
+        var candidate = { mask: m, symbol: masked(s, m) };
+        candidate.penalty = penalty(candidate.symbol);
+        if (!best || candidate.penalty < best.penalty) {
+          best = candidate;
+        }
+      }
+    }
+    if (!best) {
+      return null;
+    }
+    var modules = [];
+    for (var y = 0; y < s.size; y++) {
+      modules.push(best.symbol.dark.slice(y * s.size, (y + 1) * s.size));
+    }
+    return { version: version, size: s.size, mask: best.mask, penalty: best.penalty, modules: modules };
+  }
+
+  // qrPathData draws a code's dark modules as SVG path data, one rectangle per run of dark
+  // modules in a row, offset by the quiet zone.
+  function qrPathData(code) {
+    var d = "";
+    code.modules.forEach(function (row, y) {
+      for (var x = 0; x < row.length; x++) {
+        if (!row[x]) {
+          continue;
+        }
+        var start = x;
+        while (x + 1 < row.length && row[x + 1]) {
+          x++;
+        }
+        var run = x - start + 1;
+        d += "M" + (start + QR_QUIET) + " " + (y + QR_QUIET) + "h" + run + "v1h-" + run + "z";
+      }
+    });
+    return d;
+  }
+
+  function svg(tag, attrs) {
+    var node = document.createElementNS(SVG_NS, tag);
+    Object.keys(attrs).forEach(function (name) {
+      node.setAttribute(name, String(attrs[name]));
+    });
+    return node;
+  }
+
+  // qrImage draws uri's QR code as an SVG, black on white whatever the page's colours so
+  // that cameras read it, or returns null when the page cannot draw SVG or uri does not fit.
+  function qrImage(uri) {
+    var code = typeof document.createElementNS === "function" ? qrCode(uri) : null;
+    if (!code) {
+      return null;
+    }
+    var n = code.size + 2 * QR_QUIET;
+    var image = svg("svg", {
+      "data-role": "qr",
+      viewBox: "0 0 " + n + " " + n,
+      role: "img",
+      "aria-label": "QR code of the sign-in address",
+      "shape-rendering": "crispEdges"
+    });
+    image.appendChild(svg("rect", { width: n, height: n, fill: "#fff" }));
+    image.appendChild(svg("path", { d: qrPathData(code), fill: "#000" }));
+    return image;
   }
 
   // ---- the prompt controller -------------------------------------------------------------
@@ -247,7 +759,12 @@
       this.pollTimer = 0;
       this.timeoutTimer = 0;
       this.attempt = 0; // bumped whenever an answer in flight must be dropped
+      this.countdownTimer = 0;
+      this.copyTimer = 0;
+      this.deviceView = ""; // what the device view shows, to redraw it only when that changes
+      this.expires = null; // the device view's countdown
       this.onMessage = this.onMessage.bind(this);
+      this.tick = this.tick.bind(this);
       this.checkClosed = this.checkClosed.bind(this);
       this.timedOut = this.timedOut.bind(this);
       element.setAttribute("data-oauthflow", "prompt");
@@ -256,8 +773,8 @@
       this.update(doc, options);
     }
 
-    // update shows a new or changed document. A new state starts over; for the same
-    // state only a settled status (success, error) replaces what the widget shows,
+    // update shows a new or changed document. A new sign-in starts over; for the same
+    // one only a settled status (success, error) replaces what the widget shows,
     // so a stale "pending" copy cannot undo an answer the widget already has.
     update(doc, options) {
       if (options) {
@@ -270,21 +787,28 @@
         this.fail("invalid_document", "This sign-in prompt is invalid.", false);
         return;
       }
-      var sameFlow = this.doc && this.doc.state === next.state;
+      var same = this.doc && sameFlow(this.doc, next);
+      var shown = this.status;
       this.doc = next;
-      if (sameFlow && next.status === "pending" && this.status !== "") {
-        if (this.status === "pending") {
+      if (same && next.status === "pending" && shown !== "") {
+        if (shown === "pending") {
           this.showPending(); // options may have changed the labels
         }
         return;
       }
       this.reset();
-      if (!next.state || !isHTTPURL(next.authUrl)) {
+      // The widget learns a device sign-in's outcome only from the documents the host
+      // passes in: the one that settles the sign-in it showed pending is its outcome.
+      var report = same && next.userCode !== "" && shown === "pending";
+      if (!isValidDocument(next)) {
         this.fail("invalid_document", "This sign-in prompt is invalid.", false);
       } else if (next.status === "success") {
-        this.showSuccess();
+        var message = this.showSuccess();
+        if (report) {
+          this.done("success", next.provider, message, "");
+        }
       } else if (next.status === "error") {
-        this.fail("error", next.message || "Sign-in was not completed.", false);
+        this.fail("error", next.message || "Sign-in was not completed.", report);
       } else {
         this.showPending();
       }
@@ -292,7 +816,7 @@
 
     // connect opens the sign-in popup; call it from a click so the browser allows it.
     connect() {
-      if (!this.doc || !isHTTPURL(this.doc.authUrl)) {
+      if (!this.doc || this.doc.userCode || !isHTTPURL(this.doc.authUrl)) {
         return;
       }
       this.reset();
@@ -352,8 +876,21 @@
     // reset stops waiting for the current attempt and drops any answer in flight.
     reset() {
       this.stopWaiting();
+      this.stopDeviceTimers();
       this.popup = null;
       this.attempt++;
+    }
+
+    stopDeviceTimers() {
+      this.deviceView = "";
+      if (this.countdownTimer) {
+        window.clearInterval(this.countdownTimer);
+        this.countdownTimer = 0;
+      }
+      if (this.copyTimer) {
+        window.clearTimeout(this.copyTimer);
+        this.copyTimer = 0;
+      }
     }
 
     stopWaiting() {
@@ -554,8 +1091,105 @@
     }
 
     showPending() {
+      if (this.doc.userCode) {
+        this.showDevice();
+        return;
+      }
       this.render("pending", "", this.doc.message || "Sign in with " + this.name() + " to continue.");
       this.button("connect", "Connect " + this.name());
+    }
+
+    // showDevice shows a pending device sign-in. The host calls update() each time it polls:
+    // an unchanged document keeps the view as it is, so neither the code the user may be
+    // selecting nor the copy button's answer is redrawn under them.
+    showDevice() {
+      var doc = this.doc;
+      var view = JSON.stringify([this.name(), doc.message, doc.userCode, doc.verificationUri,
+        doc.verificationUriComplete, doc.expiresAt]);
+      if (this.status === "pending" && this.deviceView === view) {
+        return;
+      }
+      this.stopDeviceTimers();
+      this.deviceView = view;
+      this.render("pending", "", doc.message ||
+        "To sign in to " + this.name() + ", open this address on any device and enter the code below.");
+      var root = this.element;
+      var uri = doc.verificationUri;
+      root.appendChild(isLinkURL(uri)
+        ? el("a", { "data-role": "verification-uri", href: uri, target: "_blank", rel: "noopener noreferrer" }, uri)
+        : el("span", { "data-role": "verification-uri" }, uri));
+      var code = el("code", { "data-role": "user-code" }, doc.userCode);
+      root.appendChild(code);
+      var copy = el("button", { type: "button", "data-action": "copy" }, COPY_LABEL);
+      copy.addEventListener("click", this.copyCode.bind(this, code, copy));
+      root.appendChild(copy);
+      this.startCountdown();
+      var target = [doc.verificationUriComplete, uri].filter(isLinkURL)[0];
+      var image = target ? qrImage(target) : null;
+      if (image) {
+        root.appendChild(image);
+      }
+    }
+
+    startCountdown() {
+      if (!(this.doc.expiresAt > 0)) {
+        return;
+      }
+      this.expires = el("p", { "data-role": "expires", role: "timer" });
+      this.element.appendChild(this.expires);
+      if (this.tick()) {
+        this.countdownTimer = window.setInterval(this.tick, 1000);
+      }
+    }
+
+    // tick shows the time left for the code and reports whether there is any.
+    tick() {
+      var left = Math.ceil((this.doc.expiresAt - Date.now()) / 1000);
+      if (left > 0) {
+        this.expires.textContent = "The code expires in " + timeLeft(left) + ".";
+        return true;
+      }
+      if (this.countdownTimer) {
+        window.clearInterval(this.countdownTimer);
+        this.countdownTimer = 0;
+      }
+      // The server decides; until the host's next update() says so, the code stays shown.
+      this.expires.textContent = "The code has expired.";
+      this.element.setAttribute("data-reason", "expired");
+      return false;
+    }
+
+    // copyCode copies the user code with the clipboard API or, where that is missing or
+    // refused, selects it for the user to copy.
+    copyCode(code, button) {
+      var attempt = this.attempt;
+      var self = this;
+      var clipboard = window.navigator && window.navigator.clipboard;
+      var written;
+      try {
+        written = Promise.resolve(clipboard.writeText(this.doc.userCode));
+      } catch (e) {
+        written = Promise.reject(e);
+      }
+      written.then(function () {
+        return true;
+      }, function () {
+        return selectText(code);
+      }).then(function (copied) {
+        if (attempt === self.attempt) {
+          self.showCopied(button, copied ? "Copied" : "Selected");
+        }
+      });
+    }
+
+    showCopied(button, label) {
+      button.textContent = label;
+      window.clearTimeout(this.copyTimer);
+      var self = this;
+      this.copyTimer = window.setTimeout(function () {
+        self.copyTimer = 0;
+        button.textContent = COPY_LABEL;
+      }, COPIED_MS);
     }
 
     showBlocked() {
@@ -614,7 +1248,8 @@
     renderPrompt: renderPrompt,
     complete: complete,
     announce: announce,
-    completionBody: completionBody
+    completionBody: completionBody,
+    qrCode: qrCode
   };
 
   // ---- <oauth-prompt> --------------------------------------------------------------------

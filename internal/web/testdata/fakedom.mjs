@@ -255,9 +255,15 @@ export function jsonResponse(status, body) {
   };
 }
 
+// EPOCH is what Date.now() answers in a fake window before its timers move.
+export const EPOCH = Date.UTC(2025, 0, 1);
+
 // makeBrowser builds a window for one test. opts: origin, search, opener, open(url, name, features),
 // fetch(url, init) (defaults to 200 {ok:true, provider:"github"}), pageRoot (element to put in body),
-// bus (from newBus, to share BroadcastChannels with another window of the origin).
+// bus (from newBus, to share BroadcastChannels with another window of the origin),
+// svg (false: no document.createElementNS), clipboard (writeText(text); null: no
+// navigator.clipboard; by default it records into clipboardWrites), execCommand(name)
+// (document.execCommand; by default it refuses, as browsers do without a user gesture).
 export function makeBrowser(opts = {}) {
   const origin = opts.origin || "https://app.example";
   const pathname = opts.pathname || "/oauth/callback";
@@ -292,6 +298,24 @@ export function makeBrowser(opts = {}) {
     return node;
   };
   document.getElementById = (id) => html.find((n) => n.id === id);
+  if (opts.svg !== false) {
+    document.createElementNS = (ns, tag) => {
+      const node = new FakeElement(tag);
+      node.tagName = tag; // SVG elements keep their case
+      node.namespaceURI = ns;
+      return node;
+    };
+  }
+  const commands = []; // document.execCommand calls
+  document.execCommand = (name) => {
+    commands.push(name);
+    return opts.execCommand ? opts.execCommand(name) : false;
+  };
+  const selection = { node: null, selectAllChildren(node) { this.node = node; } };
+  const clipboardWrites = [];
+  let clipboard = { writeText: async (text) => { clipboardWrites.push(text); } };
+  if (opts.clipboard === null) clipboard = undefined;
+  else if (opts.clipboard) clipboard = { writeText: opts.clipboard };
 
   const location = {
     origin,
@@ -340,6 +364,13 @@ export function makeBrowser(opts = {}) {
     clearTimeout: (id) => timers.clear(id),
     setInterval: (fn, ms) => timers.add(fn, ms, true),
     clearInterval: (id) => timers.clear(id),
+    Date: class extends Date {
+      static now() {
+        return EPOCH + timers.now;
+      }
+    },
+    navigator: { clipboard },
+    getSelection: () => selection,
     Event: FakeEvent,
     CustomEvent: FakeCustomEvent,
     HTMLElement: FakeElement,
@@ -369,6 +400,9 @@ export function makeBrowser(opts = {}) {
     fetchCalls,
     openCalls,
     submits,
+    commands,
+    clipboardWrites,
+    selection,
     // load runs an asset in the window. served.apiBase serves oauth-prompt.js as
     // web.Handler does for Options.APIBase: written into its DEFAULT_API_BASE line.
     load(name, served = {}) {
