@@ -125,7 +125,7 @@ func TestDeviceSignInDenied(t *testing.T) {
 	assert.JSONEq(t, `{"authenticated":false}`, string(r.Result))
 	p := env.prompt(r.ID)
 	assert.Equal(t, oauthflow.PromptError, p.Status)
-	assert.Contains(t, p.Message, "denied")
+	assert.Equal(t, "The sign-in was denied.", p.Message)
 	env.pass(0, time.Minute)
 	assert.EqualValues(t, 1, env.polls(), "a denial ends the polling")
 }
@@ -134,15 +134,15 @@ func TestDeviceSignInExpires(t *testing.T) {
 	t.Parallel()
 	t.Run("the server says expired_token", func(t *testing.T) {
 		t.Parallel()
-		env := newDeviceEnv(t, envOptions{as: authserver.Options{DeviceCodeTTL: 12 * time.Second}})
+		env := newDeviceEnv(t, envOptions{})
 		r, _ := env.startDevice(0, "alice")
-		env.pass(0, deviceInterval)
 		env.pass(0, deviceInterval)
 		env.as.FailNext(authserver.Failure{Grant: authserver.GrantDeviceCode, Error: "expired_token"})
 		env.pass(0, deviceInterval)
+		require.EqualValues(t, 2, env.polls(), "the server said it, before the code's lifetime by our clock")
 		p := env.prompt(r.ID)
 		assert.Equal(t, oauthflow.PromptError, p.Status)
-		assert.Contains(t, p.Message, "expired")
+		assert.Equal(t, "The sign-in code expired. Start the sign-in again.", p.Message)
 		assert.Equal(t, oauthflow.RunFailed, env.run(r.ID).Status)
 	})
 	t.Run("the code's lifetime passes while the server is down", func(t *testing.T) {
@@ -159,6 +159,34 @@ func TestDeviceSignInExpires(t *testing.T) {
 		assert.Equal(t, oauthflow.PromptError, p.Status)
 		assert.Contains(t, p.Message, "expired")
 	})
+}
+
+// The code's expiry ends the sign-in whichever of its two due entries is
+// lost (a store that dropped it, say): the lapse, or the poll, which then
+// does not send the dead code.
+func TestDeviceSignInEndsAtExpiryWhateverIsLost(t *testing.T) {
+	t.Parallel()
+	for _, lost := range []string{"lapse", "device"} {
+		t.Run(lost, func(t *testing.T) {
+			t.Parallel()
+			env := newDeviceEnv(t, envOptions{as: authserver.Options{DeviceCodeTTL: 30 * time.Second}})
+			r, _ := env.startDevice(0, "alice")
+			env.pass(0, deviceInterval)
+			require.EqualValues(t, 1, env.polls())
+			require.NoError(t, env.kv.Unschedule(context.Background(), "oauth:sys:due", lost+":"+r.ID))
+			env.clock.Advance(time.Minute)
+			if lost == "lapse" {
+				// The poll's entry is due long since: a poll that had not
+				// heard of the lapse would send the dead code.
+				require.NoError(t, env.kv.Schedule(context.Background(), "oauth:sys:due", "device:"+r.ID, env.clock.Now()))
+			}
+			env.pass(0, 0)
+			p := env.prompt(r.ID)
+			assert.Equal(t, oauthflow.PromptError, p.Status)
+			assert.Equal(t, "The sign-in code expired. Start the sign-in again.", p.Message)
+			assert.EqualValues(t, 1, env.polls(), "a dead code is not sent")
+		})
+	}
 }
 
 // A server that names no lifetime is not taken to mean "expired at once".
@@ -226,10 +254,14 @@ func TestDeviceSignInSlowDownIsDurable(t *testing.T) {
 
 	// The other replica carries on, at the interval the server raised.
 	env.pass(1, deviceInterval)
-	assert.EqualValues(t, 1, env.polls(), "slow_down added 5 s for good")
-	require.NoError(t, env.as.ApproveDevice(doc.UserCode, "alice"))
+	assert.EqualValues(t, 1, env.polls(), "slow_down added 5 s")
 	env.pass(1, slowDownStep)
 	assert.EqualValues(t, 2, env.polls())
+	env.pass(1, deviceInterval)
+	assert.EqualValues(t, 2, env.polls(), "for good: after a pending answer too")
+	require.NoError(t, env.as.ApproveDevice(doc.UserCode, "alice"))
+	env.pass(1, slowDownStep)
+	assert.EqualValues(t, 3, env.polls())
 	assert.Equal(t, oauthflow.RunCompleted, env.run(r.ID).Status)
 	gap, ok := env.as.DevicePollGap()
 	require.True(t, ok)
@@ -246,7 +278,11 @@ func TestDeviceSignInRidesOutTransientFailures(t *testing.T) {
 	env.as.FailNext(authserver.Failure{Grant: authserver.GrantDeviceCode, Status: 503},
 		authserver.Failure{Grant: authserver.GrantDeviceCode, Status: 429, Error: "slow_down_please"},
 		authserver.Failure{Grant: authserver.GrantDeviceCode, Status: 502, Body: "<html>bad gateway</html>"})
-	for range 3 {
+	env.pass(0, deviceInterval)
+	require.EqualValues(t, 1, env.polls())
+	env.pass(0, deviceInterval-time.Second)
+	assert.EqualValues(t, 1, env.polls(), "a backoff never polls sooner than the interval")
+	for range 2 {
 		env.pass(0, time.Minute) // the backoff is at most a minute
 	}
 	require.EqualValues(t, 3, env.polls())

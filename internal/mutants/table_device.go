@@ -122,7 +122,7 @@ func deviceSignIns() []mutant {
 			Name: "device/unsupported-launched",
 			File: "device.go",
 			Old:  "\tif deviceAuthorizer(p) == nil {\n\t\treturn nil, nil, fmt.Errorf(",
-			New:  "\tif false {\n\t\treturn nil, nil, fmt.Errorf(",
+			New:  "\tif _ = p; false {\n\t\treturn nil, nil, fmt.Errorf(",
 			Run:  run,
 			Why:  "a provider without the grant is refused before a run is made",
 		},
