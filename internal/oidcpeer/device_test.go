@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oauthflow/oauthflow/internal/oidcpeer"
+	"github.com/oauthflow/oauthflow/internal/waitfor"
 )
 
 const deviceGrant = "urn:ietf:params:oauth:grant-type:device_code"
@@ -232,7 +233,7 @@ func TestDeviceConcurrentPolls(t *testing.T) {
 			answers[answer.Error]++
 		})
 	}
-	wg.Wait()
+	waitfor.Group(t, &wg, "the concurrent polls")
 	assert.Equal(t, map[string]int{"authorization_pending": 1, "slow_down": pollers - 1}, answers)
 	assert.Len(t, peer.DevicePolls(t, started.DeviceCode), pollers)
 	assert.Empty(t, peer.DevicePolls(t, "a device code the peer never issued"))
