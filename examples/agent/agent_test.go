@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -275,13 +276,16 @@ func TestIndexPageHasHooksAndCSP(t *testing.T) {
 // lineReader collects what the terminal mode prints and hands over the first
 // line that is a link.
 type lineReader struct {
-	link  chan string // the first link printed
-	done  chan struct{}
-	lines []string // everything printed; read it after done
+	link    chan string   // the first link printed
+	printed chan struct{} // holds a signal once a line was printed since the last read
+	done    chan struct{}
+
+	mu    sync.Mutex
+	lines []string // everything printed so far
 }
 
 func readLines(r io.Reader) *lineReader {
-	lr := &lineReader{link: make(chan string, 1), done: make(chan struct{})}
+	lr := &lineReader{link: make(chan string, 1), printed: make(chan struct{}, 1), done: make(chan struct{})}
 	go func() {
 		defer close(lr.done)
 		sent := false
@@ -291,10 +295,44 @@ func readLines(r io.Reader) *lineReader {
 				lr.link <- line
 				sent = true
 			}
+			lr.mu.Lock()
 			lr.lines = append(lr.lines, sc.Text())
+			lr.mu.Unlock()
+			select {
+			case lr.printed <- struct{}{}:
+			default:
+			}
 		}
 	}()
 	return lr
+}
+
+// text is everything printed so far.
+func (lr *lineReader) text() string {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	return strings.Join(lr.lines, "\n")
+}
+
+// waitText waits until the output holds want and returns it.
+func (lr *lineReader) waitText(ctx context.Context, t *testing.T, want string) string {
+	t.Helper()
+	for {
+		text := lr.text()
+		if strings.Contains(text, want) {
+			return text
+		}
+		select {
+		case <-lr.printed:
+		case <-lr.done:
+			if text = lr.text(); !strings.Contains(text, want) {
+				t.Fatalf("the output ended without %q:\n%s", want, text)
+			}
+			return text
+		case <-ctx.Done():
+			t.Fatalf("gave up waiting for %q (%v):\n%s", want, ctx.Err(), lr.text())
+		}
+	}
 }
 
 // runInTerminal starts runTerminal for user, printing into a pipe.
@@ -321,9 +359,10 @@ func waitFor[T any](ctx context.Context, t *testing.T, c <-chan T) T {
 	}
 }
 
+// A provider without the device grant gets a sign-in link in the terminal.
 func TestTerminalPrintsLinkWaitsAndListsRepos(t *testing.T) {
 	t.Parallel()
-	a, srv := startApp(t, appConfig{Terminal: true})
+	a, srv := startApp(t, appConfig{Terminal: true, NoDeviceGrant: true})
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	out, errc := runInTerminal(ctx, a, "terminal")
@@ -348,7 +387,8 @@ func TestTerminalPrintsLinkWaitsAndListsRepos(t *testing.T) {
 
 	require.NoError(t, waitFor(ctx, t, errc))
 	waitFor(ctx, t, out.done)
-	text := strings.Join(out.lines, "\n")
+	text := out.text()
+	assert.NotContains(t, text, "enter the code")
 	assert.Contains(t, text, "Your Demo Cloud repositories (3):")
 	assert.Contains(t, text, "demo-user/hello-world — My first repository")
 	assert.Contains(t, text, "demo-user/oauthflow-demo (private)")
@@ -360,7 +400,7 @@ func TestTerminalPrintsLinkWaitsAndListsRepos(t *testing.T) {
 	again, errc := runInTerminal(ctx, a, "terminal")
 	require.NoError(t, waitFor(ctx, t, errc))
 	waitFor(ctx, t, again.done)
-	text = strings.Join(again.lines, "\n")
+	text = again.text()
 	assert.NotContains(t, text, "/demo/authorize", "no sign-in link this time")
 	assert.Contains(t, text, "demo-user/dotfiles")
 }
@@ -369,7 +409,7 @@ func TestTerminalPrintsLinkWaitsAndListsRepos(t *testing.T) {
 // with it), and the terminal mode says so once and ends with an error.
 func TestTerminalReportsADenialAndFails(t *testing.T) {
 	t.Parallel()
-	a, srv := startApp(t, appConfig{Terminal: true})
+	a, srv := startApp(t, appConfig{Terminal: true, NoDeviceGrant: true})
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	out, errc := runInTerminal(ctx, a, "terminal")
@@ -389,7 +429,7 @@ func TestTerminalReportsADenialAndFails(t *testing.T) {
 
 	assert.ErrorIs(t, waitFor(ctx, t, errc), errSignInNotCompleted, "the terminal mode ends with an error")
 	waitFor(ctx, t, out.done)
-	text := strings.Join(out.lines, "\n")
+	text := out.text()
 	assert.Equal(t, 1, strings.Count(text, "Sign-in not completed"), text)
 	assert.NotContains(t, text, "Sign-in not completed: Sign-in not completed")
 }
@@ -404,6 +444,115 @@ func TestTerminalStopsWithItsContext(t *testing.T) {
 	waitFor(limit, t, out.link) // nobody signs in
 	cancel()
 	assert.ErrorIs(t, waitFor(limit, t, errc), context.Canceled)
+}
+
+// devicePrompt is what the terminal printed for a sign-in with a code.
+type devicePrompt struct {
+	uri, code, complete string
+}
+
+// indented matches the lines the terminal sets apart for the user to read.
+var indented = regexp.MustCompile(`(?m)^  (\S+)$`)
+
+// waitDevicePrompt waits for the terminal to print a sign-in with a code and
+// reads its address, its code and its complete address.
+func waitDevicePrompt(ctx context.Context, t *testing.T, out *lineReader) devicePrompt {
+	t.Helper()
+	text := out.waitText(ctx, t, "Waiting for you to approve")
+	assert.Contains(t, text, "The agent needs your Demo Cloud account")
+	assert.NotContains(t, text, "/demo/authorize", "a code, not a link")
+	m := indented.FindAllStringSubmatch(text, -1)
+	require.Len(t, m, 3, "the address, the code and the complete address:\n%s", text)
+	return devicePrompt{uri: m[0][1], code: m[1][1], complete: m[2][1]}
+}
+
+var (
+	userCodeField  = regexp.MustCompile(`name="user_code" value="([^"]*)"`)
+	loginHintField = regexp.MustCompile(`name="login_hint" value="([^"]*)"`)
+)
+
+// decideOnDevicePage opens page, the demo provider's verification page, types
+// code into it when it shows none, and answers its form with decision ("allow"
+// or "deny"), as the user would on another device.
+func decideOnDevicePage(t *testing.T, page, code, decision string) string {
+	t.Helper()
+	c := browser(t, true)
+	status, body := do(t, c, http.MethodGet, page, "", "")
+	require.Equal(t, http.StatusOK, status, string(body))
+	shown := userCodeField.FindSubmatch(body)
+	require.NotNil(t, shown, "the page asks for the code:\n%s", body)
+	hint := loginHintField.FindSubmatch(body)
+	require.NotNil(t, hint)
+	if len(shown[1]) == 0 {
+		shown[1] = []byte(code)
+	}
+	action, err := url.Parse(page)
+	require.NoError(t, err)
+	action, err = action.Parse("device") // the form's action
+	require.NoError(t, err)
+	form := url.Values{"user_code": {html.UnescapeString(string(shown[1]))}, "login_hint": {html.UnescapeString(string(hint[1]))},
+		"decision": {decision}}
+	status, body = do(t, c, http.MethodPost, action.String(), "application/x-www-form-urlencoded", form.Encode())
+	require.Equal(t, http.StatusOK, status, string(body))
+	return form.Get("user_code")
+}
+
+// A provider with the device grant gets a code in the terminal: the user enters
+// it on the provider's page on any device, and the Module's worker, polling the
+// provider, hears the approval and resumes the run.
+func TestTerminalSignsInWithACode(t *testing.T) {
+	t.Parallel()
+	a, srv := startApp(t, appConfig{Terminal: true})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	out, errc := runInTerminal(ctx, a, "terminal")
+	p := waitDevicePrompt(ctx, t, out)
+	assert.Equal(t, srv.URL+"/demo/device", p.uri, "the verification URI as the server gave it")
+	assert.Regexp(t, `^[B-DF-HJ-NP-TV-XZ]{4}-[B-DF-HJ-NP-TV-XZ]{4}$`, p.code, "the user code as the server gave it")
+	assert.Equal(t, p.uri+"?user_code="+p.code, p.complete)
+
+	shown := decideOnDevicePage(t, p.complete, "", "allow")
+	assert.Equal(t, p.code, shown, "the complete address carries the printed code")
+
+	require.NoError(t, waitFor(ctx, t, errc))
+	waitFor(ctx, t, out.done)
+	text := out.text()
+	assert.Contains(t, text, "Your Demo Cloud repositories (3):")
+	assert.Contains(t, text, "demo-user/oauthflow-demo (private)")
+	tok, err := a.mod.Tokens.GetTokens(ctx, "terminal", "demo")
+	require.NoError(t, err)
+	assert.NotContains(t, text, tok.AccessToken, "no token is printed")
+	assert.NotContains(t, text, tok.RefreshToken)
+}
+
+// A denial on the provider's page ends the run: the terminal says so once and
+// ends with an error.
+func TestTerminalReportsADeniedCode(t *testing.T) {
+	t.Parallel()
+	a, _ := startApp(t, appConfig{Terminal: true})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	out, errc := runInTerminal(ctx, a, "terminal")
+	p := waitDevicePrompt(ctx, t, out)
+	decideOnDevicePage(t, p.uri, p.code, "deny") // the user types the code
+
+	assert.ErrorIs(t, waitFor(ctx, t, errc), errSignInNotCompleted)
+	waitFor(ctx, t, out.done)
+	text := out.text()
+	assert.Equal(t, 1, strings.Count(text, "denied"), text)
+	assert.NotContains(t, text, "repositories (")
+	_, err := a.mod.Tokens.GetTokens(ctx, "terminal", "demo")
+	assert.ErrorIs(t, err, oauthflow.ErrNoToken)
+}
+
+// The web page's runs keep the link even where the terminal signs in with a code.
+func TestWebRunsOfATerminalAppUseTheLink(t *testing.T) {
+	t.Parallel()
+	_, srv := startApp(t, appConfig{Terminal: true})
+	v, _ := readView(t, browser(t, true), http.MethodPost, srv.URL+"/app/runs")
+	require.NotNil(t, v.Prompt)
+	assert.True(t, strings.HasPrefix(v.Prompt.AuthURL, srv.URL+"/demo/authorize?"), v.Prompt.AuthURL)
+	assert.Empty(t, v.Prompt.UserCode)
 }
 
 func TestGitHubReposDecode(t *testing.T) {

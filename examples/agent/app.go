@@ -33,6 +33,9 @@ type appConfig struct {
 	Terminal bool
 	// AutoConsent skips the demo provider's consent page.
 	AutoConsent bool
+	// NoDeviceGrant makes the demo provider one without the device grant: the
+	// terminal mode then prints a sign-in link instead of a code.
+	NoDeviceGrant bool
 }
 
 // app is the host application: the oauthflow module with the consumer workflow
@@ -44,6 +47,7 @@ type app struct {
 	log          *slog.Logger
 	provider     string
 	providerName string
+	device       bool // the provider offers the device grant: the terminal mode signs in with a code
 }
 
 func newApp(ctx context.Context, cfg appConfig) (*app, error) {
@@ -81,7 +85,7 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 // provider configured in the environment, and registers the consumer workflow
 // with a repository API for each provider it knows.
 func (a *app) registerProviders(mux *http.ServeMux, cfg appConfig) error {
-	opts := demo.Options{AutoConsent: cfg.AutoConsent}
+	opts := demo.Options{AutoConsent: cfg.AutoConsent, NoDeviceGrant: cfg.NoDeviceGrant}
 	if cfg.Terminal {
 		opts.RedirectPath = frontendCallbackPath
 	}
@@ -102,6 +106,7 @@ func (a *app) registerProviders(mux *http.ServeMux, cfg appConfig) error {
 			"GITHUB_CLIENT_SECRET and GITHUB_OAUTH_REDIRECT_URI set", cfg.Provider)
 	}
 	a.providerName = displayName(a.mod.Registry, cfg.Provider)
+	a.device = offersDevice(a.mod.Registry, cfg.Provider)
 	return a.mod.Engine.Register(reposWorkflow(a.mod, listReposTool(a.mod, apis)))
 }
 
@@ -114,11 +119,23 @@ func displayName(reg *oauthflow.Registry, id string) string {
 	return id
 }
 
+// offersDevice reports whether the registry's provider id offers the device
+// authorization grant (RFC 8628).
+func offersDevice(reg *oauthflow.Registry, id string) bool {
+	p, err := reg.Get(id)
+	if err != nil {
+		return false
+	}
+	d, ok := p.(oauthflow.DeviceAuthorizer)
+	return ok && d.SupportsDeviceAuth()
+}
+
 func (a *app) Close() error { return a.mod.Close() }
 
-// launch starts a run of the consumer workflow for user.
-func (a *app) launch(ctx context.Context, user string) (*oauthflow.Run, error) {
-	return a.mod.Engine.Launch(ctx, user, reposWorkflowName, reposArgs{Provider: a.provider}, oauthflow.RunOptions{})
+// launch starts a run of the consumer workflow for user, whose sign-in, if it
+// needs one, uses grant.
+func (a *app) launch(ctx context.Context, user, grant string) (*oauthflow.Run, error) {
+	return a.mod.Engine.Launch(ctx, user, reposWorkflowName, runArgs{Provider: a.provider, Grant: grant}, oauthflow.RunOptions{})
 }
 
 // startRun answers POST /app/runs (body {}): it launches the consumer workflow
@@ -131,7 +148,7 @@ func (a *app) startRun(w http.ResponseWriter, r *http.Request, user string) {
 		demo.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "send {}"})
 		return
 	}
-	run, err := a.launch(r.Context(), user)
+	run, err := a.launch(r.Context(), user, "")
 	if err != nil && run == nil {
 		a.fail(w, err)
 		return

@@ -27,7 +27,15 @@ type repo struct {
 	Description string `json:"description"`
 }
 
-// reposArgs are the workflow's and the tool's arguments.
+// runArgs are the workflow's arguments: whose repositories to list, and how
+// the user signs in when there is no token ("" through a browser,
+// oauthflow.GrantDevice with a code typed on any device).
+type runArgs struct {
+	Provider string `json:"provider"`
+	Grant    string `json:"grant,omitempty"`
+}
+
+// reposArgs are the tool's arguments.
 type reposArgs struct {
 	Provider string `json:"provider"`
 }
@@ -119,9 +127,9 @@ func fetchRepos(ctx context.Context, tokens *oauthflow.TokenStore, user, provide
 }
 
 // reposWorkflow is the agent pattern: call the tool; on "unauthorized" launch
-// the "oauth" workflow as a child with a callback and wait in awaiting_auth;
-// the engine fires the callback once the user has signed in, which goes back to
-// start, where the tool runs again, now with a token.
+// the "oauth" workflow as a child, with the run's grant and a callback, and wait
+// in awaiting_auth; the engine fires the callback once the user has signed in,
+// which goes back to start, where the tool runs again, now with a token.
 func reposWorkflow(m *oauthflow.Module, tool *oauthflow.Tool) *oauthflow.Workflow {
 	return &oauthflow.Workflow{
 		Name:   reposWorkflowName,
@@ -139,17 +147,21 @@ func reposWorkflow(m *oauthflow.Module, tool *oauthflow.Tool) *oauthflow.Workflo
 }
 
 func listRepos(ctx context.Context, tc *oauthflow.TransitionContext, tool *oauthflow.Tool) error {
-	var args reposArgs
+	var args runArgs
 	if err := tc.DecodeArgs(&args); err != nil {
 		return err
 	}
-	res, err := tool.Call(ctx, oauthflow.ToolContext{UserID: tc.Run.UserID, RunID: tc.Run.ID}, tc.Run.Args)
+	toolArgs, err := json.Marshal(reposArgs{Provider: args.Provider})
+	if err != nil {
+		return err
+	}
+	res, err := tool.Call(ctx, oauthflow.ToolContext{UserID: tc.Run.UserID, RunID: tc.Run.ID}, toolArgs)
 	if err != nil {
 		return err
 	}
 	if oauthflow.IsUnauthorized(res) {
 		tc.GoTo(oauthflow.StateAwaitingAuth)
-		_, err := tc.Launch(ctx, oauthflow.OAuthWorkflowName, oauthflow.OAuthWorkflowArgs{Provider: args.Provider},
+		_, err := tc.Launch(ctx, oauthflow.OAuthWorkflowName, oauthflow.OAuthWorkflowArgs{Provider: args.Provider, Grant: args.Grant},
 			oauthflow.RunOptions{Callback: &oauthflow.Callback{Transition: transitionAuthed}})
 		return err
 	}

@@ -30,21 +30,31 @@ type Options struct {
 	RedirectPath string
 	// AutoConsent skips the consent page (for terminal use and tests).
 	AutoConsent bool
+	// NoDeviceGrant leaves the device authorization grant (RFC 8628) out of the
+	// server and the provider, as a provider without it would: sign-in goes
+	// through a link only.
+	NoDeviceGrant bool
 }
 
 // Mount mounts the demo authorization server on mux under /demo, for a host app
-// reachable at base (scheme://host:port), and returns it with the provider.
+// reachable at base (scheme://host:port), and returns it with the provider. The
+// provider offers sign-in with a code (the device grant) unless NoDeviceGrant is
+// set; its verification page is the server's /demo/device.
 func Mount(mux *http.ServeMux, base string, o Options) (*authserver.Server, *providers.OAuth2, error) {
 	if o.RedirectPath == "" {
 		o.RedirectPath = oauthflow.CallbackPath
 	}
 	issuer := base + PathPrefix
 	as := authserver.New(authserver.Options{Issuer: issuer, ConsentPage: !o.AutoConsent, IssParameter: true,
-		AccessTokenTTL: o.AccessTokenTTL, RotateRefreshTokens: true})
+		AccessTokenTTL: o.AccessTokenTTL, RotateRefreshTokens: true, NoDeviceGrant: o.NoDeviceGrant})
 	mux.Handle(PathPrefix+"/", http.StripPrefix(PathPrefix, as))
-	p, err := providers.NewOAuth2(providers.Config{ID: ProviderID, DisplayName: "Demo Cloud",
+	cfg := providers.Config{ID: ProviderID, DisplayName: "Demo Cloud",
 		AuthURL: as.AuthURL(), TokenURL: as.TokenURL(), RevocationURL: as.RevokeURL(), Issuer: issuer,
-		Scopes: []string{"read"}, AuthStyle: providers.AuthStyleHeader},
+		Scopes: []string{"read"}, AuthStyle: providers.AuthStyleHeader}
+	if !o.NoDeviceGrant {
+		cfg.DeviceAuthURL = as.DeviceAuthorizationURL()
+	}
+	p, err := providers.NewOAuth2(cfg,
 		providers.Credentials{ClientID: authserver.DefaultClientID, ClientSecret: "demo-secret", RedirectURL: base + o.RedirectPath})
 	return as, p, err
 }
