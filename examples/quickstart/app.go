@@ -69,6 +69,8 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	mux.HandleFunc("GET /{$}", demo.Page(static, "static/index.html"))
 	mux.HandleFunc("GET /app/session", demo.WithUser("quickstart_user", a.session))
 	mux.HandleFunc("POST /app/connect", demo.WithUser("quickstart_user", a.connect))
+	mux.HandleFunc("POST /app/connect-device", demo.WithUser("quickstart_user", a.connectDevice))
+	mux.HandleFunc("GET /app/signins/{id}", demo.WithUser("quickstart_user", a.signIn))
 	mux.HandleFunc("POST /app/call", demo.WithUser("quickstart_user", a.call))
 	mux.HandleFunc("POST /app/disconnect", demo.WithUser("quickstart_user", a.disconnect))
 	a.Handler = mux
@@ -96,6 +98,7 @@ type providerView struct {
 	ID        string     `json:"id"`
 	Name      string     `json:"name"`
 	Connected bool       `json:"connected"`
+	Device    bool       `json:"device"` // the provider offers sign-in with a code (the device grant)
 	Token     *tokenView `json:"token,omitempty"`
 	Refreshes int        `json:"refreshes"`
 	// From the store's list of the user's connections (Tokens.Connections).
@@ -146,6 +149,9 @@ func (a *app) session(w http.ResponseWriter, r *http.Request, user string) {
 		if d, ok := p.(oauthflow.DisplayNamer); ok {
 			v.Name = d.DisplayName()
 		}
+		if d, ok := p.(oauthflow.DeviceAuthorizer); ok {
+			v.Device = d.SupportsDeviceAuth()
+		}
 		if t, err := a.mod.Tokens.GetTokens(r.Context(), user, id); err == nil {
 			v.Connected = true
 			v.Token = &tokenView{Fingerprint: fingerprint(t.AccessToken), ExpiresAt: t.ExpiresAt, Scope: t.Scope,
@@ -192,6 +198,42 @@ func (a *app) connect(w http.ResponseWriter, r *http.Request, user string) {
 	demo.WriteJSON(w, http.StatusOK, map[string]any{"runId": run.ID, "prompt": prompt})
 }
 
+// connectDevice starts the "oauth" workflow with the device grant and returns
+// its prompt document: the code to enter and where. The page renders it with
+// the oauth-prompt widget and polls GET /app/signins/{id} for the outcome,
+// which the Module's worker learns by polling the provider.
+func (a *app) connectDevice(w http.ResponseWriter, r *http.Request, user string) {
+	req, ok := decodeRequest(w, r)
+	if !ok {
+		return
+	}
+	run, prompt, err := a.mod.StartDeviceSignIn(r.Context(), user, req.Provider)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	demo.WriteJSON(w, http.StatusOK, map[string]any{"runId": run.ID, "prompt": prompt})
+}
+
+// signIn answers GET /app/signins/{id}: the prompt document of the user's
+// sign-in, which the page polls while a sign-in with a code is pending.
+func (a *app) signIn(w http.ResponseWriter, r *http.Request, user string) {
+	run, err := a.mod.Engine.Get(r.Context(), r.PathValue("id"))
+	if errors.Is(err, oauthflow.ErrRunNotFound) || (err == nil && (run.UserID != user || run.Workflow != oauthflow.OAuthWorkflowName)) {
+		demo.WriteJSON(w, http.StatusNotFound, map[string]string{"error": "no such sign-in"})
+		return
+	}
+	var prompt oauthflow.OAuthPromptDocument
+	if err == nil {
+		err = a.mod.Engine.Document(r.Context(), run.ID, oauthflow.PromptDocumentName, &prompt)
+	}
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	demo.WriteJSON(w, http.StatusOK, map[string]any{"prompt": prompt})
+}
+
 // call reads the demo provider's protected API with the user's token; the
 // client refreshes the token first when it has expired.
 func (a *app) call(w http.ResponseWriter, r *http.Request, user string) {
@@ -234,13 +276,16 @@ func (a *app) disconnect(w http.ResponseWriter, r *http.Request, user string) {
 	demo.WriteJSON(w, http.StatusOK, map[string]bool{"ok": true})
 }
 
-// fail answers an error without internal detail: not connected, bad input, or try later.
+// fail answers an error without internal detail: not connected, bad input, no
+// sign-in with a code, or try later.
 func (a *app) fail(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, oauthflow.ErrNoToken):
 		demo.WriteJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized"})
 	case errors.Is(err, oauthflow.ErrUnknownProvider), errors.Is(err, oauthflow.ErrInvalidArgument):
 		demo.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "unknown provider or bad request"})
+	case errors.Is(err, oauthflow.ErrDeviceAuthUnsupported):
+		demo.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "this provider offers no sign-in with a code"})
 	default:
 		a.log.Error("quickstart request failed", "error", err.Error())
 		demo.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "try again later"})

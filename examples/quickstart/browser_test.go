@@ -38,6 +38,13 @@ const (
 // Base (the demo provider's issuer and redirect URI derive from it).
 func startApp(t *testing.T, tokenTTL time.Duration) string {
 	t.Helper()
+	_, base := serveApp(t, tokenTTL)
+	return base
+}
+
+// serveApp is startApp that also returns the app.
+func serveApp(t *testing.T, tokenTTL time.Duration) (*app, string) {
+	t.Helper()
 	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
 	base := "http://" + srv.Listener.Addr().String()
 	a, err := newApp(t.Context(), appConfig{Base: base, TokenTTL: tokenTTL,
@@ -51,7 +58,7 @@ func startApp(t *testing.T, tokenTTL time.Duration) string {
 		srv.Close()
 		_ = a.Close()
 	})
-	return base
+	return a, base
 }
 
 // openPage opens "/" in a fresh browser and waits for the demo card.
@@ -337,4 +344,41 @@ func TestScreenshots(t *testing.T) {
 	waitConnected(t, ctx)
 	me(t, callAPI(t, ctx, "0"))
 	browsertest.Screenshot(t, ctx, filepath.Join(dir, "quickstart-after.png"))
+}
+
+// Sign-in with a code: "Sign in with a code" shows the demo's code and where to
+// enter it in the widget; the page polls the sign-in's document, so a denial on
+// the provider's page (another device, here answered over HTTP) shows in the
+// widget with a way to start again, and an approval connects the card.
+func TestBrowserDeviceSignIn(t *testing.T) {
+	t.Parallel()
+	base := startApp(t, time.Hour)
+	ctx := openPage(t, base)
+	const deviceButton = card + `[data-connected="false"] [data-action="start-device"]`
+
+	var code, uri string
+	browsertest.Run(t, ctx, "record the widget's outcome", chromedp.Evaluate[chromedp.Void](recordDone))
+	showCode := func(step string) {
+		browsertest.Run(t, ctx, step,
+			chromedp.Evaluate[chromedp.Void](`window.doneSeen = []`),
+			chromedp.Click(chromedp.CSS(deviceButton)),
+			chromedp.WaitVisible(chromedp.CSS(widget+`[data-status="pending"] [data-role="user-code"]`)),
+			text(widget+` [data-role="user-code"]`, &code),
+			text(widget+` [data-role="verification-uri"]`, &uri))
+		if uri != base+"/demo/device" || code == "" {
+			t.Fatalf("the widget shows the code %q at %q, want a code at %s/demo/device", code, uri, base)
+		}
+	}
+
+	showCode("ask for a code")
+	decide(t, uri, code, "deny")
+	seen := waitDone(t, ctx)
+	if len(seen) != 1 || seen[0].Status != "error" || !strings.Contains(seen[0].Message, "denied") {
+		t.Fatalf("the widget reported %+v, want one error saying the sign-in was denied", seen)
+	}
+
+	showCode("start again with a new code")
+	decide(t, uri, code, "allow")
+	waitConnected(t, ctx)
+	me(t, callAPI(t, ctx, "0"))
 }

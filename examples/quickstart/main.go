@@ -2,6 +2,9 @@
 // network: a host app on 127.0.0.1 with a built-in demo authorization server.
 // Connect the demo provider through the oauth-prompt widget, call a protected API
 // with the stored token, watch the token refresh when it expires, and disconnect.
+// "Sign in with a code" connects it with the device grant (RFC 8628) instead: the
+// widget shows a code to enter on the demo's page (/demo/device, in another tab
+// or on a phone), and the page polls the sign-in until the user allows or denies.
 //
 //	go run ./examples/quickstart            # then open http://127.0.0.1:8080/
 //	go run ./examples/quickstart -port 9000 # or PORT=9000

@@ -1,9 +1,12 @@
 // The quickstart page: one card per registered provider. "Connect" starts the
 // "oauth" workflow on the server and renders its prompt document with the
-// oauth-prompt widget; a connected card shows the token's fingerprint and expiry,
-// calls the protected API, and disconnects.
+// oauth-prompt widget; "Sign in with a code" (for a provider with the device
+// grant) starts one whose prompt shows a code to enter on any device, and polls
+// the sign-in's document until the user has acted. A connected card shows the
+// token's fingerprint and expiry, calls the protected API, and disconnects.
 (function () {
   "use strict";
+  var SIGN_IN_POLL_MS = 1000;
   var clockSkew = 0; // server time minus browser time, ms
   var cards = {};
 
@@ -52,15 +55,29 @@
       part(card, "health").textContent = healthText(view);
       part(card, "connected-at").textContent = view.connectedAt ? new Date(view.connectedAt).toLocaleString() : "unknown";
     } else if (!part(card, "prompt").firstChild) {
-      var button = document.createElement("button");
-      button.type = "button";
-      button.setAttribute("data-action", "start");
-      button.className = "start";
-      button.textContent = "Connect " + view.name;
-      button.addEventListener("click", function () { connect(view); });
-      part(card, "prompt").appendChild(button);
+      showStart(card, view);
       part(card, "result").hidden = true;
     }
+  }
+
+  // showStart offers the provider's sign-ins: through a popup, and with a code
+  // when the provider offers the device grant.
+  function showStart(card, view) {
+    var slot = part(card, "prompt");
+    slot.appendChild(startButton("start", "Connect " + view.name, function () { connect(view); }));
+    if (view.device) {
+      slot.appendChild(startButton("start-device", "Sign in with a code", function () { connectDevice(view); }));
+    }
+  }
+
+  function startButton(action, label, onClick) {
+    var button = document.createElement("button");
+    button.type = "button";
+    button.setAttribute("data-action", action);
+    button.className = action === "start" ? "start" : "start secondary";
+    button.textContent = label;
+    button.addEventListener("click", onClick);
+    return button;
   }
 
   // healthText says how the connection's refreshes are going.
@@ -88,15 +105,46 @@
     var slot = part(cards[view.id], "prompt");
     api("POST", "/app/connect", { provider: view.id }).then(function (r) {
       if (r.status !== 200) { slot.textContent = "Could not start the sign-in: " + r.data.error; return; }
-      slot.replaceChildren();
-      var holder = document.createElement("div");
-      slot.appendChild(holder);
-      holder.addEventListener("oauthflow:done", function (ev) {
-        if (ev.detail.status === "success") setTimeout(load, 600);
-      });
-      var prompt = OAuthFlow.renderPrompt(holder, r.data.prompt, { providerName: view.name });
-      prompt.connect(); // the click that got us here lets the popup open
+      showPrompt(view, r.data.prompt).connect(); // the click that got us here lets the popup open
     });
+  }
+
+  // connectDevice launches a sign-in with a code: the widget shows the code and
+  // where to enter it, and the page hands it each new prompt document until the
+  // sign-in settles (the server's worker learns the outcome from the provider).
+  function connectDevice(view) {
+    var slot = part(cards[view.id], "prompt");
+    api("POST", "/app/connect-device", { provider: view.id }).then(function (r) {
+      if (r.status !== 200) { slot.textContent = "Could not start the sign-in: " + r.data.error; return; }
+      watch(showPrompt(view, r.data.prompt), r.data.runId);
+    });
+  }
+
+  // watch polls the sign-in runId's prompt document while it is pending and
+  // the widget is on the page; the widget redraws only what changed.
+  function watch(prompt, runId) {
+    setTimeout(function () {
+      if (!prompt.element.isConnected) return;
+      api("GET", "/app/signins/" + encodeURIComponent(runId)).then(function (r) {
+        if (r.status === 200) prompt.update(r.data.prompt);
+        if (r.status === 200 ? r.data.prompt.status === "pending" : r.status >= 500) watch(prompt, runId);
+      }, function () { watch(prompt, runId); }); // offline for a moment: keep trying
+    }, SIGN_IN_POLL_MS);
+  }
+
+  // showPrompt renders a prompt document with the widget in the card. A sign-in
+  // that connected reloads the card; a sign-in with a code that did not (denied,
+  // expired) has no retry of its own, so the card offers a new sign-in below it.
+  function showPrompt(view, doc) {
+    var slot = part(cards[view.id], "prompt");
+    slot.replaceChildren();
+    var holder = document.createElement("div");
+    slot.appendChild(holder);
+    holder.addEventListener("oauthflow:done", function (ev) {
+      if (ev.detail.status === "success") setTimeout(load, 600);
+      else if (doc.userCode) showStart(cards[view.id], view);
+    });
+    return OAuthFlow.renderPrompt(holder, doc, { providerName: view.name });
   }
 
   function call(id) {
