@@ -170,7 +170,7 @@ func checkDeviceAuth(provider string, a *DeviceAuthorization) error {
 	switch {
 	case a == nil || a.DeviceCode == "" || len(a.DeviceCode) > maxDeviceCodeLen:
 		return bad("device code")
-	case a.UserCode == "" || len(a.UserCode) > maxUserCodeLen || strings.ContainsFunc(a.UserCode, unicode.IsControl):
+	case a.UserCode == "" || len(a.UserCode) > maxUserCodeLen || strings.ContainsFunc(a.UserCode, unshowable):
 		return bad("user code")
 	case !webURL(a.VerificationURI):
 		return bad("verification URI")
@@ -180,11 +180,19 @@ func checkDeviceAuth(provider string, a *DeviceAuthorization) error {
 	return nil
 }
 
-// webURL reports whether s is an absolute http(s) URL short enough to show.
+// webURL reports whether s is an absolute http(s) URL short enough to show,
+// and shown as it reads.
 func webURL(s string) bool {
 	u, err := url.Parse(s)
-	return err == nil && len(s) <= maxVerificationURILen && (u.Scheme == "https" || u.Scheme == "http") && u.Host != ""
+	return err == nil && len(s) <= maxVerificationURILen && (u.Scheme == "https" || u.Scheme == "http") && u.Host != "" &&
+		!strings.ContainsFunc(s, unshowable)
 }
+
+// unshowable reports whether r would not be shown as itself in a terminal
+// or a page: a control character (C0 or C1, which a terminal may act on) or
+// a format character (a bidi override that reorders what follows, a
+// zero-width one), which could make a link read as another site's.
+func unshowable(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }
 
 // newDeviceRun is the poll state of a new device code: its secrets sealed,
 // its interval and lifetime bounded, its first poll one interval away.

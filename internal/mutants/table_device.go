@@ -103,6 +103,14 @@ func deviceSignIns() []mutant {
 			Why:  "a verification URI that is not a web page is never shown as a link",
 		},
 		{
+			Name: "device/spoofing-characters-shown",
+			File: "device.go",
+			Old:  "func unshowable(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }",
+			New:  "func unshowable(r rune) bool { return unicode.IsControl(r) && r < 0x80 }",
+			Run:  run,
+			Why:  "a user code or a link with a C1 control or a bidi override is refused, never shown",
+		},
+		{
 			Name: "device/unproven-poll",
 			File: "device.go",
 			Old:  "\t\tctx = withProofs(ctx, key, &m.Tokens.nonces)\n",
