@@ -1,9 +1,10 @@
 package providers
 
 import (
-	_ "embed"
+	"embed"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net"
 	"net/url"
@@ -15,14 +16,17 @@ import (
 	"github.com/oauthflow/oauthflow"
 )
 
-//go:embed catalog.json
-var catalogJSON []byte
+// catalogFiles are the catalog's entries, one JSON array per file, grouped
+// by what the providers are for; an ID is unique across them.
+//
+//go:embed catalog/*.json
+var catalogFiles embed.FS
 
 // entry is one catalog provider: its Config (URLs may hold {param}
 // placeholders), the parameters it takes, and where it was checked.
 type entry struct {
 	Config
-	Params     map[string]param `json:"params,omitempty"`
+	Params     map[string]Param `json:"params,omitempty"`
 	DeadGrants []deadGrant      `json:"dead_grants,omitempty"`
 	Docs       string           `json:"docs"`
 	Notes      string           `json:"notes"`
@@ -38,27 +42,73 @@ type deadGrant struct {
 	Doc  string `json:"doc"`
 }
 
-// param is a template value or a variant switch of a catalog entry.
-type param struct {
+// Param is a template value or a variant switch of a catalog entry, given
+// in Credentials.Params under its name. Kind "url" is an absolute https base
+// URL; any other value is a host label or a name. Values, when set, lists
+// the values the parameter may take (a variant switch such as Slack's
+// token_type); TrimSuffix is cut from a given value (a domain given with
+// the suffix the URL already has). Example is a value the entry is built
+// with in the tests when it has no Default.
+type Param struct {
 	Default    string   `json:"default,omitempty"`
-	Kind       string   `json:"kind,omitempty"` // "url": an absolute base URL; otherwise a host label or name
+	Kind       string   `json:"kind,omitempty"`
 	Values     []string `json:"values,omitempty"`
 	TrimSuffix string   `json:"trim_suffix,omitempty"`
 	Doc        string   `json:"doc"`
+	Example    string   `json:"example,omitempty"`
+}
+
+// Entry is a catalog provider as checked: its Config, whose URLs may hold
+// {param} placeholders that New fills from Credentials.Params, the Params
+// it takes, Docs, the https page of the provider's documentation it was
+// checked against, and Notes on its behaviour (token lifetimes, rotation,
+// quirks).
+type Entry struct {
+	Config Config
+	Params map[string]Param
+	Docs   string
+	Notes  string
+}
+
+// Lookup returns the catalog entry id; an unknown id wraps
+// oauthflow.ErrUnknownProvider. The entry is a copy: changing it changes
+// nothing in the catalog.
+func Lookup(id string) (Entry, error) {
+	e, err := lookup(id)
+	if err != nil {
+		return Entry{}, err
+	}
+	cfg := e.config()
+	params := make(map[string]Param, len(e.Params))
+	for name, p := range e.Params {
+		p.Values = slices.Clone(p.Values)
+		params[name] = p
+	}
+	return Entry{Config: cfg, Params: params, Docs: e.Docs, Notes: e.Notes}, nil
 }
 
 // loadCatalog parses the embedded catalog once; the result is never modified.
 var loadCatalog = sync.OnceValues(func() (map[string]entry, error) {
-	var list []entry
-	if err := json.Unmarshal(catalogJSON, &list); err != nil {
+	files, err := fs.Glob(catalogFiles, "catalog/*.json")
+	if err != nil {
 		return nil, fmt.Errorf("providers: embedded catalog: %w", err)
 	}
-	cat := make(map[string]entry, len(list))
-	for _, e := range list {
-		if _, dup := cat[e.ID]; dup {
-			return nil, fmt.Errorf("providers: embedded catalog: duplicate %q", e.ID)
+	cat := make(map[string]entry)
+	for _, name := range files { // sorted
+		b, err := catalogFiles.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("providers: embedded catalog: %w", err)
 		}
-		cat[e.ID] = e
+		var list []entry
+		if err := json.Unmarshal(b, &list); err != nil {
+			return nil, fmt.Errorf("providers: embedded catalog %s: %w", name, err)
+		}
+		for _, e := range list {
+			if _, dup := cat[e.ID]; dup {
+				return nil, fmt.Errorf("providers: embedded catalog %s: duplicate %q", name, e.ID)
+			}
+			cat[e.ID] = e
+		}
 	}
 	return cat, nil
 })
@@ -100,6 +150,15 @@ func lookup(id string) (entry, error) {
 	return e, nil
 }
 
+// config is the entry's Config, unfilled, with its dead-grant codes.
+func (e entry) config() Config {
+	cfg := cloneConfig(e.Config)
+	for _, d := range e.DeadGrants {
+		cfg.DeadGrantCodes = append(cfg.DeadGrantCodes, d.Code)
+	}
+	return cfg
+}
+
 // resolve fills the entry's templates from given and returns a concrete Config.
 func (e entry) resolve(given map[string]string) (Config, error) {
 	for name := range given {
@@ -115,10 +174,7 @@ func (e entry) resolve(given map[string]string) (Config, error) {
 		}
 		values[name] = v
 	}
-	cfg := cloneConfig(e.Config)
-	for _, d := range e.DeadGrants {
-		cfg.DeadGrantCodes = append(cfg.DeadGrantCodes, d.Code)
-	}
+	cfg := e.config()
 	if err := fillAll(&cfg, values); err != nil {
 		return Config{}, fmt.Errorf("%s: %w", e.ID, err)
 	}
@@ -129,7 +185,7 @@ func (e entry) resolve(given map[string]string) (Config, error) {
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`)
 
 // value returns the checked value of one parameter; "" when unset and without default.
-func (p param) value(id, name, v string) (string, error) {
+func (p Param) value(id, name, v string) (string, error) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		v = p.Default

@@ -46,6 +46,21 @@ func TestKnown(t *testing.T) {
 	}
 }
 
+// exampleParams are the parameters the tests build entry e with: its
+// params' examples, or the sample values kept here for the older entries.
+func exampleParams(id string, e entry) map[string]string {
+	if given, ok := sampleParams[id]; ok {
+		return given
+	}
+	ps := map[string]string{}
+	for name, p := range e.Params {
+		if p.Example != "" {
+			ps[name] = p.Example
+		}
+	}
+	return ps
+}
+
 var idRE = regexp.MustCompile(`^[a-z0-9]+$`)
 
 func TestCatalogEntries(t *testing.T) {
@@ -60,7 +75,7 @@ func TestCatalogEntries(t *testing.T) {
 			t.Parallel()
 			checkEntryData(t, e)
 			c := testCreds
-			c.Params = sampleParams[id]
+			c.Params = exampleParams(id, e)
 			p, err := New(id, c)
 			if err != nil {
 				t.Fatalf("New: %v", err)
@@ -110,6 +125,9 @@ func checkEntryData(t *testing.T, e entry) {
 		if p.Doc == "" {
 			t.Errorf("parameter %q has no doc", name)
 		}
+		if p.Default == "" && p.Example == "" && sampleParams[e.ID] == nil {
+			t.Errorf("parameter %q has neither a default nor an example to build the entry with", name)
+		}
 	}
 }
 
@@ -125,12 +143,12 @@ func checkAuthURL(t *testing.T, p *OAuth2) {
 	}
 }
 
-var updateDoc = flag.Bool("update", false, "rewrite the catalog section of doc.go from catalog.json")
+var updateDoc = flag.Bool("update", false, "rewrite the catalog section of doc.go from the catalog")
 
 // TestDocListsCatalog keeps the catalog section of the package doc (what
 // go doc ./providers shows) equal to the catalog: each entry's endpoints,
 // scopes, client authentication, PKCE, parameters and notes. Run it with
-// -update to rewrite the section after changing catalog.json.
+// -update to rewrite the section after changing the catalog.
 func TestDocListsCatalog(t *testing.T) {
 	t.Parallel()
 	src, err := os.ReadFile("doc.go")
@@ -141,7 +159,7 @@ func TestDocListsCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const begin, end = "// Entries, from catalog.json:\n//\n", "package providers\n"
+	const begin, end = "// Entries, from the catalog:\n//\n", "package providers\n"
 	i, j := strings.Index(string(src), begin), strings.LastIndex(string(src), end)
 	if i < 0 || j < i {
 		t.Fatalf("doc.go lacks the section that starts %q", begin)
@@ -245,5 +263,32 @@ func TestNewWithScopes(t *testing.T) {
 	q, _ := New("github", testCreds)
 	if p.DefaultScopes()[0] != "repo" || q.DefaultScopes()[0] != "read:user" {
 		t.Error("DefaultScopes leaks shared state")
+	}
+}
+
+func TestLookup(t *testing.T) {
+	t.Parallel()
+	e, err := Lookup("okta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Config.AuthURL != "https://{domain}/oauth2/{authorization_server}/v1/authorize" || e.Params["authorization_server"].Default != "default" ||
+		e.Params["domain"].Doc == "" || !strings.HasPrefix(e.Docs, "https://") || e.Notes == "" {
+		t.Errorf("okta: %+v", e)
+	}
+	gh, err := Lookup("github")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(gh.Config.DeadGrantCodes, "bad_refresh_token") {
+		t.Errorf("github's dead-grant codes %v", gh.Config.DeadGrantCodes)
+	}
+	gh.Config.Scopes[0], gh.Config.DeadGrantCodes[0] = "mutated", "mutated"
+	again, _ := Lookup("github")
+	if again.Config.Scopes[0] == "mutated" || again.Config.DeadGrantCodes[0] == "mutated" {
+		t.Error("Lookup returns shared state")
+	}
+	if _, err := Lookup("nope"); !errors.Is(err, oauthflow.ErrUnknownProvider) {
+		t.Errorf("unknown: %v", err)
 	}
 }

@@ -61,11 +61,11 @@
 //
 // Each entry's endpoints, default scopes, separator, client authentication,
 // PKCE support and refresh behaviour were checked against the provider's
-// public documentation; catalog.json names the page. PKCE is marked
+// public documentation; the catalog names the page. PKCE is marked
 // supported only where the provider documents it. Parameters fill URL
 // templates (FromEnv reads them as <ID>_<PARAM>, e.g. MICROSOFT_TENANT).
 //
-// Entries, from catalog.json:
+// Entries, from the catalog:
 //
 //   - amazon: Login with Amazon.
 //     Authorize at https://www.amazon.com/ap/oa;
