@@ -30,6 +30,12 @@ type Connection struct {
 	ConnectedAt     time.Time // zero when unknown (a record older than the index)
 	RefreshedAt     time.Time // the last successful refresh of these tokens; zero when none
 	Health          string    // HealthHealthy, HealthRefreshFailing, or HealthUnreadable with Err
+	// Account names the account the grant is for ("octocat",
+	// "alice@example.com"), as the provider said after the sign-in; "" when
+	// it did not say. Metadata is what the provider's API needs besides the
+	// token (a Salesforce instance_url, a QuickBooks realmId).
+	Account  string
+	Metadata map[string]string
 
 	// While Health is HealthRefreshFailing: failed refreshes in a row, the
 	// last one's error (as logged) and when a refresh may call the provider
@@ -137,6 +143,7 @@ func (s *TokenStore) connection(ctx context.Context, read, meta *kvOp, id string
 		return c, true, nil
 	}
 	c.Scopes, c.HasRefreshToken = strings.Fields(string(v.scope)), len(v.refresh) > 0
+	c.Account, c.Metadata = string(v.account), maps.Clone(v.metadata)
 	if v.expiresAt != 0 {
 		c.ExpiresAt = time.UnixMilli(v.expiresAt)
 	}

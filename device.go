@@ -351,6 +351,9 @@ func (m *Module) deviceApproved(ctx context.Context, tc *TransitionContext, data
 	}
 	key, err := m.openDeviceSecret(tc.Run.ID, data.Device.Key)
 	if err == nil {
+		if p, perr := m.Registry.Get(data.Provider); perr == nil {
+			m.readAccount(ctx, p, ts, key)
+		}
 		err = m.Tokens.storeTokenSet(ctx, tc.Run.UserID, data.Provider, ts, key)
 	}
 	if err != nil {

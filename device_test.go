@@ -373,7 +373,9 @@ func TestDeviceSignInResumesTheConsumer(t *testing.T) {
 
 func TestDeviceSignInBoundWithDPoP(t *testing.T) {
 	t.Parallel()
-	env := newDeviceEnv(t, envOptions{dpop: true, as: authserver.Options{DPoP: true}})
+	env := newDeviceEnv(t, envOptions{dpop: true, as: authserver.Options{DPoP: true}, demo: func(c *providers.Config) {
+		c.UserinfoURL, c.AccountField = strings.TrimSuffix(c.AuthURL, authserver.PathAuthorize)+authserver.PathAPI, "user"
+	}})
 	r, doc := env.startDevice(0, "alice")
 	require.NoError(t, env.as.ApproveDevice(doc.UserCode, "alice"))
 	env.pass(0, deviceInterval)
@@ -381,6 +383,7 @@ func TestDeviceSignInBoundWithDPoP(t *testing.T) {
 	rec, err := env.mod(0).Tokens.GetTokens(context.Background(), "alice", "demo")
 	require.NoError(t, err)
 	assert.Equal(t, "DPoP", rec.TokenType)
+	assert.NotEmpty(t, rec.Account, "the account read with a proof of the key the poll proved")
 	assert.NotEmpty(t, rec.DPoPKey)
 	resp, err := env.mod(0).Tokens.Client(context.Background(), "alice", "demo").Get(env.as.APIURL())
 	require.NoError(t, err)

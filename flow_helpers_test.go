@@ -28,8 +28,9 @@ type flowEnv struct {
 	kv       *switchKV
 	replicas []*replica
 	events   *eventLog
-	dpop     bool // the demo provider binds its grants to a key
-	device   bool // the demo provider offers the device grant
+	dpop     bool                    // the demo provider binds its grants to a key
+	device   bool                    // the demo provider offers the device grant
+	demo     func(*providers.Config) // changes the demo provider's Config
 }
 
 type replica struct {
@@ -45,6 +46,7 @@ type envOptions struct {
 	config   func(c *oauthflow.Config) // changes each replica's Config before New
 	dpop     bool                      // the demo provider binds its grants to a key (providers.Config.DPoP)
 	device   bool                      // the demo provider offers the device grant (providers.Config.DeviceAuthURL)
+	demo     func(*providers.Config)   // changes the demo provider's Config
 }
 
 func newFlowEnv(t *testing.T, o envOptions) *flowEnv {
@@ -58,7 +60,7 @@ func newFlowEnv(t *testing.T, o envOptions) *flowEnv {
 	if base == nil {
 		base = sharedRedisAny(t)
 	}
-	env := &flowEnv{t: t, as: as, kv: &switchKV{KV: base}, events: &eventLog{}, dpop: o.dpop, device: o.device}
+	env := &flowEnv{t: t, as: as, kv: &switchKV{KV: base}, events: &eventLog{}, dpop: o.dpop, device: o.device, demo: o.demo}
 	// Every replica's provider redirects to the first replica's callback; the
 	// test may deliver the redirect to any replica.
 	mux0 := http.NewServeMux()
@@ -84,9 +86,13 @@ func (env *flowEnv) newModule(redirect string, setup func(*oauthflow.Module), co
 	if env.device {
 		deviceURL = env.as.DeviceAuthorizationURL()
 	}
-	demo, err := providers.NewOAuth2(providers.Config{ID: "demo", DeviceAuthURL: deviceURL, DisplayName: "Demo <Cloud>", AuthURL: env.as.AuthURL(),
+	pcfg := providers.Config{ID: "demo", DeviceAuthURL: deviceURL, DisplayName: "Demo <Cloud>", AuthURL: env.as.AuthURL(),
 		TokenURL: env.as.TokenURL(), RevocationURL: env.as.RevokeURL(), Scopes: []string{"read"}, AuthStyle: providers.AuthStyleHeader,
-		DPoP: env.dpop},
+		DPoP: env.dpop}
+	if env.demo != nil {
+		env.demo(&pcfg)
+	}
+	demo, err := providers.NewOAuth2(pcfg,
 		providers.Credentials{ClientID: authserver.DefaultClientID, ClientSecret: "demo-secret", RedirectURL: redirect})
 	require.NoError(t, err)
 	reg := oauthflow.NewRegistry()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -279,7 +280,7 @@ func testReencryptLeavesARecordWrittenMidWalk(t *testing.T, kv KV) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *got != signIn {
+	if !reflect.DeepEqual(*got, signIn) {
 		t.Fatalf("after the walk the record holds %+v; want the sign-in made during it", *got)
 	}
 }

@@ -62,11 +62,22 @@ type callbackParams struct {
 	Error            string `json:"error"`
 	ErrorDescription string `json:"error_description"`
 	ErrorURI         string `json:"error_uri"`
+	// Fields are the redirect's other parameters, some of which its
+	// provider keeps with the tokens (CallbackFielder).
+	Fields map[string]string `json:"fields,omitempty"`
 }
 
 func (p callbackParams) tooLong() bool {
 	for _, v := range []string{p.Code, p.State, p.Iss, p.Error, p.ErrorDescription, p.ErrorURI} {
 		if len(v) > maxParamLen {
+			return true
+		}
+	}
+	if len(p.Fields) > maxCallbackKept {
+		return true
+	}
+	for k, v := range p.Fields {
+		if len(k) > maxParamLen || len(v) > maxParamLen {
 			return true
 		}
 	}
@@ -149,9 +160,10 @@ func (m *Module) serverOwned(ctx context.Context) (context.Context, context.Canc
 func (m *Module) exchangeSession(ctx context.Context, s *Session, p callbackParams) error {
 	if s.WorkflowID != "" {
 		_, err := m.Engine.Fire(withSession(ctx, s), s.WorkflowID, transitionExchange,
-			exchangeInput{Code: p.Code, State: p.State, Iss: p.Iss}, s.UserID)
+			exchangeInput{Code: p.Code, State: p.State, Iss: p.Iss, Fields: p.Fields}, s.UserID)
 		return err
 	}
+	ctx = withCallbackFields(ctx, p.Fields)
 	// A sign-in started by calling build_oauth_url directly, outside a workflow.
 	_, err := m.exchangeCode(ctx, ToolContext{UserID: s.UserID, Session: s},
 		ExchangeOAuthTokenArgs{Provider: s.Provider, Code: p.Code, State: p.State, ExpectedState: p.State, Iss: p.Iss})
@@ -253,7 +265,8 @@ func (m *Module) CallbackHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		p := callbackParams{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss"),
-			Error: q.Get("error"), ErrorDescription: q.Get("error_description"), ErrorURI: q.Get("error_uri")}
+			Error: q.Get("error"), ErrorDescription: q.Get("error_description"), ErrorURI: q.Get("error_uri"),
+			Fields: extraParams(q)}
 		out := m.complete(r, p)
 		m.renderPage(w, out, p.State)
 	})

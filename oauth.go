@@ -148,12 +148,18 @@ type (
 // ExpiresIn is in seconds; 0 means the provider reported none and the token never expires.
 // TokenType is the answer's token_type when it is "DPoP" (the token is bound
 // to the key whose proof the request carried, RFC 9449); "" means Bearer.
+//
+// Metadata are fields of the answer the provider's API needs later (a
+// Salesforce instance_url), kept with the tokens; Account names the account
+// the grant is for when the answer says so (an ID token's claim).
 type TokenSet struct {
-	AccessToken  string `json:"accessToken"`
-	RefreshToken string `json:"refreshToken,omitempty"`
-	ExpiresIn    int64  `json:"expiresIn,omitempty"`
-	Scope        string `json:"scope"`
-	TokenType    string `json:"tokenType,omitempty"`
+	AccessToken  string            `json:"accessToken"`
+	RefreshToken string            `json:"refreshToken,omitempty"`
+	ExpiresIn    int64             `json:"expiresIn,omitempty"`
+	Scope        string            `json:"scope"`
+	TokenType    string            `json:"tokenType,omitempty"`
+	Metadata     map[string]string `json:"metadata,omitempty"`
+	Account      string            `json:"account,omitempty"`
 }
 
 // StoredTokens is the persisted token record. ExpiresAt is Unix milliseconds; 0 means never.
@@ -162,13 +168,20 @@ type TokenSet struct {
 // key, encoded, in DPoPKey: every instance signs its proofs with it, and it is
 // sealed with the rest of the record when encryption is on. Both fields are
 // absent from a Bearer grant's record, which reads as the seed's.
+//
+// Account names the account the grant is for ("octocat"), read once after
+// the sign-in (AccountReader); Metadata keeps what the provider's API needs
+// later (TokenSet.Metadata). Both are absent when there is nothing to keep,
+// and a refresh keeps them.
 type StoredTokens struct {
-	AccessToken  string `json:"accessToken"`
-	RefreshToken string `json:"refreshToken,omitempty"`
-	ExpiresAt    int64  `json:"expiresAt"`
-	Scope        string `json:"scope"`
-	TokenType    string `json:"tokenType,omitempty"`
-	DPoPKey      string `json:"dpopKey,omitempty"`
+	AccessToken  string            `json:"accessToken"`
+	RefreshToken string            `json:"refreshToken,omitempty"`
+	ExpiresAt    int64             `json:"expiresAt"`
+	Scope        string            `json:"scope"`
+	TokenType    string            `json:"tokenType,omitempty"`
+	DPoPKey      string            `json:"dpopKey,omitempty"`
+	Account      string            `json:"account,omitempty"`
+	Metadata     map[string]string `json:"metadata,omitempty"`
 }
 
 // tokenTypeDPoP is the token_type of a DPoP-bound token (RFC 9449 §5).

@@ -207,6 +207,10 @@ func (m *Module) exchangeCode(ctx context.Context, tc ToolContext, a ExchangeOAu
 	if ts.Scope == "" {
 		ts.Scope = strings.Join(s.Scopes, " ")
 	}
+	if p, err := m.Registry.Get(s.Provider); err == nil {
+		keepCallbackFields(p, ts, callbackFieldsOf(ctx))
+		m.readAccount(ctx, p, ts, s.DPoPKey)
+	}
 	if err := m.Tokens.storeTokenSet(ctx, s.UserID, s.Provider, ts, s.DPoPKey); err != nil {
 		return nil, err
 	}

@@ -68,6 +68,8 @@ type exchangeInput struct {
 	Code  string `json:"code"`
 	State string `json:"state"`
 	Iss   string `json:"iss,omitempty"`
+	// Fields are the callback's other parameters (callbackParams.Fields).
+	Fields map[string]string `json:"fields,omitempty"`
 }
 
 // providerErrorInput is the input of the reportError transition: the provider's
@@ -189,7 +191,7 @@ func (m *Module) exchangeTransition(ctx context.Context, tc *TransitionContext) 
 	if err := tc.DecodeInput(&in); err != nil {
 		return m.failFlow(ctx, tc, data.Provider, &FlowError{Message: "The sign-in response is not valid.", Err: err})
 	}
-	_, err := m.exchangeCode(ctx, ToolContext{UserID: tc.Run.UserID, RunID: tc.Run.ID, Session: sessionFrom(ctx)},
+	_, err := m.exchangeCode(withCallbackFields(ctx, in.Fields), ToolContext{UserID: tc.Run.UserID, RunID: tc.Run.ID, Session: sessionFrom(ctx)},
 		ExchangeOAuthTokenArgs{Provider: data.Provider, Code: in.Code, State: in.State, ExpectedState: data.ExpectedState, Iss: in.Iss})
 	if err != nil {
 		return m.failFlow(ctx, tc, data.Provider, err)

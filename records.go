@@ -28,12 +28,14 @@ func decodeStoredTokens(b []byte) (StoredTokens, error) {
 		return t, nil
 	}
 	var raw struct {
-		AccessToken  *string `json:"accessToken"`
-		RefreshToken *string `json:"refreshToken"`
-		ExpiresAt    *int64  `json:"expiresAt"`
-		Scope        *string `json:"scope"`
-		TokenType    *string `json:"tokenType"`
-		DPoPKey      *string `json:"dpopKey"`
+		AccessToken  *string           `json:"accessToken"`
+		RefreshToken *string           `json:"refreshToken"`
+		ExpiresAt    *int64            `json:"expiresAt"`
+		Scope        *string           `json:"scope"`
+		TokenType    *string           `json:"tokenType"`
+		DPoPKey      *string           `json:"dpopKey"`
+		Account      *string           `json:"account"`
+		Metadata     map[string]string `json:"metadata"`
 	}
 	if err := strictUnmarshal(b, &raw); err != nil {
 		return StoredTokens{}, err
@@ -50,6 +52,12 @@ func decodeStoredTokens(b []byte) (StoredTokens, error) {
 	}
 	if raw.DPoPKey != nil {
 		t.DPoPKey = *raw.DPoPKey
+	}
+	if raw.Account != nil {
+		t.Account = *raw.Account
+	}
+	if len(raw.Metadata) > 0 {
+		t.Metadata = raw.Metadata
 	}
 	return t, nil
 }
@@ -79,13 +87,15 @@ func strictDecode(b []byte, v any) error {
 // tokenView is a token record parsed in place: its strings still point into the
 // stored bytes, so the hot path turns only the access token into a string.
 type tokenView struct {
-	access, refresh, scope, tokenType, dpopKey []byte
-	expiresAt                                  int64
+	access, refresh, scope, tokenType, dpopKey, account []byte
+	expiresAt                                           int64
+	metadata                                            map[string]string // read by the strict decoder only
 }
 
 func (v tokenView) tokens() StoredTokens {
 	return StoredTokens{AccessToken: string(v.access), RefreshToken: string(v.refresh),
-		ExpiresAt: v.expiresAt, Scope: string(v.scope), TokenType: string(v.tokenType), DPoPKey: string(v.dpopKey)}
+		ExpiresAt: v.expiresAt, Scope: string(v.scope), TokenType: string(v.tokenType), DPoPKey: string(v.dpopKey),
+		Account: string(v.account), Metadata: v.metadata}
 }
 
 // boundKey is the encoded key the access token is bound to, nil for a Bearer token.
@@ -97,8 +107,8 @@ func (v tokenView) boundKey() []byte {
 }
 
 // fastDecodeStoredTokens parses {"accessToken":"…","refreshToken":"…","expiresAt":N,"scope":"…",
-// "tokenType":"…","dpopKey":"…"} with the fields in that order, refreshToken,
-// tokenType and dpopKey optional, no white space, and strings of ASCII without
+// "tokenType":"…","dpopKey":"…","account":"…"} with the fields in that order, refreshToken,
+// tokenType, dpopKey and account optional, no white space, and strings of ASCII without
 // escapes or control bytes. Anything else returns ok=false.
 func fastDecodeStoredTokens(b []byte) (StoredTokens, bool) {
 	v, ok := fastParseStoredTokens(b)
@@ -125,6 +135,9 @@ func fastParseStoredTokens(b []byte) (v tokenView, ok bool) {
 	if p.peekLit(`,"dpopKey":`) {
 		v.dpopKey = p.str()
 	}
+	if p.peekLit(`,"account":`) {
+		v.account = p.str()
+	}
 	p.lit(`}`)
 	return v, p.ok && p.i == len(p.b)
 }
@@ -140,7 +153,7 @@ func parseTokenView(b []byte) (tokenView, error) {
 	}
 	return tokenView{access: []byte(t.AccessToken), refresh: []byte(t.RefreshToken),
 		scope: []byte(t.Scope), tokenType: []byte(t.TokenType), dpopKey: []byte(t.DPoPKey),
-		expiresAt: t.ExpiresAt}, nil
+		account: []byte(t.Account), expiresAt: t.ExpiresAt, metadata: t.Metadata}, nil
 }
 
 type fastParser struct {

@@ -3,6 +3,7 @@ package oauthflow
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 )
 
@@ -37,18 +38,18 @@ func FuzzDecodeStoredTokens(f *testing.F) {
 		// Whatever the fast path accepts, encoding/json reads the same way.
 		if fast, ok := fastDecodeStoredTokens(b); ok {
 			var ref StoredTokens
-			if err := json.Unmarshal(b, &ref); err != nil || ref != fast {
+			if err := json.Unmarshal(b, &ref); err != nil || !reflect.DeepEqual(ref, fast) {
 				t.Fatalf("fast path read %q as %+v; encoding/json: %+v, %v", b, fast, ref, err)
 			}
 		}
 		// A decoded record survives a round trip through our encoder, on the fast path.
 		enc := encodeStoredTokens(got)
 		again, err := decodeStoredTokens(enc)
-		if err != nil || again != got {
+		if err != nil || !reflect.DeepEqual(again, got) {
 			t.Fatalf("round trip of %+v: %+v, %v", got, again, err)
 		}
 		v, err := parseTokenView(enc)
-		if err != nil || v.tokens() != got {
+		if err != nil || !reflect.DeepEqual(v.tokens(), got) {
 			t.Fatalf("token view of %s: %+v, %v", enc, v.tokens(), err)
 		}
 	})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 )
@@ -416,7 +417,15 @@ func (s *TokenStore) callRefresh(ctx context.Context, providerID string, old Sto
 // access token is bound to it when the answer says DPoP.
 func (s *TokenStore) merge(old StoredTokens, ts *TokenSet) StoredTokens {
 	t := StoredTokens{AccessToken: ts.AccessToken, RefreshToken: old.RefreshToken,
-		ExpiresAt: s.expiresAt(max(ts.ExpiresIn, 0)), Scope: old.Scope, DPoPKey: old.DPoPKey}
+		ExpiresAt: s.expiresAt(max(ts.ExpiresIn, 0)), Scope: old.Scope, DPoPKey: old.DPoPKey,
+		Account: old.Account, Metadata: old.Metadata}
+	if kept := keptMetadata(ts.Metadata); kept != nil { // a refresh may name a new instance_url
+		t.Metadata = maps.Clone(old.Metadata)
+		if t.Metadata == nil {
+			t.Metadata = kept
+		}
+		maps.Copy(t.Metadata, kept)
+	}
 	if old.DPoPKey != "" && isDPoP(ts.TokenType) {
 		t.TokenType = tokenTypeDPoP
 	}

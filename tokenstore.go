@@ -188,7 +188,8 @@ func (s *TokenStore) storeTokenSet(ctx context.Context, userID, providerID strin
 		return invalidArg("negative expiresIn")
 	}
 	t := StoredTokens{AccessToken: ts.AccessToken, RefreshToken: ts.RefreshToken,
-		ExpiresAt: s.expiresAt(ts.ExpiresIn), Scope: ts.Scope, DPoPKey: key}
+		ExpiresAt: s.expiresAt(ts.ExpiresIn), Scope: ts.Scope, DPoPKey: key,
+		Account: showable(ts.Account, maxAccountLen), Metadata: keptMetadata(ts.Metadata)}
 	if isDPoP(ts.TokenType) {
 		if key == "" {
 			return &ProviderError{ProviderID: providerID, Err: errors.New("a DPoP-bound token for a request that proved no key")}

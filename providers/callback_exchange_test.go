@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 
 	"golang.org/x/oauth2"
@@ -112,7 +113,7 @@ func TestExchangeCodeVerifierWithoutAnswer(t *testing.T) {
 
 func sameAnswer(t *testing.T, got *oauthflow.TokenSet, gotErr error, want *oauthflow.TokenSet, wantErr error) {
 	t.Helper()
-	if (got == nil) != (want == nil) || got != nil && *got != *want {
+	if (got == nil) != (want == nil) || got != nil && !reflect.DeepEqual(*got, *want) {
 		t.Errorf("tokens %+v, want %+v", got, want)
 	}
 	if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {

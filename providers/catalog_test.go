@@ -3,10 +3,7 @@ package providers
 import (
 	"errors"
 	"flag"
-	"fmt"
-	"maps"
 	"net/url"
-	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -82,8 +79,8 @@ func TestCatalogEntries(t *testing.T) {
 			}
 			cfg := p.Config()
 			for name, raw := range map[string]string{"auth": cfg.AuthURL, "token": cfg.TokenURL, "refresh": cfg.RefreshURL, "revocation": cfg.RevocationURL,
-				"device": cfg.DeviceAuthURL, "docs": e.Docs} {
-				if raw == "" && (name == "refresh" || name == "revocation" || name == "device") {
+				"device": cfg.DeviceAuthURL, "userinfo": cfg.UserinfoURL, "docs": e.Docs} {
+				if raw == "" && (name == "refresh" || name == "revocation" || name == "device" || name == "userinfo") {
 					continue
 				}
 				if u, err := url.Parse(raw); err != nil || u.Scheme != "https" || u.Host == "" || strings.ContainsAny(raw, "{}") {
@@ -143,104 +140,7 @@ func checkAuthURL(t *testing.T, p *OAuth2) {
 	}
 }
 
-var updateDoc = flag.Bool("update", false, "rewrite the catalog section of doc.go from the catalog")
-
-// TestDocListsCatalog keeps the catalog section of the package doc (what
-// go doc ./providers shows) equal to the catalog: each entry's endpoints,
-// scopes, client authentication, PKCE, parameters and notes. Run it with
-// -update to rewrite the section after changing the catalog.
-func TestDocListsCatalog(t *testing.T) {
-	t.Parallel()
-	src, err := os.ReadFile("doc.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, err := loadCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	const begin, end = "// Entries, from the catalog:\n//\n", "package providers\n"
-	i, j := strings.Index(string(src), begin), strings.LastIndex(string(src), end)
-	if i < 0 || j < i {
-		t.Fatalf("doc.go lacks the section that starts %q", begin)
-	}
-	want := docCatalog(cat)
-	if got := string(src[i+len(begin) : j]); got != want {
-		if *updateDoc {
-			if err := os.WriteFile("doc.go", []byte(string(src[:i+len(begin)])+want+end), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			return
-		}
-		t.Errorf("doc.go's catalog section is out of date; run go test ./providers -run TestDocListsCatalog -update\ngot:\n%s\nwant:\n%s", got, want)
-	}
-}
-
-// docCatalog renders the catalog as doc comment lines, one list item an entry.
-func docCatalog(cat map[string]entry) string {
-	var b strings.Builder
-	for _, id := range Known() {
-		e := cat[id]
-		fmt.Fprintf(&b, "//   - %s: %s.\n", id, e.DisplayName)
-		line := func(format string, args ...any) { fmt.Fprintf(&b, "//     "+format+"\n", args...) }
-		line("Authorize at %s;", e.AuthURL)
-		line("token at %s;", e.TokenURL)
-		if e.RefreshURL != "" {
-			line("refresh at %s;", e.RefreshURL)
-		}
-		if e.RevocationURL != "" {
-			line("revoke (RFC 7009) at %s.", e.RevocationURL)
-		} else {
-			line("no RFC 7009 revocation (RevokeToken returns ErrRevocationUnsupported).")
-		}
-		if e.DeviceAuthURL != "" {
-			line("Device authorization (RFC 8628) at %s,", e.DeviceAuthURL)
-			line("documented at %s", e.DeviceDoc)
-		}
-		sep := e.ScopeSeparator
-		if sep == "" {
-			sep = " "
-		}
-		line("Default scopes %q, joined with %q.", strings.Join(e.Scopes, " "), sep)
-		auth := map[AuthStyle]string{AuthStyleHeader: "HTTP Basic", AuthStyleParams: "client_id and client_secret in the form",
-			AuthStyleAuto: "tried as HTTP Basic, then in the form"}[e.AuthStyle]
-		if e.JSONTokenRequest {
-			auth += ", JSON token requests"
-		}
-		pkce := string(e.PKCE)
-		if pkce == "" {
-			pkce = "supported"
-		}
-		line("Client authentication: %s. PKCE: %s.", auth, pkce)
-		if len(e.AuthParams) > 0 {
-			var kv []string
-			for _, k := range slices.Sorted(maps.Keys(e.AuthParams)) {
-				kv = append(kv, k+"="+e.AuthParams[k])
-			}
-			line("Sign-ins also send %s.", strings.Join(kv, ", "))
-		}
-		for _, name := range slices.Sorted(maps.Keys(e.Params)) {
-			p := e.Params[name]
-			def := ""
-			if p.Default != "" {
-				def = " (default " + p.Default + ")"
-			}
-			line("Parameter %s (env %s_%s)%s: %s.", name, EnvPrefix(id), strings.ToUpper(name), def, p.Doc)
-		}
-		if len(e.DeadGrants) > 0 {
-			codes := make([]string, len(e.DeadGrants))
-			for i, d := range e.DeadGrants {
-				codes[i] = d.Code
-			}
-			line("Dead grant codes besides invalid_grant: %s.", strings.Join(codes, ", "))
-		}
-		if e.Notes != "" {
-			line("Quirks: %s", e.Notes)
-		}
-		line("Documented at %s", e.Docs)
-	}
-	return b.String()
-}
+var updateDoc = flag.Bool("update", false, "rewrite docs/providers.md from the catalog")
 
 func TestNewUnknown(t *testing.T) {
 	t.Parallel()

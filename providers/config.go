@@ -109,6 +109,43 @@ type Config struct {
 	// ErrorDescriptionField the one that carries its text (HubSpot: "message").
 	ErrorCodeField        string `json:"error_code_field,omitempty"`
 	ErrorDescriptionField string `json:"error_description_field,omitempty"`
+
+	// ClientIDParam and ClientSecretParam rename client_id and
+	// client_secret in the authorize URL and in every request whose form
+	// carries them (TikTok: "client_key").
+	ClientIDParam     string `json:"client_id_param,omitempty"`
+	ClientSecretParam string `json:"client_secret_param,omitempty"`
+	// RefreshParams are extra parameters of refresh requests only, after
+	// TokenParams.
+	RefreshParams map[string]string `json:"refresh_params,omitempty"`
+	// TokenPath is the dotted path of the object that holds the token
+	// fields, when the answer nests them ("data"); errors are read at the
+	// top level, then inside it.
+	TokenPath string `json:"token_path,omitempty"`
+	// ExpiresField names the field that holds the access token's lifetime
+	// when it is not expires_in; ExpiresUnit is its unit, "s" (the default)
+	// or "ms".
+	ExpiresField string `json:"expires_field,omitempty"`
+	ExpiresUnit  string `json:"expires_unit,omitempty"`
+	// KeepFields are fields of the token answer the provider's API needs
+	// later (Salesforce "instance_url", Pipedrive "api_domain"): they are
+	// kept with the tokens (TokenSet.Metadata) and shown in Connection.Metadata.
+	// CallbackFields are the callback's query parameters kept likewise
+	// (QuickBooks "realmId").
+	KeepFields     []string `json:"keep_fields,omitempty"`
+	CallbackFields []string `json:"callback_fields,omitempty"`
+	// UserinfoURL is the provider's endpoint that says who signed in, read
+	// once after each sign-in with the new token (with UserinfoMethod, GET
+	// by default, and UserinfoHeaders); AccountField is the dotted path of
+	// the answer's field that names the account ("login", "email").
+	// IDTokenField is instead the ID token's claim that names it, for a
+	// provider that answers with an OpenID Connect ID token. Either fills
+	// Connection.Account.
+	UserinfoURL     string            `json:"userinfo_url,omitempty"`
+	UserinfoMethod  string            `json:"userinfo_method,omitempty"`
+	UserinfoHeaders map[string]string `json:"userinfo_headers,omitempty"`
+	AccountField    string            `json:"account_field,omitempty"`
+	IDTokenField    string            `json:"id_token_field,omitempty"`
 }
 
 // Option adjusts a provider at construction.
@@ -160,7 +197,8 @@ func (c *Config) validate() error {
 		return invalid("empty provider ID")
 	}
 	required := [][2]string{{"AuthURL", c.AuthURL}, {"TokenURL", c.TokenURL}}
-	optional := [][2]string{{"RefreshURL", c.RefreshURL}, {"RevocationURL", c.RevocationURL}, {"DeviceAuthURL", c.DeviceAuthURL}}
+	optional := [][2]string{{"RefreshURL", c.RefreshURL}, {"RevocationURL", c.RevocationURL}, {"DeviceAuthURL", c.DeviceAuthURL},
+		{"UserinfoURL", c.UserinfoURL}}
 	for _, f := range required {
 		if err := checkURL(f[0], f[1]); err != nil {
 			return err
@@ -193,6 +231,19 @@ func (c *Config) validateEnums() error {
 	}
 	if c.UserToken && c.UserTokenField == "" {
 		return invalid("%s: user token selected but the provider has no nested user token", c.ID)
+	}
+	switch c.ExpiresUnit {
+	case "", "s", "ms":
+	default:
+		return invalid("%s: unknown expires unit %q", c.ID, c.ExpiresUnit)
+	}
+	switch c.UserinfoMethod {
+	case "", http.MethodGet, http.MethodPost:
+	default:
+		return invalid("%s: userinfo method %q is neither GET nor POST", c.ID, c.UserinfoMethod)
+	}
+	if (c.UserinfoURL == "") != (c.AccountField == "") {
+		return invalid("%s: userinfo_url and account_field go together", c.ID)
 	}
 	return nil
 }

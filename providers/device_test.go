@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -390,7 +391,7 @@ func TestDeviceTokenSuccess(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if *got != a.want || *got != *exchanged {
+			if !reflect.DeepEqual(*got, a.want) || !reflect.DeepEqual(*got, *exchanged) {
 				t.Errorf("poll %+v, exchange %+v, want %+v", *got, *exchanged, a.want)
 			}
 		})

@@ -99,6 +99,10 @@ func cloneConfig(c Config) Config {
 	c.AuthParams = maps.Clone(c.AuthParams)
 	c.TokenParams = maps.Clone(c.TokenParams)
 	c.DeadGrantCodes = slices.Clone(c.DeadGrantCodes)
+	c.RefreshParams = maps.Clone(c.RefreshParams)
+	c.KeepFields = slices.Clone(c.KeepFields)
+	c.CallbackFields = slices.Clone(c.CallbackFields)
+	c.UserinfoHeaders = maps.Clone(c.UserinfoHeaders)
 	return c
 }
 
@@ -170,7 +174,7 @@ func (p *OAuth2) BuildAuthURL(scopes []string, state string, opts ...oauth2.Auth
 	for _, k := range slices.Sorted(maps.Keys(p.cfg.AuthParams)) {
 		all = append(all, oauth2.SetAuthURLParam(k, p.cfg.AuthParams[k]))
 	}
-	return p.token.AuthCodeURL(state, append(all, opts...)...)
+	return p.cfg.renameQuery(p.token.AuthCodeURL(state, append(all, opts...)...))
 }
 
 func (p *OAuth2) scopeParam() string {
@@ -261,6 +265,7 @@ func (p *OAuth2) clientRequest(ctx context.Context, u string, v url.Values, styl
 		if c.ClientSecret != "" {
 			v.Set("client_secret", c.ClientSecret)
 		}
+		p.cfg.renameForm(v)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(v.Encode()))
 	if err != nil {
@@ -316,7 +321,8 @@ func (p *OAuth2) RefreshToken(ctx context.Context, refreshToken string) (*oauthf
 	if refreshToken == "" {
 		return nil, fmt.Errorf("%w: empty refresh token", oauthflow.ErrInvalidArgument)
 	}
-	ctx, w := p.wire(ctx)
+	c, w := p.recordingWith(ctx, transport(p.client), p.cfg.refreshParams())
+	ctx = context.WithValue(ctx, oauth2.HTTPClient, c)
 	_, err := p.refresh.TokenSource(ctx, &oauth2.Token{RefreshToken: refreshToken}).Token()
 	return p.result(w, err)
 }
@@ -344,7 +350,12 @@ func (p *OAuth2) wireTo(ctx context.Context, base http.RoundTripper) (context.Co
 
 // recording is the client of one token call over base, and its recorder.
 func (p *OAuth2) recording(ctx context.Context, base http.RoundTripper) (*http.Client, *recorder) {
-	w := &recorder{base: oauthflow.DPoPTransport(ctx, base), jsonBody: p.cfg.JSONTokenRequest, params: p.cfg.TokenParams}
+	return p.recordingWith(ctx, base, p.cfg.TokenParams)
+}
+
+// recordingWith is recording with params added to the request's form.
+func (p *OAuth2) recordingWith(ctx context.Context, base http.RoundTripper, params map[string]string) (*http.Client, *recorder) {
+	w := &recorder{base: oauthflow.DPoPTransport(ctx, base), jsonBody: p.cfg.JSONTokenRequest, params: params, cfg: &p.cfg}
 	return &http.Client{Transport: w, Timeout: p.client.Timeout, Jar: p.client.Jar, CheckRedirect: p.client.CheckRedirect}, w
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -168,7 +169,7 @@ func TestExchangeCodeAnswers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if *got != tt.want {
+			if !reflect.DeepEqual(*got, tt.want) {
 				t.Errorf("got %+v, want %+v", *got, tt.want)
 			}
 		})
@@ -342,7 +343,7 @@ func TestRefreshToken(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if *got != tt.want {
+			if !reflect.DeepEqual(*got, tt.want) {
 				t.Errorf("got %+v, want %+v", *got, tt.want)
 			}
 			if req := f.last(t); req.form.Get("grant_type") != "refresh_token" || req.form.Get("refresh_token") != "rt1" || req.path != "/token" {
@@ -439,7 +440,7 @@ func TestDPoPTokenType(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (oauthflow.TokenSet{AccessToken: "at", ExpiresIn: 60, TokenType: "DPoP"}); *got != want {
+	if want := (oauthflow.TokenSet{AccessToken: "at", ExpiresIn: 60, TokenType: "DPoP"}); !reflect.DeepEqual(*got, want) {
 		t.Errorf("got %+v, want %+v", *got, want)
 	}
 	_, err = f.generic(t, nil).ExchangeCode(context.Background(), "code-1")

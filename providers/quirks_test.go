@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -73,7 +74,7 @@ func TestSlackQuirks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if *got != tt.want {
+			if !reflect.DeepEqual(*got, tt.want) {
 				t.Errorf("got %+v, want %+v", *got, tt.want)
 			}
 		})
@@ -199,7 +200,7 @@ func TestShopifyAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *got != (oauthflow.TokenSet{AccessToken: "shpat_1", Scope: "read_products write_orders"}) {
+	if !reflect.DeepEqual(*got, oauthflow.TokenSet{AccessToken: "shpat_1", Scope: "read_products write_orders"}) {
 		t.Errorf("got %+v", *got)
 	}
 }
@@ -223,7 +224,7 @@ func TestStravaAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *got != (oauthflow.TokenSet{AccessToken: "a", RefreshToken: "r", ExpiresIn: 21600}) {
+	if !reflect.DeepEqual(*got, oauthflow.TokenSet{AccessToken: "a", RefreshToken: "r", ExpiresIn: 21600}) {
 		t.Errorf("got %+v", *got)
 	}
 }

@@ -2,6 +2,7 @@ package providers
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"mime"
@@ -52,7 +53,10 @@ func (p *OAuth2) parse(a *answer, libErr error) (*oauthflow.TokenSet, error) {
 	if failed(a.status, tr) {
 		return nil, p.fail(a, tr, libErr)
 	}
-	tok, err := p.pick(tr)
+	tok, err := p.unnest(tr)
+	if err == nil {
+		tok, err = p.pick(tok)
+	}
 	if err != nil {
 		return nil, p.fail(a, nil, err)
 	}
@@ -71,7 +75,86 @@ func (p *OAuth2) parse(a *answer, libErr error) (*oauthflow.TokenSet, error) {
 	if strings.EqualFold(tok.TokenType, "DPoP") {
 		ts.TokenType = "DPoP" // accepted only when Config.DPoP (acceptsTokenType)
 	}
+	if err := p.cfg.readQuirks(ts, tr, tok); err != nil {
+		return nil, p.fail(a, nil, err)
+	}
 	return ts, nil
+}
+
+// unnest is the object at Config.TokenPath that holds the token fields,
+// when the answer nests them; tr itself when it does not, or when the
+// token is at the top level after all.
+func (p *OAuth2) unnest(tr *tokenResponse) (*tokenResponse, error) {
+	if p.cfg.TokenPath == "" || tr.AccessToken != "" {
+		return tr, nil
+	}
+	cur := tr
+	for seg := range strings.SplitSeq(p.cfg.TokenPath, ".") {
+		raw, ok := cur.fields()[seg]
+		if !ok {
+			return tr, nil // no token: reported as such
+		}
+		var next tokenResponse
+		if err := json.Unmarshal(raw, &next); err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrMalformedResponse, p.cfg.TokenPath, err)
+		}
+		next.raw = raw
+		cur = &next
+	}
+	return cur, nil
+}
+
+// readQuirks reads what the provider answers in its own fields: a lifetime
+// under another name or unit, fields to keep, the account an ID token names.
+// tok is the token object (nested or not), tr the whole answer.
+func (c *Config) readQuirks(ts *oauthflow.TokenSet, tr, tok *tokenResponse) error {
+	if c.ExpiresField != "" {
+		n, err := parseSeconds(string(tok.field(c.ExpiresField)))
+		if err != nil {
+			return err
+		}
+		ts.ExpiresIn = n
+	}
+	if c.ExpiresUnit == "ms" {
+		ts.ExpiresIn = (ts.ExpiresIn + 999) / 1000
+	}
+	for _, name := range c.KeepFields {
+		v := tok.field(name)
+		if v == "" {
+			v = tr.field(name)
+		}
+		if v != "" {
+			if ts.Metadata == nil {
+				ts.Metadata = make(map[string]string, len(c.KeepFields))
+			}
+			ts.Metadata[name] = string(v)
+		}
+	}
+	if c.IDTokenField != "" {
+		ts.Account = idTokenClaim(string(tok.field("id_token")), c.IDTokenField)
+	}
+	return nil
+}
+
+// idTokenClaim is the string claim name of an ID token's payload, "" when
+// there is none. The token came from the token endpoint over TLS, which
+// OpenID Connect Core §3.1.3.7 accepts in place of its signature for the
+// code flow; the claim only names the account for people to recognize.
+func idTokenClaim(idToken, name string) string {
+	parts := strings.Split(idToken, ".")
+	if len(parts) != 3 {
+		return ""
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return ""
+	}
+	var claims map[string]any
+	if json.Unmarshal(payload, &claims) != nil {
+		return ""
+	}
+	v, _ := claims[name].(string)
+	return v
 }
 
 // failed: a non-2xx status, an "error" field (GitHub and Slack send HTTP 200

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 
@@ -45,13 +46,14 @@ type recorder struct {
 	base     http.RoundTripper
 	jsonBody bool
 	params   map[string]string // added to the request's form (Config.TokenParams)
+	cfg      *Config           // its renamed client parameters (Config.ClientIDParam)
 	last     *answer
 }
 
 func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
-	if len(r.params) > 0 {
+	if len(r.params) > 0 || r.cfg.renames() {
 		var err error
-		if req, err = withFormParams(req, r.params); err != nil {
+		if req, err = r.cfg.withFormParams(req, r.params); err != nil {
 			return nil, err
 		}
 	}
@@ -91,8 +93,9 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 var standInAnswer = []byte(`{"access_token":"-","token_type":"Bearer"}`)
 
 // formToJSON returns a copy of req whose form body is a JSON object of strings.
-// withFormParams is req with params set in its form body.
-func withFormParams(req *http.Request, params map[string]string) (*http.Request, error) {
+// withFormParams is req with params set in its form body and the client's
+// parameters renamed as the provider names them.
+func (c *Config) withFormParams(req *http.Request, params map[string]string) (*http.Request, error) {
 	form, err := readForm(req)
 	if err != nil {
 		return nil, err
@@ -100,7 +103,53 @@ func withFormParams(req *http.Request, params map[string]string) (*http.Request,
 	for k, v := range params {
 		form.Set(k, v)
 	}
+	c.renameForm(form)
 	return withBody(req, []byte(form.Encode()), "application/x-www-form-urlencoded"), nil
+}
+
+// renames reports whether the provider names client_id or client_secret otherwise.
+func (c *Config) renames() bool { return c.ClientIDParam != "" || c.ClientSecretParam != "" }
+
+// renameForm renames client_id and client_secret in v as the provider names them.
+func (c *Config) renameForm(v url.Values) {
+	if !c.renames() {
+		return
+	}
+	for from, to := range map[string]string{"client_id": c.ClientIDParam, "client_secret": c.ClientSecretParam} {
+		if vals, ok := v[from]; ok && to != "" {
+			delete(v, from)
+			v[to] = vals
+		}
+	}
+}
+
+// renameQuery is the URL u with its client_id renamed as the provider names it.
+func (c *Config) renameQuery(u string) string {
+	if c.ClientIDParam == "" {
+		return u
+	}
+	parsed, err := url.Parse(u)
+	if err != nil {
+		return u
+	}
+	q := parsed.Query()
+	c.renameForm(q)
+	parsed.RawQuery = q.Encode()
+	return parsed.String()
+}
+
+// refreshParams are the extra parameters of a refresh request: TokenParams,
+// then RefreshParams.
+func (c *Config) refreshParams() map[string]string {
+	if len(c.RefreshParams) == 0 {
+		return c.TokenParams
+	}
+	all := maps.Clone(c.TokenParams)
+	if all == nil {
+		all = map[string]string{}
+	}
+	maps.Copy(all, c.RefreshParams)
+	return all
 }
 
 // readForm reads the form body of a token request.

@@ -144,3 +144,43 @@ func deviceSignIns() []mutant {
 		},
 	}
 }
+
+// connectionAccounts are the guards of what a sign-in keeps besides the
+// tokens (issue 24): the account it is for, and the callback's fields.
+func connectionAccounts() []mutant {
+	const run = "^(TestSignIn.*|TestDeviceSignInBoundWithDPoP)$"
+	return []mutant{
+		{
+			Name: "account/not-read",
+			File: "oauthtools.go",
+			Old:  "\t\tm.readAccount(ctx, p, ts, s.DPoPKey)\n",
+			New:  "",
+			Run:  run,
+			Why:  "a sign-in asks the provider once which account it is for",
+		},
+		{
+			Name: "account/unproven",
+			File: "account.go",
+			Old:  "\tif isDPoP(ts.TokenType) {\n\t\ttok.key = key\n\t}\n",
+			New:  "",
+			Run:  run,
+			Why:  "a DPoP-bound grant's account is read with a proof of its key",
+		},
+		{
+			Name: "account/refresh-forgets",
+			File: "refresh.go",
+			Old:  "\t\tAccount: old.Account, Metadata: old.Metadata}",
+			New:  "\t\tMetadata: old.Metadata}",
+			Run:  run,
+			Why:  "a refresh keeps the account the sign-in read",
+		},
+		{
+			Name: "account/every-callback-field",
+			File: "account.go",
+			Old:  "\tfor _, name := range cf.CallbackFields() {\n\t\tif v := given[name]; v != \"\" {",
+			New:  "\tfor name, v := range given {\n\t\tif _ = cf; v != \"\" {",
+			Run:  run,
+			Why:  "only the callback parameters the provider names are kept",
+		},
+	}
+}

@@ -30,8 +30,8 @@ func boundTokens() []mutant {
 		{
 			Name: "dpop/refresh-drops-key",
 			File: "refresh.go",
-			Old:  "Scope: old.Scope, DPoPKey: old.DPoPKey}",
-			New:  "Scope: old.Scope}",
+			Old:  "Scope: old.Scope, DPoPKey: old.DPoPKey,\n",
+			New:  "Scope: old.Scope,\n",
 			Run:  "TestDPoPRefreshStormMakesOneProviderCall",
 			Why:  "a refresh keeps the grant's key in the record",
 		},

@@ -1,0 +1,178 @@
+package oauthflow
+
+import (
+	"context"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Who each connection is: after a sign-in the library asks the provider once
+// which account the new grant is for, so that an app shows "Connected as
+// octocat" and an agent picks the right account. The answer is kept in the
+// token record (StoredTokens.Account) and listed by Connections; it is never
+// read on a token read, and a failure to learn it never fails the sign-in.
+
+// Optional interfaces a Provider may implement for what a sign-in keeps.
+type (
+	// AccountReader names the account a new grant is for: it calls the
+	// provider's user-info endpoint with client, which authenticates each
+	// request with the grant's access token (as Tokens.Client does, a proof
+	// included for a DPoP-bound one). "" means the provider did not say.
+	AccountReader interface {
+		ReadAccount(ctx context.Context, client *http.Client) (string, error)
+	}
+	// CallbackFielder names the query parameters of the provider's redirect
+	// that are kept with the tokens, in StoredTokens.Metadata (QuickBooks'
+	// realmId names the company the grant is for).
+	CallbackFielder interface{ CallbackFields() []string }
+)
+
+// Bounds of what a sign-in keeps.
+const (
+	accountTimeout  = 5 * time.Second // the user-info call after a sign-in
+	maxAccountLen   = 256             // bytes of an account name
+	maxMetadata     = 16              // fields kept with the tokens
+	maxMetadataLen  = 2048            // bytes of one kept value
+	maxCallbackKept = 8               // extra callback parameters carried to the exchange
+)
+
+// readAccount fills ts.Account from the provider's user-info endpoint with
+// the new access token (bound to key when the answer says DPoP), unless the
+// answer named it already. It waits at most accountTimeout, and a failure
+// is logged and otherwise ignored.
+func (m *Module) readAccount(ctx context.Context, p Provider, ts *TokenSet, key string) {
+	r, ok := p.(AccountReader)
+	if !ok || ts.Account != "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), accountTimeout)
+	defer cancel()
+	tok := validRead{access: ts.AccessToken}
+	if isDPoP(ts.TokenType) {
+		tok.key = key
+	}
+	base := http.DefaultTransport
+	if m.httpClient != nil && m.httpClient.Transport != nil {
+		base = m.httpClient.Transport
+	}
+	client := &http.Client{Timeout: accountTimeout, Transport: &grantTransport{
+		t: &bearerTransport{src: &storeTokenSource{s: m.Tokens}, base: base}, tok: tok}}
+	account, err := callReadAccount(ctx, r, client)
+	if err != nil {
+		m.log.WarnContext(ctx, "oauthflow: the account of a new connection could not be read; it is shown without one",
+			"provider", p.ProviderID(), "error", logSafeError(err))
+		return
+	}
+	ts.Account = account
+}
+
+func callReadAccount(ctx context.Context, r AccountReader, c *http.Client) (account string, err error) {
+	defer recoverInto(&err, "provider ReadAccount")
+	return r.ReadAccount(ctx, c)
+}
+
+// grantTransport sends each request with one grant's access token, to the
+// origin of the request made only (a redirect elsewhere goes without it).
+type grantTransport struct {
+	t   *bearerTransport
+	tok validRead
+}
+
+func (g *grantTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !SameOrigin(req.URL, firstRequest(req).URL) {
+		return g.t.base.RoundTrip(WithoutCredentials(req))
+	}
+	return g.t.send(req, req.Body, g.tok)
+}
+
+// keepCallbackFields adds to ts.Metadata the callback parameters p keeps.
+func keepCallbackFields(p Provider, ts *TokenSet, given map[string]string) {
+	cf, ok := p.(CallbackFielder)
+	if !ok {
+		return
+	}
+	for _, name := range cf.CallbackFields() {
+		if v := given[name]; v != "" {
+			if ts.Metadata == nil {
+				ts.Metadata = map[string]string{}
+			}
+			ts.Metadata[name] = v
+		}
+	}
+}
+
+// showable is s cut to max bytes (at a rune's start) without the characters
+// that would not show as themselves (unshowable), trimmed.
+func showable(s string, max int) string {
+	s = strings.Map(func(r rune) rune {
+		if unshowable(r) {
+			return -1
+		}
+		return r
+	}, s)
+	if len(s) > max {
+		s = strings.ToValidUTF8(s[:max], "")
+	}
+	return strings.TrimSpace(s)
+}
+
+// keptMetadata is md bounded: at most maxMetadata fields (the first by name),
+// each value showable and at most maxMetadataLen bytes; nil when empty.
+func keptMetadata(md map[string]string) map[string]string {
+	if len(md) == 0 {
+		return nil
+	}
+	out := make(map[string]string, min(len(md), maxMetadata))
+	for _, k := range slices.Sorted(maps.Keys(md)) {
+		if len(out) == maxMetadata {
+			break
+		}
+		if v := showable(md[k], maxMetadataLen); v != "" && k != "" && len(k) <= 64 {
+			out[k] = v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+type callbackFieldsKey struct{}
+
+// withCallbackFields hands the callback's extra parameters to the exchange.
+func withCallbackFields(ctx context.Context, fields map[string]string) context.Context {
+	if len(fields) == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, callbackFieldsKey{}, fields)
+}
+
+func callbackFieldsOf(ctx context.Context) map[string]string {
+	f, _ := ctx.Value(callbackFieldsKey{}).(map[string]string)
+	return f
+}
+
+// extraParams are the parameters of a provider's redirect besides the ones
+// RFC 6749 and RFC 9207 define, at most maxCallbackKept of them (the first
+// by name): the exchange keeps those its provider names (CallbackFielder).
+func extraParams(q url.Values) map[string]string {
+	var out map[string]string
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		switch k {
+		case "code", "state", "iss", "error", "error_description", "error_uri":
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		if len(out) == maxCallbackKept {
+			break
+		}
+		out[k] = q.Get(k)
+	}
+	return out
+}

@@ -1,0 +1,101 @@
+package oauthflow_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/authserver"
+	"github.com/oauthflow/oauthflow/providers"
+)
+
+// signInAndList signs alice in on env through the browser, with extra
+// parameters added to the provider's redirect, and returns her one connection.
+func signInAndList(t *testing.T, env *flowEnv, extra string) oauthflow.Connection {
+	t.Helper()
+	_, doc := env.startSignIn(0, "alice")
+	status, body, _ := get(t, env.consent(doc.AuthURL, 0)+extra)
+	require.Equal(t, http.StatusOK, status, body)
+	conns, err := env.mod(0).Tokens.Connections(context.Background(), "alice")
+	require.NoError(t, err)
+	require.Len(t, conns, 1)
+	return conns[0]
+}
+
+// demoUser is who the demo API says alice's token is for.
+func demoUser(t *testing.T, env *flowEnv) string {
+	t.Helper()
+	resp, err := env.mod(0).Tokens.Client(context.Background(), "alice", "demo").Get(env.as.APIURL())
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var me authserver.Me
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&me))
+	require.NotEmpty(t, me.User)
+	return me.User
+}
+
+func TestSignInNamesTheAccount(t *testing.T) {
+	t.Parallel()
+	for _, bound := range []bool{false, true} {
+		t.Run(map[bool]string{false: "bearer", true: "DPoP-bound"}[bound], func(t *testing.T) {
+			t.Parallel()
+			env := newFlowEnv(t, envOptions{dpop: bound, as: authserver.Options{DPoP: bound}, demo: func(c *providers.Config) {
+				c.UserinfoURL, c.AccountField = strings.TrimSuffix(c.AuthURL, authserver.PathAuthorize)+authserver.PathAPI, "user"
+			}})
+			c := signInAndList(t, env, "")
+			assert.NotEmpty(t, c.Account, "read from the provider's user info after the sign-in")
+			assert.Equal(t, c.Account, demoUser(t, env))
+			apiCalls := env.as.Stats().APICalls // the sign-in's call, and demoUser's
+			for range 3 {
+				_, err := env.mod(0).Tokens.GetValidAccessToken(context.Background(), "alice", "demo")
+				require.NoError(t, err)
+			}
+			assert.Equal(t, apiCalls, env.as.Stats().APICalls, "never on a token read")
+
+			// A refresh keeps the account.
+			tok, err := env.mod(0).Tokens.GetTokens(context.Background(), "alice", "demo")
+			require.NoError(t, err)
+			expired := *tok
+			expired.ExpiresAt = 1
+			require.NoError(t, env.mod(0).Tokens.StoreTokens(context.Background(), "alice", "demo", expired))
+			_, err = env.mod(0).Tokens.GetValidAccessToken(context.Background(), "alice", "demo")
+			require.NoError(t, err)
+			refreshed, err := env.mod(0).Tokens.GetTokens(context.Background(), "alice", "demo")
+			require.NoError(t, err)
+			require.NotEqual(t, tok.AccessToken, refreshed.AccessToken)
+			assert.Equal(t, c.Account, refreshed.Account)
+		})
+	}
+}
+
+// A user-info endpoint that fails leaves the connection without an account,
+// never without its tokens.
+func TestSignInWithoutTheAccount(t *testing.T) {
+	t.Parallel()
+	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "down", http.StatusInternalServerError)
+	}))
+	t.Cleanup(broken.Close)
+	env := newFlowEnv(t, envOptions{demo: func(c *providers.Config) { c.UserinfoURL, c.AccountField = broken.URL, "login" }})
+	c := signInAndList(t, env, "")
+	assert.Empty(t, c.Account)
+	_, err := env.mod(0).Tokens.GetValidAccessToken(context.Background(), "alice", "demo")
+	require.NoError(t, err, "the sign-in stored its tokens")
+}
+
+// The callback parameters a provider keeps (QuickBooks' realmId) are stored
+// with the tokens; others are not.
+func TestSignInKeepsCallbackFields(t *testing.T) {
+	t.Parallel()
+	env := newFlowEnv(t, envOptions{demo: func(c *providers.Config) { c.CallbackFields = []string{"realmId"} }})
+	c := signInAndList(t, env, "&realmId=4620816365&other=x")
+	assert.Equal(t, map[string]string{"realmId": "4620816365"}, c.Metadata)
+}
