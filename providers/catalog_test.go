@@ -13,14 +13,6 @@ import (
 	"github.com/oauthflow/oauthflow"
 )
 
-// sampleParams gives every templated entry the values it needs.
-var sampleParams = map[string]map[string]string{
-	"auth0":    {"domain": "tenant.us.auth0.com"},
-	"keycloak": {"base_url": "https://sso.example.com", "realm": "acme"},
-	"okta":     {"domain": "dev-1.okta.com"},
-	"shopify":  {"shop": "my-shop"},
-}
-
 func TestKnown(t *testing.T) {
 	t.Parallel()
 	ids := Known()
@@ -44,11 +36,8 @@ func TestKnown(t *testing.T) {
 }
 
 // exampleParams are the parameters the tests build entry e with: its
-// params' examples, or the sample values kept here for the older entries.
-func exampleParams(id string, e entry) map[string]string {
-	if given, ok := sampleParams[id]; ok {
-		return given
-	}
+// params' examples.
+func exampleParams(e entry) map[string]string {
 	ps := map[string]string{}
 	for name, p := range e.Params {
 		if p.Example != "" {
@@ -72,7 +61,7 @@ func TestCatalogEntries(t *testing.T) {
 			t.Parallel()
 			checkEntryData(t, e)
 			c := testCreds
-			c.Params = exampleParams(id, e)
+			c.Params = exampleParams(e)
 			p, err := New(id, c)
 			if err != nil {
 				t.Fatalf("New: %v", err)
@@ -122,7 +111,7 @@ func checkEntryData(t *testing.T, e entry) {
 		if p.Doc == "" {
 			t.Errorf("parameter %q has no doc", name)
 		}
-		if p.Default == "" && p.Example == "" && sampleParams[e.ID] == nil {
+		if p.Default == "" && p.Example == "" {
 			t.Errorf("parameter %q has neither a default nor an example to build the entry with", name)
 		}
 	}
@@ -131,7 +120,7 @@ func checkEntryData(t *testing.T, e entry) {
 func checkAuthURL(t *testing.T, p *OAuth2) {
 	t.Helper()
 	q := authQuery(t, p.BuildAuthURL(nil, "state-1"))
-	if q.Get("client_id") != "client-1" || q.Get("response_type") != "code" || q.Get("state") != "state-1" || q.Get("redirect_uri") != testCreds.RedirectURL {
+	if q.Get(cmpOr(p.Config().ClientIDParam, "client_id")) != "client-1" || q.Get("response_type") != "code" || q.Get("state") != "state-1" || q.Get("redirect_uri") != testCreds.RedirectURL {
 		t.Errorf("authorize query %v", q)
 	}
 	cfg := p.Config()

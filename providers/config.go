@@ -122,9 +122,10 @@ type Config struct {
 	// fields, when the answer nests them ("data"); errors are read at the
 	// top level, then inside it.
 	TokenPath string `json:"token_path,omitempty"`
-	// ExpiresField names the field that holds the access token's lifetime
-	// when it is not expires_in; ExpiresUnit is its unit, "s" (the default)
-	// or "ms".
+	// ExpiresField names the field that says when the access token
+	// expires, when it is not expires_in; ExpiresUnit says how: "s" (the
+	// default) a lifetime in seconds, "unix" an absolute Unix time in
+	// seconds (Squarespace), "rfc3339" an absolute time as text (Square).
 	ExpiresField string `json:"expires_field,omitempty"`
 	ExpiresUnit  string `json:"expires_unit,omitempty"`
 	// KeepFields are fields of the token answer the provider's API needs
@@ -233,7 +234,7 @@ func (c *Config) validateEnums() error {
 		return invalid("%s: user token selected but the provider has no nested user token", c.ID)
 	}
 	switch c.ExpiresUnit {
-	case "", "s", "ms":
+	case "", "s", "unix", "rfc3339":
 	default:
 		return invalid("%s: unknown expires unit %q", c.ID, c.ExpiresUnit)
 	}

@@ -181,7 +181,7 @@ func TestCatalogDeadGrantCodes(t *testing.T) {
 				codes = append(codes, d.Code)
 			}
 			c := testCreds
-			c.Params = sampleParams[id]
+			c.Params = exampleParams(e)
 			p, err := New(id, c)
 			if err != nil {
 				t.Fatal(err)

@@ -130,6 +130,9 @@ func (f *fake) catalog(t *testing.T, id string, c Credentials) *OAuth2 {
 	if cfg.DeviceAuthURL != "" {
 		cfg.DeviceAuthURL = f.srv.URL + "/device"
 	}
+	if cfg.UserinfoURL != "" {
+		cfg.UserinfoURL = f.srv.URL + "/userinfo"
+	}
 	p, err := NewOAuth2(cfg, c, WithHTTPClient(f.srv.Client()))
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/oauthflow/oauthflow"
 )
@@ -81,6 +82,34 @@ func (p *OAuth2) parse(a *answer, libErr error) (*oauthflow.TokenSet, error) {
 	return ts, nil
 }
 
+// lifetime is the access token's lifetime in seconds from v, the
+// ExpiresField's value read in ExpiresUnit at now; 0 (never expires) when v
+// is empty. An absolute time already past is a lifetime of one second: the
+// token is refreshed on its first read.
+func (c *Config) lifetime(v string, now time.Time) (int64, error) {
+	if strings.TrimSpace(v) == "" {
+		return 0, nil
+	}
+	var at time.Time
+	switch c.ExpiresUnit {
+	case "unix":
+		n, err := parseSeconds(v)
+		if err != nil {
+			return 0, err
+		}
+		at = time.Unix(n, 0)
+	case "rfc3339":
+		t, err := time.Parse(time.RFC3339, strings.TrimSpace(v))
+		if err != nil {
+			return 0, fmt.Errorf("%w: %s %q: %w", ErrMalformedResponse, c.ExpiresField, v, err)
+		}
+		at = t
+	default:
+		return parseSeconds(v)
+	}
+	return max(int64(at.Sub(now)/time.Second), 1), nil
+}
+
 // unnest is the object at Config.TokenPath that holds the token fields,
 // when the answer nests them; tr itself when it does not, or when the
 // token is at the top level after all.
@@ -109,14 +138,11 @@ func (p *OAuth2) unnest(tr *tokenResponse) (*tokenResponse, error) {
 // tok is the token object (nested or not), tr the whole answer.
 func (c *Config) readQuirks(ts *oauthflow.TokenSet, tr, tok *tokenResponse) error {
 	if c.ExpiresField != "" {
-		n, err := parseSeconds(string(tok.field(c.ExpiresField)))
+		n, err := c.lifetime(string(tok.field(c.ExpiresField)), time.Now())
 		if err != nil {
 			return err
 		}
 		ts.ExpiresIn = n
-	}
-	if c.ExpiresUnit == "ms" {
-		ts.ExpiresIn = (ts.ExpiresIn + 999) / 1000
 	}
 	for _, name := range c.KeepFields {
 		v := tok.field(name)
