@@ -60,7 +60,10 @@ func (m *Module) readAccount(ctx context.Context, p Provider, ts *TokenSet, key 
 		base = m.httpClient.Transport
 	}
 	client := &http.Client{Timeout: accountTimeout, Transport: &grantTransport{
-		t: &bearerTransport{src: &storeTokenSource{s: m.Tokens}, base: base}, tok: tok}}
+		t: &bearerTransport{src: &storeTokenSource{s: m.Tokens}, base: base}, tok: tok},
+		// A redirect is not followed: the token is for the endpoint's own
+		// origin, and a page elsewhere does not speak for the provider.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	account, err := callReadAccount(ctx, r, client)
 	if err != nil {
 		m.log.WarnContext(ctx, "oauthflow: the account of a new connection could not be read; it is shown without one",
@@ -75,17 +78,14 @@ func callReadAccount(ctx context.Context, r AccountReader, c *http.Client) (acco
 	return r.ReadAccount(ctx, c)
 }
 
-// grantTransport sends each request with one grant's access token, to the
-// origin of the request made only (a redirect elsewhere goes without it).
+// grantTransport sends each request with one grant's access token (its
+// client follows no redirect).
 type grantTransport struct {
 	t   *bearerTransport
 	tok validRead
 }
 
 func (g *grantTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if !SameOrigin(req.URL, firstRequest(req).URL) {
-		return g.t.base.RoundTrip(WithoutCredentials(req))
-	}
 	return g.t.send(req, req.Body, g.tok)
 }
 

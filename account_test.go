@@ -6,13 +6,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oauthflow/oauthflow"
 	"github.com/oauthflow/oauthflow/internal/authserver"
+	"github.com/oauthflow/oauthflow/internal/oidcpeer"
 	"github.com/oauthflow/oauthflow/providers"
 )
 
@@ -98,4 +102,72 @@ func TestSignInKeepsCallbackFields(t *testing.T) {
 	env := newFlowEnv(t, envOptions{demo: func(c *providers.Config) { c.CallbackFields = []string{"realmId"} }})
 	c := signInAndList(t, env, "&realmId=4620816365&other=x")
 	assert.Equal(t, map[string]string{"realmId": "4620816365"}, c.Metadata)
+}
+
+// Against oidc-provider: the account is read from its userinfo endpoint
+// with the new grant's token, bound to its key (the peer's userinfo checks
+// the proof), for a redirect sign-in and a device sign-in alike.
+func TestInteropAccount(t *testing.T) {
+	t.Parallel()
+	peer := oidcpeer.Start(t, oidcpeer.Options{UserinfoTokens: true, ATTTL: time.Hour})
+	space := newDeviceSpace(t)
+	a := newDeviceApp(t, peer, space)
+	discovered := mustGet(t, a.mod.Registry, "peer").(*providers.OAuth2).Config()
+	require.True(t, discovered.DPoP)
+	discovered.UserinfoURL, discovered.AccountField = peer.UserinfoURL(), "sub"
+	p, err := providers.NewOAuth2(discovered, providers.Credentials{ClientID: oidcpeer.DeviceBasicClient, ClientSecret: oidcpeer.DeviceBasicSecret})
+	require.NoError(t, err)
+	reg := oauthflow.NewRegistry()
+	require.NoError(t, reg.Register(p))
+	a.mod.Registry = reg
+
+	run, doc := a.start(t)
+	peer.ApproveDevice(t, doc.UserCode)
+	require.Equal(t, oauthflow.RunCompleted, a.ended(t, run.ID).Status)
+	conns, err := a.mod.Tokens.Connections(context.Background(), "alice")
+	require.NoError(t, err)
+	require.Len(t, conns, 1)
+	require.NotEmpty(t, conns[0].Account)
+
+	resp, err := a.mod.Tokens.Client(context.Background(), "alice", "peer").Get(peer.UserinfoURL())
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	var claims struct {
+		Sub string `json:"sub"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&claims))
+	assert.Equal(t, claims.Sub, conns[0].Account, "the account is who the peer says the grant is for")
+}
+
+// The account read sends the new token to the user-info endpoint only and
+// follows no redirect, whose target does not speak for the provider. What comes back is kept
+// bounded and free of characters that would not show as themselves.
+func TestAccountReadIsGuarded(t *testing.T) {
+	t.Parallel()
+	var leaked atomic.Value
+	leaked.Store("")
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leaked.Store(r.Header.Get("Authorization") + r.Header.Get("DPoP"))
+		_, _ = w.Write([]byte(`{"login":"mallory"}`))
+	}))
+	t.Cleanup(elsewhere.Close)
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL, http.StatusFound)
+	}))
+	t.Cleanup(redirecting.Close)
+	env := newFlowEnv(t, envOptions{demo: func(c *providers.Config) { c.UserinfoURL, c.AccountField = redirecting.URL, "login" }})
+	c := signInAndList(t, env, "")
+	assert.Empty(t, leaked.Load(), "the token went to another origin")
+	assert.Empty(t, c.Account, "a page elsewhere does not speak for the provider")
+
+	long := strings.Repeat("ä", 400) // 800 bytes
+	talkative := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`{"login":"\u202eoctocat\u0007` + long + `"}`))
+	}))
+	t.Cleanup(talkative.Close)
+	env = newFlowEnv(t, envOptions{demo: func(c *providers.Config) { c.UserinfoURL, c.AccountField = talkative.URL, "login" }})
+	c = signInAndList(t, env, "")
+	assert.True(t, strings.HasPrefix(c.Account, "octocatää"), c.Account)
+	assert.LessOrEqual(t, len(c.Account), 256)
+	assert.True(t, utf8.ValidString(c.Account))
 }

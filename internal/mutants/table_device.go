@@ -184,3 +184,27 @@ func connectionAccounts() []mutant {
 		},
 	}
 }
+
+// accountGuards are the guards of the account read: where the token goes
+// and what is kept of the answer.
+func accountGuards() []mutant {
+	const run = "^(TestAccountReadIsGuarded)$"
+	return []mutant{
+		{
+			Name: "account/follows-redirects",
+			File: "account.go",
+			Old:  "CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}",
+			New:  "CheckRedirect: nil}",
+			Run:  run,
+			Why:  "the account read's token never follows a redirect to another origin",
+		},
+		{
+			Name: "account/unbounded",
+			File: "tokenstore.go",
+			Old:  "Account: showable(ts.Account, maxAccountLen),",
+			New:  "Account: ts.Account,",
+			Run:  run,
+			Why:  "an account name is kept bounded and without characters that would not show as themselves",
+		},
+	}
+}
