@@ -141,6 +141,23 @@ func keptMetadata(md map[string]string) map[string]string {
 	return out
 }
 
+// signInKept is what a completion learned besides the tokens, for the
+// prompt: the account, as stored.
+type signInKept struct{ account string }
+
+type signInKeptKey struct{}
+
+func withSignInKept(ctx context.Context, k *signInKept) context.Context {
+	return context.WithValue(ctx, signInKeptKey{}, k)
+}
+
+// keepAccount tells ctx's completion the account stored with the tokens.
+func keepAccount(ctx context.Context, account string) {
+	if k, ok := ctx.Value(signInKeptKey{}).(*signInKept); ok {
+		k.account = showable(account, maxAccountLen)
+	}
+}
+
 type callbackFieldsKey struct{}
 
 // withCallbackFields hands the callback's extra parameters to the exchange.

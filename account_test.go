@@ -21,16 +21,17 @@ import (
 )
 
 // signInAndList signs alice in on env through the browser, with extra
-// parameters added to the provider's redirect, and returns her one connection.
-func signInAndList(t *testing.T, env *flowEnv, extra string) oauthflow.Connection {
+// parameters added to the provider's redirect, and returns her one
+// connection and the sign-in's prompt.
+func signInAndList(t *testing.T, env *flowEnv, extra string) (oauthflow.Connection, oauthflow.OAuthPromptDocument) {
 	t.Helper()
-	_, doc := env.startSignIn(0, "alice")
+	run, doc := env.startSignIn(0, "alice")
 	status, body, _ := get(t, env.consent(doc.AuthURL, 0)+extra)
 	require.Equal(t, http.StatusOK, status, body)
 	conns, err := env.mod(0).Tokens.Connections(context.Background(), "alice")
 	require.NoError(t, err)
 	require.Len(t, conns, 1)
-	return conns[0]
+	return conns[0], env.prompt(run.ID)
 }
 
 // demoUser is who the demo API says alice's token is for.
@@ -54,8 +55,9 @@ func TestSignInNamesTheAccount(t *testing.T) {
 			env := newFlowEnv(t, envOptions{dpop: bound, as: authserver.Options{DPoP: bound}, demo: func(c *providers.Config) {
 				c.UserinfoURL, c.AccountField = strings.TrimSuffix(c.AuthURL, authserver.PathAuthorize)+authserver.PathAPI, "user"
 			}})
-			c := signInAndList(t, env, "")
+			c, prompt := signInAndList(t, env, "")
 			assert.NotEmpty(t, c.Account, "read from the provider's user info after the sign-in")
+			assert.Equal(t, c.Account, prompt.Account, "and the prompt says who is connected")
 			assert.Equal(t, c.Account, demoUser(t, env))
 			apiCalls := env.as.Stats().APICalls // the sign-in's call, and demoUser's
 			for range 3 {
@@ -89,7 +91,7 @@ func TestSignInWithoutTheAccount(t *testing.T) {
 	}))
 	t.Cleanup(broken.Close)
 	env := newFlowEnv(t, envOptions{demo: func(c *providers.Config) { c.UserinfoURL, c.AccountField = broken.URL, "login" }})
-	c := signInAndList(t, env, "")
+	c, _ := signInAndList(t, env, "")
 	assert.Empty(t, c.Account)
 	_, err := env.mod(0).Tokens.GetValidAccessToken(context.Background(), "alice", "demo")
 	require.NoError(t, err, "the sign-in stored its tokens")
@@ -100,7 +102,7 @@ func TestSignInWithoutTheAccount(t *testing.T) {
 func TestSignInKeepsCallbackFields(t *testing.T) {
 	t.Parallel()
 	env := newFlowEnv(t, envOptions{demo: func(c *providers.Config) { c.CallbackFields = []string{"realmId"} }})
-	c := signInAndList(t, env, "&realmId=4620816365&other=x")
+	c, _ := signInAndList(t, env, "&realmId=4620816365&other=x")
 	assert.Equal(t, map[string]string{"realmId": "4620816365"}, c.Metadata)
 }
 
@@ -156,7 +158,7 @@ func TestAccountReadIsGuarded(t *testing.T) {
 	}))
 	t.Cleanup(redirecting.Close)
 	env := newFlowEnv(t, envOptions{demo: func(c *providers.Config) { c.UserinfoURL, c.AccountField = redirecting.URL, "login" }})
-	c := signInAndList(t, env, "")
+	c, _ := signInAndList(t, env, "")
 	assert.Empty(t, leaked.Load(), "the token went to another origin")
 	assert.Empty(t, c.Account, "a page elsewhere does not speak for the provider")
 
@@ -166,7 +168,7 @@ func TestAccountReadIsGuarded(t *testing.T) {
 	}))
 	t.Cleanup(talkative.Close)
 	env = newFlowEnv(t, envOptions{demo: func(c *providers.Config) { c.UserinfoURL, c.AccountField = talkative.URL, "login" }})
-	c = signInAndList(t, env, "")
+	c, _ = signInAndList(t, env, "")
 	assert.True(t, strings.HasPrefix(c.Account, "octocatää"), c.Account)
 	assert.LessOrEqual(t, len(c.Account), 256)
 	assert.True(t, utf8.ValidString(c.Account))

@@ -362,7 +362,7 @@ func (m *Module) deviceApproved(ctx context.Context, tc *TransitionContext, data
 	if err := tc.SetResult(OAuthWorkflowResult{Authenticated: true}); err != nil {
 		return err
 	}
-	if err := m.updatePrompt(ctx, tc, PromptSuccess, ""); err != nil {
+	if err := m.settlePrompt(ctx, tc, PromptSuccess, "", showable(ts.Account, maxAccountLen)); err != nil {
 		return err
 	}
 	tc.GoTo(StateEnd)

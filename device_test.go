@@ -384,6 +384,7 @@ func TestDeviceSignInBoundWithDPoP(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "DPoP", rec.TokenType)
 	assert.NotEmpty(t, rec.Account, "the account read with a proof of the key the poll proved")
+	assert.Equal(t, rec.Account, env.prompt(r.ID).Account, "and the prompt says who is connected")
 	assert.NotEmpty(t, rec.DPoPKey)
 	resp, err := env.mod(0).Tokens.Client(context.Background(), "alice", "demo").Get(env.as.APIURL())
 	require.NoError(t, err)

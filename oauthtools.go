@@ -214,6 +214,7 @@ func (m *Module) exchangeCode(ctx context.Context, tc ToolContext, a ExchangeOAu
 	if err := m.Tokens.storeTokenSet(ctx, s.UserID, s.Provider, ts, s.DPoPKey); err != nil {
 		return nil, err
 	}
+	keepAccount(ctx, ts.Account)
 	return &ExchangeOAuthTokenResult{AccessToken: ts.AccessToken, RefreshToken: ts.RefreshToken,
 		ExpiresIn: ts.ExpiresIn, Scope: ts.Scope}, nil
 }

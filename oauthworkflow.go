@@ -46,6 +46,9 @@ type OAuthPromptDocument struct {
 	VerificationURI         string `json:"verificationUri,omitempty"`
 	VerificationURIComplete string `json:"verificationUriComplete,omitempty"`
 	ExpiresAt               int64  `json:"expiresAt,omitempty"`
+	// Account names the account connected, once Status is success and the
+	// provider said (Connection.Account): "Connected as octocat".
+	Account string `json:"account,omitempty"`
 }
 
 // OAuthWorkflowArgs are the OAuth workflow's arguments; Scopes default to the
@@ -191,7 +194,8 @@ func (m *Module) exchangeTransition(ctx context.Context, tc *TransitionContext) 
 	if err := tc.DecodeInput(&in); err != nil {
 		return m.failFlow(ctx, tc, data.Provider, &FlowError{Message: "The sign-in response is not valid.", Err: err})
 	}
-	_, err := m.exchangeCode(withCallbackFields(ctx, in.Fields), ToolContext{UserID: tc.Run.UserID, RunID: tc.Run.ID, Session: sessionFrom(ctx)},
+	var kept signInKept
+	_, err := m.exchangeCode(withSignInKept(withCallbackFields(ctx, in.Fields), &kept), ToolContext{UserID: tc.Run.UserID, RunID: tc.Run.ID, Session: sessionFrom(ctx)},
 		ExchangeOAuthTokenArgs{Provider: data.Provider, Code: in.Code, State: in.State, ExpectedState: data.ExpectedState, Iss: in.Iss})
 	if err != nil {
 		return m.failFlow(ctx, tc, data.Provider, err)
@@ -199,7 +203,7 @@ func (m *Module) exchangeTransition(ctx context.Context, tc *TransitionContext) 
 	if err := tc.SetResult(OAuthWorkflowResult{Authenticated: true}); err != nil {
 		return err
 	}
-	if err := m.updatePrompt(ctx, tc, PromptSuccess, ""); err != nil {
+	if err := m.settlePrompt(ctx, tc, PromptSuccess, "", kept.account); err != nil {
 		return err
 	}
 	// Tidy only, sent with the run's last save: a lapse of an ended run, or a
@@ -252,11 +256,16 @@ func (m *Module) failFlow(ctx context.Context, tc *TransitionContext, provider s
 }
 
 func (m *Module) updatePrompt(ctx context.Context, tc *TransitionContext, status, message string) error {
+	return m.settlePrompt(ctx, tc, status, message, "")
+}
+
+// settlePrompt is updatePrompt naming the account connected.
+func (m *Module) settlePrompt(ctx context.Context, tc *TransitionContext, status, message, account string) error {
 	var doc OAuthPromptDocument
 	if err := m.Engine.Document(ctx, tc.Run.ID, PromptDocumentName, &doc); err != nil {
 		return err
 	}
-	doc.Status, doc.Message = status, message
+	doc.Status, doc.Message, doc.Account = status, message, account
 	return tc.SaveDocument(ctx, PromptDocumentName, promptWidget, doc)
 }
 

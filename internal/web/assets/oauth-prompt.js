@@ -3,7 +3,8 @@
  *
  * Renders an OAuthPromptDocument {provider, authUrl, state, status, message?, binding?}, or
  * a device sign-in's (RFC 8628) {provider, userCode, verificationUri, verificationUriComplete,
- * expiresAt, status, message?}, whose authUrl and state are "":
+ * expiresAt, status, message?}, whose authUrl and state are "". A success's document may name
+ * the account connected (account), which the widget shows as "Connected to GitHub as octocat.":
  *   <oauth-prompt document='{"provider":...}' api-base="" provider-name="GitHub"></oauth-prompt>
  * or from code:
  *   var prompt = OAuthFlow.renderPrompt(element, doc, {apiBase: "", providerName: "GitHub", timeoutMs: 600000});
@@ -263,7 +264,8 @@
       userCode: typeof doc.userCode === "string" ? doc.userCode : "",
       verificationUri: typeof doc.verificationUri === "string" ? doc.verificationUri : "",
       verificationUriComplete: typeof doc.verificationUriComplete === "string" ? doc.verificationUriComplete : "",
-      expiresAt: typeof doc.expiresAt === "number" && isFinite(doc.expiresAt) ? doc.expiresAt : 0
+      expiresAt: typeof doc.expiresAt === "number" && isFinite(doc.expiresAt) ? doc.expiresAt : 0,
+      account: typeof doc.account === "string" ? doc.account : ""
     };
   }
 
@@ -1211,7 +1213,8 @@
     }
 
     showSuccess() {
-      var message = "Connected to " + this.name() + ".";
+      var account = this.doc && this.doc.account;
+      var message = "Connected to " + this.name() + (account ? " as " + account : "") + ".";
       this.render("success", "", message);
       return message;
     }

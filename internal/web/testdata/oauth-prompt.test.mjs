@@ -727,6 +727,13 @@ test("the time left counts down, and an expired code says so while the host has 
   assert.equal(none.timers.pending(), 0);
 });
 
+test("a success that names the account says who is connected, as text", () => {
+  const t = setupDevice();
+  t.prompt.update({ ...deviceDoc, status: "success", account: "<b>octocat</b>" });
+  assert.equal(t.q("data-role", "message").textContent, "Connected to GitHub as <b>octocat</b>.");
+  assert.equal(t.q("data-role", "message").children.length, 0, "never parsed as markup");
+});
+
 test("update() from pending to success shows it and announces it", () => {
   const t = setupDevice();
   t.prompt.update({ ...deviceDoc, status: "success" });
