@@ -4,6 +4,7 @@
 // repeated, so that the ratio holds whatever the machine.
 //
 //	go run ./internal/bench [-rounds 5] [-out BENCHMARKS.md] [-quick] [-only callbacks]
+//	go run ./internal/bench -scale [-scale-n 10000,100000] [-scale-out docs/SCALE.md]
 package main
 
 import (
@@ -30,6 +31,11 @@ type options struct {
 	records   int    // token records for bytes per record
 	sessions  int    // expired sessions for the reclaim figure
 	only      string // one area's name (see areas), or "" for all
+
+	scale        bool   // the scale mode (scale.go) instead of the suite: long, never part of the default run
+	scaleNs      []int  // connection counts the scale mode stores
+	scaleOut     string // the scale report; the chart goes beside it
+	scaleSignIns int    // sign-ins the scale mode runs against Redis
 }
 
 func parseOptions(args []string) (options, error) {
@@ -39,8 +45,19 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.out, "out", "BENCHMARKS.md", "the report to write")
 	fs.BoolVar(&o.quick, "quick", false, "a short smoke run: 1 round, small counts (CI)")
 	fs.StringVar(&o.only, "only", "", "run one area alone: "+strings.Join(areaNames(), ", "))
+	fs.BoolVar(&o.scale, "scale", false, "measure memory and worker costs as stored connections grow, instead of the suite (minutes)")
+	ns := fs.String("scale-n", "10000,100000", "connection counts for -scale, comma-separated (1000000 needs about 1 GB of Redis)")
+	fs.StringVar(&o.scaleOut, "scale-out", "docs/SCALE.md", "the report -scale writes; its chart goes beside it as scale.svg")
+	fs.IntVar(&o.scaleSignIns, "scale-signins", 10000, "sign-ins -scale runs end to end against Redis")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	var err error
+	if o.scaleNs, err = parseCounts(*ns); err != nil {
+		return o, err
+	}
+	if o.scaleSignIns < 1 {
+		return o, fmt.Errorf("-scale-signins %d: want at least 1", o.scaleSignIns)
 	}
 	if o.only != "" && !slices.Contains(areaNames(), o.only) {
 		return o, fmt.Errorf("-only %q: no such area (%s)", o.only, strings.Join(areaNames(), ", "))
@@ -69,7 +86,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	if err := run(o); err != nil {
+	if o.scale {
+		err = runScale(o)
+	} else {
+		err = run(o)
+	}
+	if err != nil {
 		log.Fatal(err)
 	}
 }

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/oauthflow/oauthflow"
+	"github.com/redis/go-redis/v9"
+)
+
+// scaler runs the scale mode against one Redis.
+type scaler struct {
+	e      *env
+	reg    *oauthflow.Registry
+	floors *floors
+	res    scaleResult
+}
+
+func newScaler(e *env) (*scaler, error) {
+	reg, err := githubRegistry()
+	if err != nil {
+		return nil, err
+	}
+	return &scaler{e: e, reg: reg, floors: newFloors(e.rdb, e.prefix), res: scaleResult{opts: e.opts, prefix: e.prefix}}, nil
+}
+
+// scalePoint is every Redis figure at one N.
+type scalePoint struct {
+	n       int
+	configs []*configResult
+	floor   kindFloors    // Redis's own costs, beside the main configuration's keys
+	worker  workerCost    // the worker's pass and claims (main configuration)
+	lists   []listCost    // Tokens.Connections (main configuration)
+	reenc   reencryptCost // main configuration
+	// storeLimit is the time the same commands take sent by hand (main configuration).
+	storeLimit time.Duration
+}
+
+// main is the point's main configuration (sealed, refresh ahead).
+func (p *scalePoint) main() *configResult {
+	for _, c := range p.configs {
+		if c.cfg.main() {
+			return c
+		}
+	}
+	return nil
+}
+
+// configResult is one configuration at one N.
+type configResult struct {
+	cfg         scaleConfig
+	census      census
+	store, read time.Duration
+	usedMemory  int64 // INFO used_memory's growth over the store and the reads
+}
+
+// perConn is the kind's bytes per connection.
+func (c *configResult) perConn(kind string, n int) float64 {
+	return float64(c.census.of(kind).bytes) / float64(n)
+}
+
+// kindFloors are Redis's own costs for the main configuration's kinds: a key
+// of the kind's name length holding a 1-byte string, and a sorted set's cost
+// per member with members as long as the kind's and with 1-byte members.
+type kindFloors struct {
+	key              map[string]int64
+	sameLen, oneByte map[string]float64
+	memberLen        map[string]int
+}
+
+// point measures every configuration at n, and the main one's timings.
+func (s *scaler) point(ctx context.Context, n int) (*scalePoint, error) {
+	p := &scalePoint{n: n}
+	for _, cfg := range scaleConfigs {
+		c, err := s.config(ctx, n, cfg, p)
+		if err != nil {
+			return nil, fmt.Errorf("encryption %s, refresh ahead %s: %w", onOff(cfg.encrypted), onOff(cfg.ahead), err)
+		}
+		p.configs = append(p.configs, c)
+		s.progress("N=%d, encryption %s, refresh ahead %s: stored in %s", n, onOff(cfg.encrypted), onOff(cfg.ahead), c.store.Round(time.Millisecond))
+	}
+	return p, nil
+}
+
+// config stores n connections in one configuration, takes the census, and in
+// the main configuration the timings; it leaves nothing behind.
+func (s *scaler) config(ctx context.Context, n int, cfg scaleConfig, p *scalePoint) (_ *configResult, err error) {
+	defer func() {
+		if cerr := clearPrefix(ctx, s.e.rdb, s.e.prefix); err == nil {
+			err = cerr
+		}
+	}()
+	mod, err := scaleModule(ctx, oauthflow.NewRedisKV(s.e.rdb), s.e.prefix, cfg, s.reg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = mod.Close() }()
+	c := &configResult{cfg: cfg}
+	used := s.usedMemory(ctx)
+	if c.store, c.read, err = storeAll(ctx, mod, n); err != nil {
+		return nil, err
+	}
+	c.usedMemory = s.usedMemory(ctx) - used
+	if c.census, err = takeCensus(ctx, s.e.rdb, s.e.prefix); err != nil {
+		return nil, fmt.Errorf("census: %w", err)
+	}
+	if cfg.main() {
+		err = s.mainFigures(ctx, mod, n, c, p)
+	}
+	return c, err
+}
+
+// mainFigures are the figures taken in the main configuration only, on the
+// connections it stored: Redis's floors, the store's limit, the re-encryption,
+// the worker's claims and the listings.
+func (s *scaler) mainFigures(ctx context.Context, mod *oauthflow.Module, n int, c *configResult, p *scalePoint) error {
+	var err error
+	if p.floor, err = s.kindFloors(ctx, c.census, n); err != nil {
+		return fmt.Errorf("floors: %w", err)
+	}
+	if p.storeLimit, err = s.storeByHand(ctx, n, c.census); err != nil {
+		return fmt.Errorf("store by hand: %w", err)
+	}
+	if p.reenc, err = s.reencrypt(ctx, mod, n); err != nil {
+		return fmt.Errorf("reencrypt: %w", err)
+	}
+	if p.worker, err = s.workerCost(ctx, mod.KV); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	if p.lists, err = s.listCosts(ctx, mod); err != nil {
+		return fmt.Errorf("connections: %w", err)
+	}
+	return nil
+}
+
+// kindFloors measures Redis's own costs beside the census's kinds.
+func (s *scaler) kindFloors(ctx context.Context, c census, n int) (kindFloors, error) {
+	f := kindFloors{key: map[string]int64{}, sameLen: map[string]float64{}, oneByte: map[string]float64{}, memberLen: map[string]int{}}
+	for _, k := range keyKinds {
+		got := c.of(k.name)
+		if got.keys == 0 {
+			continue
+		}
+		var err error
+		if f.key[k.name], err = s.floors.key(ctx, got.nameLen()); err != nil {
+			return f, err
+		}
+		if got.keys != 1 || !k.zset {
+			continue // a shared sorted set is weighed per member
+		}
+		if f.memberLen[k.name], err = s.memberLen(ctx, k.name); err != nil {
+			return f, err
+		}
+		if f.sameLen[k.name], err = s.floors.perMember(ctx, f.memberLen[k.name], n); err != nil {
+			return f, err
+		}
+		if f.oneByte[k.name], err = s.floors.perMember(ctx, 1, n); err != nil {
+			return f, err
+		}
+	}
+	return f, nil
+}
+
+// memberLen is the length of a member of the shared sorted set of kind.
+func (s *scaler) memberLen(ctx context.Context, kind string) (int, error) {
+	name := map[string]string{"due": "oauth:sys:due", "seen": "oauth:sys:seen"}[kind]
+	ms, err := s.e.rdb.ZRange(ctx, s.e.prefix+name, 0, 0).Result()
+	if err != nil || len(ms) == 0 {
+		return 0, fmt.Errorf("%s holds no member: %v", name, err)
+	}
+	return len(ms[0]), nil
+}
+
+// usedMemory is INFO's used_memory: the whole Redis, others' keys included.
+func (s *scaler) usedMemory(ctx context.Context) int64 {
+	info, err := s.e.rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// storeByHand is the store's limit: the commands a sign-in's write sends
+// (the record's SET with its time to live, the connection index's ZADD and
+// refresh ahead's two), one pipeline per connection, on as many goroutines,
+// with a value as long as the library's record, under a prefix of its own.
+func (s *scaler) storeByHand(ctx context.Context, n int, c census) (time.Duration, error) {
+	prefix := s.e.prefix + "hand:"
+	defer func() { _ = clearPrefix(ctx, s.e.rdb, prefix) }()
+	token := c.of("token")
+	value := strings.Repeat("v", int(token.values/max(token.keys, 1)))
+	start := time.Now()
+	err := parallel(n, func(i int) error {
+		user, now := userOf(i), float64(time.Now().UnixMilli())
+		pipe := s.e.rdb.Pipeline()
+		pipe.Set(ctx, prefix+"oauth:"+user+":"+scaleProvider, value, refreshableTTL)
+		pipe.ZAdd(ctx, prefix+"oauth:conn:"+user, redis.Z{Score: now, Member: scaleProvider})
+		pipe.ZAdd(ctx, prefix+"oauth:sys:seen", redis.Z{Score: now, Member: scaleProvider + ":" + user})
+		pipe.ZAdd(ctx, prefix+"oauth:sys:due", redis.Z{Score: now + 7*3600e3, Member: "ahead:" + scaleProvider + ":" + user})
+		_, err := pipe.Exec(ctx)
+		return err
+	})
+	return time.Since(start), err
+}
