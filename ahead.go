@@ -193,7 +193,16 @@ func (s *TokenStore) refreshAhead(ctx context.Context, member string) error {
 	if due.After(now) {
 		return s.reschedule(ctx, member, due)
 	}
+	release, err := s.admit(ctx, providerID)
+	var slowed *errSlowedDown
+	if errors.As(err, &slowed) {
+		return s.reschedule(ctx, member, slowed.until)
+	}
+	if err != nil {
+		return err
+	}
 	t, err := s.refreshDue(ctx, userID, providerID, raw)
+	release()
 	var failing *RefreshFailingError
 	switch {
 	case err == nil && t.ExpiresAt != 0:

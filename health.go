@@ -172,6 +172,9 @@ func (s *TokenStore) refreshFailed(ctx context.Context, userID, providerID strin
 	}
 	next.NextAttempt = now.Add(s.backoff.after(next.Failures, fp)).UnixMilli()
 	s.writeMeta(ctx, userID, providerID, next)
+	if rateLimited(cause) {
+		s.slowDown(ctx, providerID) // the provider says too many: the whole fleet holds back
+	}
 	s.events.emit(ctx, Event{Kind: EventRefreshFailed, UserID: userID, ProviderID: providerID, Err: cause,
 		Attempts: next.Failures})
 	if next.Failures == 1 {

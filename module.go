@@ -96,6 +96,13 @@ type Config struct {
 	// WorkerInterval is how often the background worker looks for due work
 	// (one store command when there is none). 0: one second.
 	WorkerInterval time.Duration
+	// RefreshLimits bound each provider's refreshes ahead, by provider ID
+	// ("" for every provider not named): how many one instance runs at once
+	// (100 by default) and how many a second all the instances together send
+	// (no limit by default). A provider that answers 429 slows the whole
+	// fleet's refreshes ahead of its tokens for 30 seconds. Refreshes on
+	// read are never held back.
+	RefreshLimits map[string]RefreshLimit
 }
 
 // Module is the whole library wired together: the services, the two OAuth tools,
@@ -164,6 +171,7 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	}
 	m.Tokens = NewTokenStore(kv, m.Registry, WithClock(now), WithLogger(log), WithEventHook(cfg.OnEvent),
 		WithEncryption(ring), WithRefreshBackoff(cfg.RefreshBackoff), WithRefreshAhead(cfg.RefreshAhead, cfg.RefreshAheadIdle),
+		WithRefreshLimits(cfg.RefreshLimits),
 		WithReplicaAcks(cfg.ReplicaAcks, orDefault(cfg.ReplicaAckTimeout, 500*time.Millisecond)))
 	m.Sessions = NewSessionService(kv, withSessionClock(now), withSessionTTL(m.signInTTL), withSessionEncryption(ring))
 	m.Engine = NewEngine(kv, withEngineClock(now), withEngineLogger(log), withFinishedRunTTL(cfg.FinishedRunTTL),

@@ -39,14 +39,15 @@ type TokenStore struct {
 	events         notifier
 	flights        flightGroup
 	pending        pendingWrites
-	direct         directKV      // kv without its key prefix, for the hot read
-	ring           *KeyRing      // seals records at rest; nil: plain
-	backoff        Backoff       // between transient refresh failures (health.go)
-	ahead          *aheadState   // refresh ahead (ahead.go); nil: off
-	acks           int           // replicas a rotated refresh token must reach (durability.go)
-	ackTimeout     time.Duration // how long a write waits for them
-	keys           keyCache      // DPoP keys of bound grants, parsed (dpop.go)
-	nonces         dpop.Nonces   // the last DPoP nonce of each origin (dpop.go)
+	direct         directKV       // kv without its key prefix, for the hot read
+	ring           *KeyRing       // seals records at rest; nil: plain
+	backoff        Backoff        // between transient refresh failures (health.go)
+	ahead          *aheadState    // refresh ahead (ahead.go); nil: off
+	limiter        refreshLimiter // bounds on refreshes ahead per provider (limits.go)
+	acks           int            // replicas a rotated refresh token must reach (durability.go)
+	ackTimeout     time.Duration  // how long a write waits for them
+	keys           keyCache       // DPoP keys of bound grants, parsed (dpop.go)
+	nonces         dpop.Nonces    // the last DPoP nonce of each origin (dpop.go)
 }
 
 // TokenStoreOption configures a TokenStore.

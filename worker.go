@@ -25,8 +25,11 @@ const dueIndex = "oauth:sys:due"
 const (
 	defaultWorkerInterval = time.Second
 	workLease             = time.Minute // a claimed piece of work is retried after this
-	workBatch             = 100         // pieces claimed per pass
-	workParallel          = 8           // pieces a pass does at once (a refresh ahead waits on its provider)
+	// maxInFlight bounds the pieces one instance does at once. Most of a
+	// piece's time is spent waiting on a provider (a refresh ahead, a device
+	// poll), so the worker starts as many as are due, up to this, and claims
+	// more as they end: with 100 ms providers that is over 2,000 a second.
+	maxInFlight = 256
 )
 
 // job does the work named by id; a nil error removes it from the index, any
@@ -42,6 +45,9 @@ type worker struct {
 
 	failing atomic.Bool // the last pass could not reach the store (logged once)
 
+	slots   chan struct{}  // one per piece in flight (maxInFlight)
+	running sync.WaitGroup // the pieces in flight
+
 	stopOnce sync.Once
 	stop     context.CancelFunc
 	done     chan struct{}
@@ -51,7 +57,7 @@ func newWorker(kv KV, now func() time.Time, log *slog.Logger, every time.Duratio
 	if every <= 0 {
 		every = defaultWorkerInterval
 	}
-	return &worker{kv: kv, now: now, log: log, every: every, jobs: make(map[string]job)}
+	return &worker{kv: kv, now: now, log: log, every: every, jobs: make(map[string]job), slots: make(chan struct{}, maxInFlight)}
 }
 
 // handle registers the job run for members "{name}:{id}". Setup only.
@@ -73,12 +79,16 @@ func (w *worker) cancel(ctx context.Context, name, id string) error {
 	return nil
 }
 
-// start runs passes every w.every until close.
+// start looks for due work every w.every until close, and whenever a claim
+// came back full, again as soon as a piece ends: work due in bulk (a
+// hundred thousand refreshes ahead in one hour) is drained at the pace the
+// pieces end, not one batch a tick.
 func (w *worker) start() {
 	ctx, stop := context.WithCancel(context.Background())
 	w.stop, w.done = stop, make(chan struct{})
 	go func() {
 		defer close(w.done)
+		defer w.running.Wait()
 		tick := time.NewTicker(w.every)
 		defer tick.Stop()
 		for {
@@ -86,10 +96,53 @@ func (w *worker) start() {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
-				w.pass(ctx)
+				w.drain(ctx)
 			}
 		}
 	}()
+}
+
+// drain claims due work for the free slots and starts it, and claims again
+// as slots free up while claims come back full.
+func (w *worker) drain(ctx context.Context) {
+	for ctx.Err() == nil {
+		select {
+		case w.slots <- struct{}{}: // wait for one free slot, and hold it
+		case <-ctx.Done():
+			return
+		}
+		want := 1 + cap(w.slots) - len(w.slots) // the held slot and those free now
+		members, err := w.claim(ctx, want)
+		if len(members) == 0 {
+			<-w.slots
+		}
+		for i, member := range members {
+			if i > 0 {
+				w.slots <- struct{}{} // free: only this goroutine takes slots
+			}
+			w.running.Add(1)
+			go func() {
+				defer func() { <-w.slots; w.running.Done() }()
+				w.do(ctx, member)
+			}()
+		}
+		if err != nil || len(members) < want {
+			return // nothing more is due now
+		}
+	}
+}
+
+// claim claims up to n pieces of due work, leased for workLease.
+func (w *worker) claim(ctx context.Context, n int) ([]string, error) {
+	members, err := w.kv.Claim(ctx, dueIndex, w.now(), workLease, n)
+	if err != nil {
+		if ctx.Err() == nil && !w.failing.Swap(true) {
+			w.log.WarnContext(ctx, "oauthflow: the worker cannot claim due work; it retries every pass", "error", err.Error())
+		}
+		return nil, err
+	}
+	w.failing.Store(false)
+	return members, nil
 }
 
 // close stops the passes and waits for the one running, if any.
@@ -102,27 +155,14 @@ func (w *worker) close() {
 	})
 }
 
-// pass claims what is due and does it, workParallel pieces at a time (each
-// piece is safe beside any other: they are the same as on other instances);
-// it returns how many pieces it did.
+// pass claims what is due, up to maxInFlight pieces, does them side by side
+// (each piece is safe beside any other: they are the same as on other
+// instances) and returns how many it did. Tests drive the worker with it.
 func (w *worker) pass(ctx context.Context) int {
-	members, err := w.kv.Claim(ctx, dueIndex, w.now(), workLease, workBatch)
-	if err != nil {
-		if ctx.Err() == nil && !w.failing.Swap(true) {
-			w.log.WarnContext(ctx, "oauthflow: the worker cannot claim due work; it retries every pass", "error", err.Error())
-		}
-		return 0
-	}
-	w.failing.Store(false)
-	slots := make(chan struct{}, workParallel)
+	members, _ := w.claim(ctx, maxInFlight)
 	var wg sync.WaitGroup
 	for _, member := range members {
-		slots <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-slots; wg.Done() }()
-			w.do(ctx, member)
-		}()
+		wg.Go(func() { w.do(ctx, member) })
 	}
 	wg.Wait()
 	return len(members)

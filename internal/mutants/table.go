@@ -7,7 +7,7 @@ import "slices"
 // run reports the entry stale and it is rewritten here against the new code.
 // Pkg "" is the root package, Run "" is every test of Pkg.
 func table() []mutant {
-	t := slices.Concat(coreTable(), untrustedServers(), edges(), unnoticedGuards(), boundTokens(), mcpBoundTokens(), deviceSignIns(), connectionAccounts(), accountGuards())
+	t := slices.Concat(coreTable(), untrustedServers(), edges(), unnoticedGuards(), boundTokens(), mcpBoundTokens(), deviceSignIns(), connectionAccounts(), accountGuards(), refreshAtScale())
 	return t
 }
 
@@ -866,8 +866,8 @@ func coreTable() []mutant {
 		{
 			Name: "worker/one-piece-at-a-time",
 			File: "worker.go",
-			Old:  "\tslots := make(chan struct{}, workParallel)\n",
-			New:  "\tslots := make(chan struct{}, 1)\n",
+			Old:  "\t\twg.Go(func() { w.do(ctx, member) })\n",
+			New:  "\t\tw.do(ctx, member)\n",
 			Why:  "a pass does its pieces side by side, so refreshes ahead that wait on providers do not queue behind each other",
 			Run:  "TestWorkerPassRunsPiecesSideBySide",
 		},

@@ -208,3 +208,52 @@ func accountGuards() []mutant {
 		},
 	}
 }
+
+// refreshAtScale are the guards of refresh ahead at scale (issue 25): the
+// worker drains bulk work, and a provider's refreshes are bounded per
+// instance and across the fleet.
+func refreshAtScale() []mutant {
+	const run = "^(TestRefreshAhead(Concurrency|Rate|429).*|TestWorker.*)$"
+	return []mutant{
+		{
+			Name: "scale/one-claim-a-tick",
+			File: "worker.go",
+			Old:  "\t\tif err != nil || len(members) < want {\n",
+			New:  "\t\tif _ = err; true {\n",
+			Run:  run,
+			Why:  "work due in bulk is claimed again as pieces end, not one claim a tick",
+		},
+		{
+			Name: "scale/provider-unbounded-here",
+			File: "limits.go",
+			Old:  "\tselect {\n\tcase slots <- struct{}{}:\n\tcase <-ctx.Done():\n\t\treturn nil, ctx.Err()\n\t}\n\trelease = func() { <-slots }\n",
+			New:  "\trelease = func() { _ = slots }\n",
+			Run:  run,
+			Why:  "one instance refreshes at most Concurrency of a provider's tokens at once",
+		},
+		{
+			Name: "scale/fleet-rate-unbounded",
+			File: "limits.go",
+			Old:  "\tif lim.PerSecond > 0 {\n",
+			New:  "\tif false {\n",
+			Run:  run,
+			Why:  "the fleet refreshes a provider's tokens at most PerSecond a second",
+		},
+		{
+			Name: "scale/429-heard-alone",
+			File: "health.go",
+			Old:  "\t\ts.slowDown(ctx, providerID) // the provider says too many",
+			New:  "\t\t_ = providerID // the provider says too many",
+			Run:  run,
+			Why:  "a provider's 429 slows the whole fleet's refreshes ahead of it",
+		},
+		{
+			Name: "scale/slow-down-ignored",
+			File: "limits.go",
+			Old:  "\tif until, slowed, err := s.slowedUntil(ctx, providerID); err != nil || slowed {",
+			New:  "\tif until, slowed, err := s.slowedUntil(ctx, providerID); err != nil || slowed && false {",
+			Run:  run,
+			Why:  "no instance refreshes ahead a provider the fleet is slowed down for",
+		},
+	}
+}

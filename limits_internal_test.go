@@ -1,0 +1,163 @@
+package oauthflow
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/oauthflow/oauthflow/internal/fakeclock"
+	"github.com/oauthflow/oauthflow/internal/waitfor"
+)
+
+// heldProvider holds every refresh until the test opens the gate, and
+// counts the refreshes in flight; status, when set, is the HTTP status of
+// a failure it answers instead of tokens.
+type heldProvider struct {
+	countingProvider
+	gate           chan struct{}
+	inFlight, most atomic.Int64
+	status         atomic.Int64
+	full           chan struct{} // closed when fullAt refreshes are in flight
+	fullAt         int64
+	fullOnce       sync.Once
+}
+
+func (p *heldProvider) RefreshToken(ctx context.Context, rt string) (*TokenSet, error) {
+	n := p.inFlight.Add(1)
+	defer p.inFlight.Add(-1)
+	for m := p.most.Load(); n > m && !p.most.CompareAndSwap(m, n); m = p.most.Load() {
+	}
+	if n == p.fullAt {
+		p.fullOnce.Do(func() { close(p.full) })
+	}
+	if p.gate != nil {
+		select {
+		case <-p.gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if st := p.status.Load(); st != 0 {
+		p.calls.Add(1)
+		return nil, &ProviderError{ProviderID: "acme", StatusCode: int(st)}
+	}
+	return p.countingProvider.RefreshToken(ctx, rt)
+}
+
+// limitedFleet is instances of refresh ahead sharing one store and one
+// clock, each with a worker, and n connections of provider p due now.
+type limitedFleet struct {
+	stores  []*TokenStore
+	workers []*worker
+	clock   *fakeclock.Clock
+}
+
+func newLimitedFleet(t *testing.T, p Provider, instances, n int, limits map[string]RefreshLimit) *limitedFleet {
+	t.Helper()
+	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
+	reg := NewRegistry()
+	if err := reg.Register(p); err != nil {
+		t.Fatal(err)
+	}
+	kv := NewMemoryKV()
+	f := &limitedFleet{clock: clock}
+	for range instances {
+		s := NewTokenStore(kv, reg, WithClock(clock.Now), WithLogger(slog.New(slog.DiscardHandler)),
+			WithRefreshAhead(5*time.Minute, 3*time.Hour), WithRefreshLimits(limits))
+		w := newWorker(kv, clock.Now, slog.New(slog.DiscardHandler), time.Hour)
+		w.handle(jobAhead, s.refreshAhead)
+		f.stores, f.workers = append(f.stores, s), append(f.workers, w)
+	}
+	ctx := context.Background()
+	for i := range n {
+		user := fmt.Sprintf("u%d", i)
+		if err := f.stores[0].StoreTokens(ctx, user, "acme", StoredTokens{AccessToken: "a", RefreshToken: "r",
+			ExpiresAt: clock.Now().Add(4 * time.Minute).UnixMilli()}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.stores[0].GetValidAccessToken(ctx, user, "acme"); err != nil { // marks it read: due now
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+// passAll runs one pass of every instance's worker at once.
+func (f *limitedFleet) passAll(t *testing.T) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, w := range f.workers {
+		wg.Go(func() { w.pass(context.Background()) })
+	}
+	waitfor.Group(t, &wg, "the fleet's passes")
+}
+
+// One instance refreshes at most Concurrency of a provider's tokens at once.
+func TestRefreshAheadConcurrencyPerProvider(t *testing.T) {
+	t.Parallel()
+	p := &heldProvider{gate: make(chan struct{}), full: make(chan struct{}), fullAt: 3}
+	f := newLimitedFleet(t, p, 1, 20, map[string]RefreshLimit{"acme": {Concurrency: 3}})
+	done := make(chan struct{})
+	go func() { defer close(done); f.workers[0].pass(context.Background()) }()
+	waitfor.Recv(t, p.full, "three refreshes in flight")
+	close(p.gate)
+	waitfor.Recv(t, done, "the pass")
+	if most := p.most.Load(); most != 3 {
+		t.Fatalf("%d refreshes of one provider ran at once on one instance, want 3", most)
+	}
+	if n := p.calls.Load(); n != 20 {
+		t.Fatalf("%d refreshes, want all 20", n)
+	}
+}
+
+// Across instances a provider gets PerSecond refreshes ahead a second: the
+// rest wait for the next second, on whichever instance claims them.
+func TestRefreshAheadRatePerProviderAcrossTheFleet(t *testing.T) {
+	t.Parallel()
+	p := &heldProvider{}
+	f := newLimitedFleet(t, p, 3, 20, map[string]RefreshLimit{"acme": {PerSecond: 5}})
+	f.passAll(t)
+	if n := p.calls.Load(); n != 5 {
+		t.Fatalf("three instances refreshed %d in one second, want 5", n)
+	}
+	for second := 2; second <= 4; second++ {
+		f.clock.Advance(time.Second)
+		f.passAll(t)
+		if n := p.calls.Load(); n != int64(5*second) {
+			t.Fatalf("after %d seconds: %d refreshes, want %d", second, n, 5*second)
+		}
+	}
+}
+
+// A provider's 429 slows the whole fleet's refreshes ahead of its tokens,
+// not only the instance that heard it.
+func TestRefreshAhead429SlowsTheFleet(t *testing.T) {
+	t.Parallel()
+	p := &heldProvider{}
+	p.status.Store(http.StatusTooManyRequests)
+	f := newLimitedFleet(t, p, 2, 10, map[string]RefreshLimit{"acme": {Concurrency: 1}})
+	ctx := context.Background()
+	members, err := f.stores[0].kv.Claim(ctx, dueIndex, f.clock.Now(), workLease, 1)
+	if err != nil || len(members) != 1 {
+		t.Fatalf("claim: %v, %v", members, err)
+	}
+	f.workers[0].do(ctx, members[0]) // instance 0 hears 429
+	if n := p.calls.Load(); n != 1 {
+		t.Fatalf("%d provider calls, want 1", n)
+	}
+	p.status.Store(0)
+	f.workers[1].pass(ctx)
+	if n := p.calls.Load(); n != 1 {
+		t.Fatalf("instance 1 called the provider %d more times during the slow-down", n-1)
+	}
+	f.clock.Advance(fleetSlowDown + time.Second)
+	f.workers[1].pass(ctx)
+	if n := p.calls.Load(); n < 10 {
+		t.Fatalf("after the slow-down %d provider calls, want every connection refreshed", n)
+	}
+}
