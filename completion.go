@@ -47,26 +47,31 @@ func (m *Module) completionDone(ctx context.Context, s *Session) {
 
 // abandon fires abandonSignIn on a run whose completion never ended.
 func (m *Module) abandon(ctx context.Context, runID string) error {
-	return m.fireIfWaiting(ctx, runID, transitionAbandon)
+	_, err := m.fireIfWaiting(ctx, runID, transitionAbandon)
+	return err
 }
 
-// fireIfWaiting fires transition on run runID as its user; a run that has
-// moved on (or is gone) needs nothing, and a transition that ends the run as
-// failed on purpose is done.
-func (m *Module) fireIfWaiting(ctx context.Context, runID, transition string) error {
+// fireIfWaiting fires transition on run runID as its user and returns the
+// run as the transition left it; a run that has moved on (or is gone) needs
+// nothing, and a transition that ends the run as failed on purpose is done:
+// both return a nil run and no error.
+func (m *Module) fireIfWaiting(ctx context.Context, runID, transition string) (*Run, error) {
 	r, err := m.Engine.Get(ctx, runID)
 	if errors.Is(err, ErrRunNotFound) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, err = m.Engine.Fire(ctx, runID, transition, nil, r.UserID)
+	r, err = m.Engine.Fire(ctx, runID, transition, nil, r.UserID)
 	var fe *FlowError
 	if errors.Is(err, ErrTransitionNotAllowed) || errors.As(err, &fe) {
-		return nil
+		return nil, nil
 	}
-	return err
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // abandonTransition ends a sign-in whose completion never ended.

@@ -223,22 +223,9 @@ func (m *Module) newDeviceRun(runID string, p Provider, a *DeviceAuthorization) 
 // the run, then places the next poll where the run's state says. A run that
 // ended needs nothing more.
 func (m *Module) pollDevice(ctx context.Context, runID string) error {
-	r, err := m.Engine.Get(ctx, runID)
-	if errors.Is(err, ErrRunNotFound) {
-		return nil
-	}
-	if err != nil {
+	r, err := m.fireIfWaiting(ctx, runID, transitionPollDevice)
+	if err != nil || r == nil || r.Status != RunWaiting {
 		return err
-	}
-	r, err = m.Engine.Fire(ctx, runID, transitionPollDevice, nil, r.UserID)
-	var fe *FlowError
-	switch {
-	case errors.Is(err, ErrTransitionNotAllowed) || errors.As(err, &fe):
-		return nil
-	case err != nil:
-		return err
-	case r.Status != RunWaiting:
-		return nil
 	}
 	var data oauthRunData
 	if err := decodeStrict(r.Data, &data, "data"); err != nil || data.Device == nil {

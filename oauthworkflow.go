@@ -165,7 +165,8 @@ func (m *Module) tidyDueWork(ctx context.Context, id, job string) {
 // lapse fires expireSignIn on an oauth run whose sign-in lapsed; a run that has
 // moved on (signed in, failed) or is gone needs nothing.
 func (m *Module) lapse(ctx context.Context, runID string) error {
-	return m.fireIfWaiting(ctx, runID, transitionExpire)
+	_, err := m.fireIfWaiting(ctx, runID, transitionExpire)
+	return err
 }
 
 // expireTransition ends a sign-in that lapsed unused: the run returns
