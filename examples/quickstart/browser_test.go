@@ -344,6 +344,12 @@ func TestScreenshots(t *testing.T) {
 	waitConnected(t, ctx)
 	me(t, callAPI(t, ctx, "0"))
 	browsertest.Screenshot(t, ctx, filepath.Join(dir, "quickstart-after.png"))
+
+	device := openPage(t, startApp(t, 75*time.Second))
+	browsertest.Run(t, device, "ask for a code",
+		chromedp.Click(chromedp.CSS(card+`[data-connected="false"] [data-action="start-device"]`)),
+		chromedp.WaitVisible(chromedp.CSS(widget+`[data-status="pending"] [data-role="qr"]`)))
+	browsertest.Screenshot(t, device, filepath.Join(dir, "quickstart-device.png"))
 }
 
 // Sign-in with a code: "Sign in with a code" shows the demo's code and where to
