@@ -19,8 +19,11 @@ import (
 //
 // Reads are what keep a connection alive: a sign-in, and then a read at most
 // every idle/8 per instance (an in-process memo keeps the hot read free of
-// store commands in between), set the connection's score in the seen index
-// (oauth:sys:seen, Unix ms of the last read). A connection not read for
+// store commands in between), note when the connection was last read in its
+// user's connection index, as the score (Unix ms) of a member "seen:{provider}"
+// beside the provider's own. A user's index is small, so Redis keeps it as a
+// listpack, where that costs about 25 bytes; one shared sorted set of every
+// connection's last read cost 118 (BENCHMARKS.md, Scale). A connection not read for
 // idle is left alone: its entry waits until its record would have lapsed
 // (refreshableTokenTTL after the last read), and the next read brings it
 // forward again. A connection that is gone (deleted, dead grant, no refresh
@@ -31,9 +34,14 @@ import (
 const defaultRefreshAheadIdle = 7 * 24 * time.Hour
 
 const (
-	jobAhead  = "ahead"
-	seenIndex = "oauth:sys:seen"
+	jobAhead   = "ahead"
+	seenPrefix = "seen:" // a connection index member "seen:{provider}": when it was last read
 )
+
+// seenMember names, in its user's connection index, when a provider's
+// connection was last read. Provider IDs never hold ":", so no provider's
+// own member looks like it.
+func seenMember(providerID string) string { return seenPrefix + providerID }
 
 // WithRefreshAhead makes the store keep connections that are read due for a
 // refresh ahead time before their access tokens expire, and refresh them
@@ -86,13 +94,12 @@ func (a *aheadState) next(now time.Time, expiresAt int64) time.Time {
 }
 
 // markOps are the commands that mark a connection read at now, its tokens
-// expiring at expiresAt: the seen index first, so that a worker that finds
+// expiring at expiresAt: when it was seen first, so that a worker that finds
 // the due entry moved can tell a read came (see park).
 func (a *aheadState) markOps(userID, providerID string, now time.Time, expiresAt int64) []*kvOp {
-	member := aheadMember(userID, providerID)
 	return []*kvOp{
-		{kind: opSchedule, key: seenIndex, member: member, due: now},
-		{kind: opSchedule, key: dueIndex, member: jobAhead + ":" + member, due: a.due(expiresAt)},
+		{kind: opSchedule, key: connIndexKey(userID), member: seenMember(providerID), due: now},
+		{kind: opSchedule, key: dueIndex, member: jobAhead + ":" + aheadMember(userID, providerID), due: a.due(expiresAt)},
 	}
 }
 
@@ -253,9 +260,12 @@ func (s *TokenStore) park(ctx context.Context, member string, seen time.Time) er
 // leave takes a connection out of refresh ahead: it is gone, or cannot be
 // refreshed. A sign-in that wrote it meanwhile is put back.
 func (s *TokenStore) leave(ctx context.Context, member string) error {
-	runBatch(ctx, s.kv, &kvOp{kind: opUnschedule, key: dueIndex, member: jobAhead + ":" + member},
-		&kvOp{kind: opUnschedule, key: seenIndex, member: member})
 	providerID, userID, _ := strings.Cut(member, ":")
+	ops := []*kvOp{{kind: opUnschedule, key: dueIndex, member: jobAhead + ":" + member}}
+	if checkIDs(userID, providerID) == nil {
+		ops = append(ops, &kvOp{kind: opUnschedule, key: connIndexKey(userID), member: seenMember(providerID)})
+	}
+	runBatch(ctx, s.kv, ops...)
 	if s.ahead == nil || checkIDs(userID, providerID) != nil {
 		return errHandled
 	}
@@ -274,7 +284,8 @@ func (s *TokenStore) seenAt(ctx context.Context, member string) (time.Time, bool
 	if !ok {
 		return s.now(), true, nil
 	}
-	ms, ok, err := r.score(ctx, seenIndex, member)
+	providerID, userID, _ := strings.Cut(member, ":")
+	ms, ok, err := r.score(ctx, connIndexKey(userID), seenMember(providerID))
 	if errors.Is(err, errors.ErrUnsupported) {
 		return s.now(), true, nil
 	}

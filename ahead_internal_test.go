@@ -2,6 +2,7 @@ package oauthflow
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -196,5 +197,32 @@ func TestRefreshAheadOfShortTokens(t *testing.T) {
 	due, _ := dueOf(t, kv, aheadMember("u", "acme"))
 	if want := clock.Now().Add(2 * time.Minute); !due.Equal(want) {
 		t.Fatalf("next due %v, want %v (halfway)", due, want)
+	}
+}
+
+// A listing of the user's connections leaves refresh ahead's note of the
+// last read in the user's index alone: the connection is still refreshed
+// when it comes due, and the note is never listed as a connection.
+func TestConnectionsKeepTheLastRead(t *testing.T) {
+	t.Parallel()
+	s, _, p, clock := aheadStore(t)
+	ctx := context.Background()
+	if err := s.StoreTokens(ctx, "u", "acme", StoredTokens{AccessToken: "a", RefreshToken: "r",
+		ExpiresAt: clock.Now().Add(time.Hour).UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetValidAccessToken(ctx, "u", "acme"); err != nil {
+		t.Fatal(err)
+	}
+	conns, err := s.Connections(ctx, "u")
+	if err != nil || len(conns) != 1 || conns[0].ProviderID != "acme" {
+		t.Fatalf("connections %+v, %v", conns, err)
+	}
+	clock.Advance(56 * time.Minute) // inside the 5-minute ahead time
+	if err := s.refreshAhead(ctx, aheadMember("u", "acme")); !errors.Is(err, errHandled) {
+		t.Fatal(err)
+	}
+	if n := p.calls.Load(); n != 1 {
+		t.Fatalf("provider called %d times after a listing, want 1: the last read was lost", n)
 	}
 }

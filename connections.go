@@ -83,6 +83,7 @@ func (s *TokenStore) Connections(ctx context.Context, userID string) ([]Connecti
 			return nil, storeErr(ctx, "read connection index", err)
 		}
 	}
+	maps.DeleteFunc(indexed, func(member string, _ int64) bool { return strings.HasPrefix(member, seenPrefix) }) // refresh ahead's
 	ids := slices.Sorted(maps.Keys(indexed))
 	for _, id := range s.repairIDs() {
 		if _, ok := indexed[id]; !ok {

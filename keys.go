@@ -14,7 +14,7 @@ import (
 //	oauth:run:{runId}                  workflow run
 //	oauth:lock:run:{runId}             run lock
 //	oauth:doc:{runId}:{name}           run document
-//	oauth:conn:{user}                  the user's connection index (a sorted set)
+//	oauth:conn:{user}                  the user's connection index (a sorted set), with seen:{providerId}, its last read
 //	oauth:meta:{user}:{providerId}     the connection's health (health.go)
 //
 // {user} is the user ID itself (the seed's key names, so existing data stays

@@ -461,7 +461,10 @@ func (s *TokenStore) deleteRead(ctx context.Context, userID, providerID, key str
 	if !corrupt {
 		s.revoke(ctx, userID, providerID, t)
 	}
-	_ = s.kv.Unschedule(ctx, connIndexKey(userID), providerID) // a failure is repaired by the next listing
+	// A failure is repaired by the next listing, and refresh ahead's note of
+	// the last read by its worker, which finds the record gone.
+	runBatch(ctx, s.kv, &kvOp{kind: opUnschedule, key: connIndexKey(userID), member: providerID},
+		&kvOp{kind: opUnschedule, key: connIndexKey(userID), member: seenMember(providerID)})
 	s.forget(ctx, userID, providerID)
 	s.pending.drop(key)
 	s.events.emit(ctx, Event{Kind: EventTokensDeleted, UserID: userID, ProviderID: providerID})

@@ -257,3 +257,18 @@ func refreshAtScale() []mutant {
 		},
 	}
 }
+
+// lastReads are the guards of refresh ahead's notes of the last read, kept
+// in each user's connection index (issue 25's bytes).
+func lastReads() []mutant {
+	return []mutant{
+		{
+			Name: "seen/listed-as-a-connection",
+			File: "connections.go",
+			Old:  "\tmaps.DeleteFunc(indexed, func(member string, _ int64) bool { return strings.HasPrefix(member, seenPrefix) }) // refresh ahead's\n",
+			New:  "",
+			Run:  "^(TestConnectionsKeepTheLastRead)$",
+			Why:  "a listing neither shows nor repairs away refresh ahead's note of the last read",
+		},
+	}
+}
