@@ -109,7 +109,7 @@ func TestBoundSignIn(t *testing.T) {
 		c.BindSignIns, c.FrontendOrigins = true, []string{app}
 	}})
 	api := env.replicas[0].api.URL
-	_, doc := env.startSignIn(0, "alice")
+	run, doc := env.startSignIn(0, "alice")
 	require.NotEmpty(t, doc.Binding, "the prompt carries the sign-in's secret")
 	require.NotContains(t, doc.AuthURL, doc.Binding, "and no link does")
 	form := func(binding string) string {
@@ -167,4 +167,9 @@ func TestBoundSignIn(t *testing.T) {
 	require.Equal(t, http.StatusOK, status, "the browser that opened it completes it")
 	_, err := env.mod(0).Tokens.GetValidAccessToken(t.Context(), "alice", "demo")
 	require.NoError(t, err)
+	done := env.prompt(run.ID)
+	require.Equal(t, oauthflow.PromptSuccess, done.Status)
+	require.Equal(t, doc.State, done.State, "the state still names the sign-in")
+	require.Empty(t, done.AuthURL, "the spent link is not kept")
+	require.Empty(t, done.Binding, "nor its secret")
 }

@@ -349,6 +349,7 @@ func (m *Module) deviceApproved(ctx context.Context, tc *TransitionContext, data
 	if err := tc.SetResult(OAuthWorkflowResult{Authenticated: true}); err != nil {
 		return err
 	}
+	endData(tc)
 	if err := m.settlePrompt(ctx, tc, PromptSuccess, "", showable(ts.Account, maxAccountLen)); err != nil {
 		return err
 	}

@@ -476,3 +476,30 @@ func mustGet(t *testing.T, r *oauthflow.Registry, id string) oauthflow.Provider 
 	require.NoError(t, err)
 	return p
 }
+
+// An ended sign-in keeps only what its parent and its page still need: the
+// run without its own state (the expected state, the sealed device code),
+// the prompt without the spent link and its binding.
+func TestEndedSignInKeepsOnlyWhatIsShown(t *testing.T) {
+	t.Parallel()
+	env := newDeviceEnv(t, envOptions{config: func(c *oauthflow.Config) { c.BindSignIns = true }})
+	r, doc := env.startSignIn(0, "alice")
+	require.NotEmpty(t, doc.Binding)
+	require.NotEmpty(t, env.run(r.ID).Data)
+	status, _, _ := get(t, env.consent(doc.AuthURL, 0))
+	require.Equal(t, 403, status, "a bound sign-in needs its cookie: the test completes it through the tool instead")
+	_, err := env.mod(0).Engine.Fire(context.Background(), r.ID, "exchangeToken",
+		map[string]string{"code": "nope", "state": doc.State}, "alice")
+	require.Error(t, err)
+	failed := env.run(r.ID)
+	assert.Equal(t, oauthflow.RunFailed, failed.Status)
+	assert.Empty(t, failed.Data, "a failed sign-in drops its own state")
+
+	d, code := env.startDevice(0, "bob")
+	require.NoError(t, env.as.ApproveDevice(code.UserCode, "bob"))
+	env.pass(0, deviceInterval)
+	done := env.run(d.ID)
+	require.Equal(t, oauthflow.RunCompleted, done.Status)
+	assert.Empty(t, done.Data, "the sealed device code is gone with the run's state")
+	assert.JSONEq(t, `{"authenticated":true}`, string(done.Result))
+}

@@ -204,6 +204,7 @@ func (m *Module) exchangeTransition(ctx context.Context, tc *TransitionContext) 
 	if err := tc.SetResult(OAuthWorkflowResult{Authenticated: true}); err != nil {
 		return err
 	}
+	endData(tc)
 	if err := m.settlePrompt(ctx, tc, PromptSuccess, "", kept.account); err != nil {
 		return err
 	}
@@ -242,6 +243,7 @@ func (m *Module) failFlow(ctx context.Context, tc *TransitionContext, provider s
 	if serr := tc.SetResult(OAuthWorkflowResult{Authenticated: false}); serr != nil {
 		return errors.Join(err, serr)
 	}
+	endData(tc)
 	if _, ok := tc.Run.Documents[PromptDocumentName]; ok {
 		if perr := m.updatePrompt(ctx, tc, PromptError, msg); perr != nil {
 			return errors.Join(err, perr)
@@ -256,6 +258,11 @@ func (m *Module) failFlow(ctx context.Context, tc *TransitionContext, provider s
 	return &FlowError{Message: msg, Err: err}
 }
 
+// endData drops an ending sign-in's own state (the expected state, a
+// device code): nothing reads it once the run has ended, and the run is
+// kept for a day for its parent and its page.
+func endData(tc *TransitionContext) { tc.Run.Data = nil }
+
 func (m *Module) updatePrompt(ctx context.Context, tc *TransitionContext, status, message string) error {
 	return m.settlePrompt(ctx, tc, status, message, "")
 }
@@ -267,6 +274,11 @@ func (m *Module) settlePrompt(ctx context.Context, tc *TransitionContext, status
 		return err
 	}
 	doc.Status, doc.Message, doc.Account = status, message, account
+	if status == PromptSuccess {
+		// The link and its binding are spent: a page that shows the
+		// success needs neither, and the document is kept for a day.
+		doc.AuthURL, doc.Binding = "", ""
+	}
 	return tc.SaveDocument(ctx, PromptDocumentName, promptWidget, doc)
 }
 

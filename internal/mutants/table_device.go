@@ -272,3 +272,26 @@ func lastReads() []mutant {
 		},
 	}
 }
+
+// endedSignIns are the guards of what an ended sign-in keeps (issue 25's
+// bytes per sign-in, and secrets that outlive their use).
+func endedSignIns() []mutant {
+	return []mutant{
+		{
+			Name: "ended/keeps-own-state",
+			File: "oauthworkflow.go",
+			Old:  "func endData(tc *TransitionContext) { tc.Run.Data = nil }",
+			New:  "func endData(tc *TransitionContext) { _ = tc }",
+			Run:  "^(TestEndedSignInKeepsOnlyWhatIsShown)$",
+			Why:  "an ended sign-in drops its own state: the expected state, the sealed device code",
+		},
+		{
+			Name: "ended/keeps-spent-link",
+			File: "oauthworkflow.go",
+			Old:  "\t\tdoc.AuthURL, doc.Binding = \"\", \"\"\n",
+			New:  "",
+			Run:  "^(TestBoundSignIn)$",
+			Why:  "a settled prompt keeps neither the spent link nor its binding secret",
+		},
+	}
+}

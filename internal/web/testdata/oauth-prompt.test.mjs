@@ -923,3 +923,10 @@ test("the encoder uses the mask the standard's penalty rules score lowest", () =
     assert.ok(new Set(scores).size > 1, "the masks differ");
   }
 });
+
+test("a success whose spent link was left out still shows as a success", () => {
+  const t = setup();
+  t.prompt.update({ provider: "github", authUrl: "", state: "S1", status: "success" });
+  assert.equal(t.root.getAttribute("data-status"), "success");
+  assert.equal(t.root.getAttribute("data-reason"), null);
+});
