@@ -8,8 +8,8 @@ import (
 	"github.com/oauthflow/oauthflow"
 )
 
-// maxMemorySignIns bounds the sign-ins run in memory: each is a whole
-// sign-in over HTTP, so a million would take most of an hour.
+// maxMemorySignIns is the largest N at which sign-ins are run in memory too:
+// each is a whole sign-in over HTTP, so a million would take most of an hour.
 const maxMemorySignIns = 100_000
 
 // memPoint is MemoryKV at one N: the live heap's growth per connection in
@@ -23,9 +23,9 @@ type memPoint struct {
 	perSignIn float64
 }
 
-// memoryPoint measures MemoryKV at n connections, and at n sign-ins (at most maxMemorySignIns).
+// memoryPoint measures MemoryKV at n connections, and at n sign-ins up to maxMemorySignIns.
 func memoryPoint(ctx context.Context, n int) (*memPoint, error) {
-	p := &memPoint{n: n, perConn: map[scaleConfig]float64{}, signIns: min(n, maxMemorySignIns)}
+	p := &memPoint{n: n, perConn: map[scaleConfig]float64{}}
 	for _, cfg := range scaleConfigs {
 		b, err := memoryPerConnection(ctx, n, cfg)
 		if err != nil {
@@ -34,8 +34,12 @@ func memoryPoint(ctx context.Context, n int) (*memPoint, error) {
 		p.perConn[cfg] = b
 	}
 	p.floor = mapPerEntry(n)
+	if n > maxMemorySignIns {
+		return p, nil
+	}
+	p.signIns = n
 	var err error
-	p.perSignIn, err = memoryPerSignIn(ctx, p.signIns)
+	p.perSignIn, err = memoryPerSignIn(ctx, n)
 	return p, err
 }
 

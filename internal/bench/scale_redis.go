@@ -65,11 +65,16 @@ func (c *configResult) perConn(kind string, n int) float64 {
 // kindFloors are Redis's own costs for the main configuration's kinds: a key
 // of the kind's name length holding a 1-byte string, and a sorted set's cost
 // per member with members as long as the kind's and with 1-byte members.
+// members are what one of the kind's sorted sets holds (user-0000000's own,
+// or the first of a shared one), to show what the library puts in them.
 type kindFloors struct {
 	key              map[string]int64
 	sameLen, oneByte map[string]float64
-	memberLen        map[string]int
+	members          map[string][]string
 }
+
+// shared reports whether the census found kind as one sorted set that every connection shares.
+func shared(c census, kind string) bool { return zsetKind(kind) && c.of(kind).keys == 1 }
 
 // point measures every configuration at n, and the main one's timings.
 func (s *scaler) point(ctx context.Context, n int) (*scalePoint, error) {
@@ -138,40 +143,43 @@ func (s *scaler) mainFigures(ctx context.Context, mod *oauthflow.Module, n int, 
 
 // kindFloors measures Redis's own costs beside the census's kinds.
 func (s *scaler) kindFloors(ctx context.Context, c census, n int) (kindFloors, error) {
-	f := kindFloors{key: map[string]int64{}, sameLen: map[string]float64{}, oneByte: map[string]float64{}, memberLen: map[string]int{}}
-	for _, k := range keyKinds {
-		got := c.of(k.name)
-		if got.keys == 0 {
+	f := kindFloors{key: map[string]int64{}, sameLen: map[string]float64{}, oneByte: map[string]float64{}, members: map[string][]string{}}
+	for kind, got := range c {
+		var err error
+		if f.key[kind], err = s.floors.key(ctx, got.nameLen()); err != nil {
+			return f, err
+		}
+		if !zsetKind(kind) {
 			continue
 		}
-		var err error
-		if f.key[k.name], err = s.floors.key(ctx, got.nameLen()); err != nil {
+		if f.members[kind], err = s.sampleMembers(ctx, kind); err != nil {
 			return f, err
 		}
-		if got.keys != 1 || !k.zset {
-			continue // a shared sorted set is weighed per member
+		if !shared(c, kind) {
+			continue // a sorted set per user is weighed per key
 		}
-		if f.memberLen[k.name], err = s.memberLen(ctx, k.name); err != nil {
+		if f.sameLen[kind], err = s.floors.perMember(ctx, len(f.members[kind][0]), n); err != nil {
 			return f, err
 		}
-		if f.sameLen[k.name], err = s.floors.perMember(ctx, f.memberLen[k.name], n); err != nil {
-			return f, err
-		}
-		if f.oneByte[k.name], err = s.floors.perMember(ctx, 1, n); err != nil {
+		if f.oneByte[kind], err = s.floors.perMember(ctx, 1, n); err != nil {
 			return f, err
 		}
 	}
 	return f, nil
 }
 
-// memberLen is the length of a member of the shared sorted set of kind.
-func (s *scaler) memberLen(ctx context.Context, kind string) (int, error) {
-	name := map[string]string{"due": "oauth:sys:due", "seen": "oauth:sys:seen"}[kind]
-	ms, err := s.e.rdb.ZRange(ctx, s.e.prefix+name, 0, 0).Result()
-	if err != nil || len(ms) == 0 {
-		return 0, fmt.Errorf("%s holds no member: %v", name, err)
+// sampleMembers are the members of user-0000000's sorted set of kind, or the
+// first member of a shared one.
+func (s *scaler) sampleMembers(ctx context.Context, kind string) ([]string, error) {
+	name, stop := "oauth:conn:"+userOf(0), int64(-1)
+	if kind != "conn" {
+		name, stop = "oauth:sys:"+kind, 0
 	}
-	return len(ms[0]), nil
+	ms, err := s.e.rdb.ZRange(ctx, s.e.prefix+name, 0, stop).Result()
+	if err == nil && len(ms) == 0 {
+		err = fmt.Errorf("%s holds no member", name)
+	}
+	return ms, err
 }
 
 // usedMemory is INFO's used_memory: the whole Redis, others' keys included.

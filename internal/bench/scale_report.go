@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -81,17 +82,21 @@ func commas(n int) string {
 
 // connectionTables: bytes per connection by kind, every configuration, every N.
 func (r *scaleResult) connectionTables(b *strings.Builder) {
+	kinds := r.connectionKinds()
 	b.WriteString("\n## Bytes per connection in Redis\n\n![Bytes per connection by key kind, and the worker's claim, as N grows](scale.svg)\n\n" +
-		"| N | encryption | refresh ahead | token record | connection index | due index | seen index | total | limit | ratio | used_memory growth / N |\n" +
-		"|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		"| N | encryption | refresh ahead |")
+	for _, k := range kinds {
+		b.WriteString(" " + k.label + " |")
+	}
+	b.WriteString(" total | limit | ratio | used_memory growth / N |\n|---:|---|---|" + strings.Repeat("---:|", len(kinds)+4) + "\n")
 	for _, p := range r.points {
-		limit := p.limit()
 		for _, c := range p.configs {
+			fmt.Fprintf(b, "| %s | %s | %s |", commas(p.n), onOff(c.cfg.encrypted), onOff(c.cfg.ahead))
+			for _, k := range kinds {
+				b.WriteString(" " + bytesOf(c.perConn(k.name, p.n)) + " |")
+			}
 			total := float64(c.census.total()) / float64(p.n)
-			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | **%s** | %s | %.2fx | %s |\n", commas(p.n),
-				onOff(c.cfg.encrypted), onOff(c.cfg.ahead), bytesOf(c.perConn("token", p.n)), bytesOf(c.perConn("conn", p.n)),
-				bytesOf(c.perConn("due", p.n)), bytesOf(c.perConn("seen", p.n)), bytesOf(total), bytesOf(limit), total/limit,
-				bytesOf(float64(c.usedMemory)/float64(p.n)))
+			fmt.Fprintf(b, " **%s** | %s | %.2fx | %s |\n", bytesOf(total), bytesOf(p.limit()), total/p.limit(), bytesOf(float64(c.usedMemory)/float64(p.n)))
 		}
 	}
 	if len(r.points) > 0 {
@@ -100,6 +105,20 @@ func (r *scaleResult) connectionTables(b *strings.Builder) {
 			"(%d B: a %d-byte name holding a 1-byte string). Every byte above it is the table below.\n",
 			tokenBytes, p.floor.key["token"], p.main().census.of("token").nameLen())
 	}
+}
+
+// connectionKinds are the kinds found in any configuration at any N, in the report's order.
+func (r *scaleResult) connectionKinds() []keyKind {
+	var out []keyKind
+	for _, k := range keyKinds {
+		for _, p := range r.points {
+			if slices.ContainsFunc(p.configs, func(c *configResult) bool { return c.census.of(k.name).keys > 0 }) {
+				out = append(out, k)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // limit is the token bytes plus Redis's minimum for one key of the token record's name.
@@ -121,24 +140,38 @@ func (r *scaleResult) breakdown(b *strings.Builder) {
 	c := p.main()
 	fmt.Fprintf(b, "\n### Which part is Redis's and which is ours (encryption on, refresh ahead on, N = %s)\n\n"+
 		"| key kind | bytes per connection | Redis's own | ours | what ours is |\n|---|---:|---:|---:|---|\n", commas(p.n))
-	token := c.census.of("token")
-	value := float64(token.values) / float64(token.keys)
-	r.breakdownRow(b, "token record `oauth:{user}:{provider}`", c.perConn("token", p.n), float64(p.floor.key["token"]),
-		fmt.Sprintf("a %d-byte name holding 1 byte", token.nameLen()),
-		fmt.Sprintf("the sealed record, %.0f B long: %d B of tokens, the rest its JSON (field names, expiry) sealed "+
-			"(key ID, nonce, tag) and in base64; Redis keeps a value that long apart from its object header", value, tokenBytes))
-	conn := c.census.of("conn")
-	r.breakdownRow(b, "connection index `oauth:conn:{user}`", c.perConn("conn", p.n), float64(p.floor.key["conn"]),
-		fmt.Sprintf("a %d-byte name holding 1 byte", conn.nameLen()), "a sorted set of one member (\"github\") and its score, "+
-			"in Redis's compact encoding: what lets Connections list providers outside the registry")
-	for _, kind := range []string{"due", "seen"} {
-		member := map[string]string{"due": "`ahead:github:{user}`", "seen": "`github:{user}`"}[kind]
-		r.breakdownRow(b, "`oauth:sys:"+kind+"` per member", c.perConn(kind, p.n), p.floor.oneByte[kind],
-			fmt.Sprintf("a 1-byte member; %.0f B with members as long as ours", p.floor.sameLen[kind]),
-			fmt.Sprintf("the member's name, %s (%d B): refresh ahead", member, p.floor.memberLen[kind]))
+	for _, k := range keyKinds {
+		got := c.census.of(k.name)
+		switch {
+		case got.keys == 0:
+		case shared(c.census, k.name):
+			r.breakdownRow(b, k.label+", per member", c.perConn(k.name, p.n), p.floor.oneByte[k.name],
+				fmt.Sprintf("a 1-byte member; %.0f B with members as long as ours", p.floor.sameLen[k.name]), p.ours(k.name))
+		default:
+			r.breakdownRow(b, k.label, c.perConn(k.name, p.n), float64(p.floor.key[k.name]*got.keys)/float64(p.n),
+				fmt.Sprintf("a %d-byte name holding 1 byte", got.nameLen()), p.ours(k.name))
+		}
 	}
 	total := float64(c.census.total()) / float64(p.n)
 	fmt.Fprintf(b, "| **total** | **%s** | | | limit %s (%d B of tokens and one key), %.2fx |\n", bytesOf(total), bytesOf(p.limit()), tokenBytes, total/p.limit())
+}
+
+// ours says what the library's part of a kind is, from what the run found in it.
+func (p *scalePoint) ours(kind string) string {
+	got, c := p.main().census.of(kind), p.main().census
+	switch {
+	case kind == "token":
+		return fmt.Sprintf("the sealed record, %.0f B long: %d B of tokens, the rest its JSON (field names, expiry) sealed "+
+			"(key ID, nonce, tag) and in base64; Redis keeps a value that long apart from its object header",
+			float64(got.values)/float64(got.keys), tokenBytes)
+	case shared(c, kind):
+		m := p.floor.members[kind][0]
+		return fmt.Sprintf("the member's name, %d B (`%s`), and the share of the set's growth", len(m), m)
+	case zsetKind(kind):
+		return fmt.Sprintf("a sorted set of %.0f members a user (`%s` for %s), small enough for Redis's compact encoding",
+			float64(got.members)/float64(got.keys), strings.Join(p.floor.members[kind], "`, `"), userOf(0))
+	}
+	return fmt.Sprintf("the value, %.0f B", float64(got.values)/float64(got.keys))
 }
 
 func (r *scaleResult) breakdownRow(b *strings.Builder, kind string, got, redis float64, redisWhat, oursWhat string) {
@@ -174,7 +207,8 @@ func (r *scaleResult) signInTable(b *strings.Builder) {
 		}
 	}
 	fmt.Fprintf(b, "\nPer sign-in: **%s** of its own (the run and its documents, kept for %s), beside a limit of %s (their values' bytes "+
-		"and Redis's minimum for a key of each name): %.2fx; and %s for the connection it made (the kinds of the tables above; "+
+		"and Redis's minimum for a key of each name; jemalloc's size classes round both, so a record at its limit can read a little "+
+		"under 1.00x): %.2fx; and %s for the connection it made (the kinds of the tables above; "+
 		"its tokens are the demo server's, not GitHub-sized).\n", bytesOf(s.own()), s.keptFor.Round(time.Minute), bytesOf(s.ownLimit()),
 		s.own()/s.ownLimit(), bytesOf(s.connection()))
 }
@@ -237,8 +271,8 @@ func us(l latency) string { return fmt.Sprintf("%.0f µs (p99 %.0f)", l.median, 
 
 // workerTable: the worker's commands as N grows.
 func (r *scaleResult) workerTable(b *strings.Builder) {
-	fmt.Fprintf(b, "\n## The worker's pass and claim as N grows\n\nEach pass of the background worker sends one command, "+
-		"`Claim` on `oauth:sys:due` (a script: ZRANGEBYSCORE to now, LIMIT %d, and a ZADD of each piece to its lease), timed through the "+
+	fmt.Fprintf(b, "\n## The worker's pass and claim as N grows\n\nWhen nothing is due, each tick of the background worker sends one command, "+
+		"`Claim` on `oauth:sys:due` (a script: ZRANGEBYSCORE to now, LIMIT its free slots, at most %d, and a ZADD of each piece to its lease), timed through the "+
 		"KV's exported `Claim` on the index the N connections' refresh-ahead entries are in (encryption on, refresh ahead on), "+
 		"interleaved with a PING, the round trip any command costs; %s calls each (claims of a full batch: %d). A claim that finds work "+
 		"is timed with one piece made due before it, and with %d.\n\n"+
@@ -308,16 +342,20 @@ func (r *scaleResult) storeTables(b *strings.Builder) {
 func (r *scaleResult) memoryTable(b *strings.Builder) {
 	b.WriteString("\n## MemoryKV\n\nThe live heap's growth (runtime.MemStats.HeapAlloc after two collections) over storing and reading N " +
 		"connections in a Module over `NewMemoryKV()`, divided by N; the limit is a plain map from the same key names to the token " +
-		"bytes alone. Sign-ins are run as above (at most " + commas(maxMemorySignIns) + "), and the heap is read once the " +
+		"bytes alone. N sign-ins are run as above (up to N = " + commas(maxMemorySignIns) + "), and the heap is read once the " +
 		"authorization server, which keeps every grant it issued, is shut down.\n\n" +
 		"| N | enc. on, ahead on | enc. off, ahead on | enc. on, ahead off | enc. off, ahead off | limit: map of names to token bytes | ratio (enc. on, ahead on) | sign-ins | bytes per sign-in | of which the sign-in's own | limit: its records' bytes | ratio |\n" +
 		"|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, m := range r.memory {
 		main := m.perConn[scaleConfig{true, true}]
-		own := m.perSignIn - main
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %.2fx | %s | %s | %s | %s | %s |\n", commas(m.n), bytesOf(main),
+		signIns := "| – | – | – | – | – |"
+		if own := m.perSignIn - main; m.signIns > 0 {
+			signIns = fmt.Sprintf("| %s | %s | %s | %s | %s |", commas(m.signIns), bytesOf(m.perSignIn), bytesOf(own), bytesOf(r.signInValues()),
+				ratioOf(own, r.signInValues()))
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %.2fx %s\n", commas(m.n), bytesOf(main),
 			bytesOf(m.perConn[scaleConfig{false, true}]), bytesOf(m.perConn[scaleConfig{true, false}]), bytesOf(m.perConn[scaleConfig{false, false}]),
-			bytesOf(m.floor), main/m.floor, commas(m.signIns), bytesOf(m.perSignIn), bytesOf(own), bytesOf(r.signInValues()), ratioOf(own, r.signInValues()))
+			bytesOf(m.floor), main/m.floor, signIns)
 	}
 	b.WriteString("\nA sign-in's own is its bytes less a GitHub-sized connection's (encryption on, refresh ahead on, at the same N): the finished run " +
 		"and its documents, which MemoryKV keeps for FinishedRunTTL as Redis does. Its limit is the length of those records' values " +

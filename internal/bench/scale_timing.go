@@ -15,7 +15,7 @@ import (
 const (
 	passReps  = 2000 // idle passes, claims of one piece, PINGs
 	batchReps = 200  // claims of a batch
-	batch     = 100  // pieces a claim asks for (the worker's batch)
+	batch     = 256  // pieces a claim asks for: the most a worker has in flight, what an idle one asks
 	listReps  = 400  // listings of each user
 )
 
