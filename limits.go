@@ -63,6 +63,8 @@ type refreshLimiter struct {
 	mu     sync.Mutex
 	slots  map[string]chan struct{} // per provider: one per refresh in flight here
 	primed map[string]int           // per provider: the permits this process has put in the bucket
+
+	onQueue func() // tests: called as a refresh starts waiting for a slot
 }
 
 func (l *refreshLimiter) limit(providerID string) RefreshLimit {
@@ -100,26 +102,32 @@ func (e *errSlowedDown) Error() string {
 }
 
 // admit lets one refresh ahead of providerID's tokens go: it waits for one
-// of this instance's slots for the provider (release gives it back), then
-// takes a permit of the fleet's for this second. While the fleet is slowed
-// down, or no permit is left this second, it returns an *errSlowedDown that
-// says when to try again.
+// of this instance's slots for the provider (release gives it back), then,
+// unless the fleet is slowed down, takes a permit of the fleet's for this
+// second. While the fleet is slowed down, or no permit is left this second,
+// it returns an *errSlowedDown that says when to try again.
 func (s *TokenStore) admit(ctx context.Context, providerID string) (release func(), err error) {
 	l := &s.limiter
 	lim := l.limit(providerID)
-	if until, slowed, err := s.slowedUntil(ctx, providerID); err != nil || slowed {
-		if err == nil {
-			err = &errSlowedDown{until: until}
-		}
-		return nil, err
-	}
 	slots := l.slotsOf(providerID, lim.Concurrency)
+	if l.onQueue != nil {
+		l.onQueue()
+	}
 	select {
 	case slots <- struct{}{}:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 	release = func() { <-slots }
+	// Asked once the slot is held: a refresh that waited for it while
+	// another heard 429 does not go out after all.
+	if until, slowed, err := s.slowedUntil(ctx, providerID); err != nil || slowed {
+		release()
+		if err == nil {
+			err = &errSlowedDown{until: until}
+		}
+		return nil, err
+	}
 	if lim.PerSecond > 0 {
 		if err := s.takePermit(ctx, providerID, lim.PerSecond); err != nil {
 			release()

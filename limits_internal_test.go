@@ -102,9 +102,20 @@ func TestRefreshAheadConcurrencyPerProvider(t *testing.T) {
 	t.Parallel()
 	p := &heldProvider{gate: make(chan struct{}), full: make(chan struct{}), fullAt: 3}
 	f := newLimitedFleet(t, p, 1, 20, map[string]RefreshLimit{"acme": {Concurrency: 3}})
+	var queued atomic.Int64
+	all := make(chan struct{})
+	f.stores[0].limiter.onQueue = func() {
+		if queued.Add(1) == 20 {
+			close(all)
+		}
+	}
 	done := make(chan struct{})
 	go func() { defer close(done); f.workers[0].pass(context.Background()) }()
+	waitfor.Recv(t, all, "every refresh asking for a slot")
 	waitfor.Recv(t, p.full, "three refreshes in flight")
+	if held := len(f.stores[0].limiter.slotsOf("acme", 3)); held != 3 {
+		t.Fatalf("%d of the provider's 3 slots are held while 3 refreshes are at the provider", held)
+	}
 	close(p.gate)
 	waitfor.Recv(t, done, "the pass")
 	if most := p.most.Load(); most != 3 {
@@ -159,5 +170,30 @@ func TestRefreshAhead429SlowsTheFleet(t *testing.T) {
 	f.workers[1].pass(ctx)
 	if n := p.calls.Load(); n < 10 {
 		t.Fatalf("after the slow-down %d provider calls, want every connection refreshed", n)
+	}
+}
+
+// Refreshes that were waiting for a slot when the provider answered 429 do
+// not go out after it: the slow-down is asked once the slot is held.
+func TestRefreshAheadQueuedBehind429(t *testing.T) {
+	t.Parallel()
+	p := &heldProvider{gate: make(chan struct{}), full: make(chan struct{}), fullAt: 1}
+	p.status.Store(http.StatusTooManyRequests)
+	f := newLimitedFleet(t, p, 1, 5, map[string]RefreshLimit{"acme": {Concurrency: 1}})
+	var queued atomic.Int64
+	all := make(chan struct{})
+	f.stores[0].limiter.onQueue = func() {
+		if queued.Add(1) == 5 {
+			close(all)
+		}
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); f.workers[0].pass(context.Background()) }()
+	waitfor.Recv(t, all, "five refreshes waiting for the provider's one slot")
+	waitfor.Recv(t, p.full, "the first refresh at the provider")
+	close(p.gate)
+	waitfor.Recv(t, done, "the pass")
+	if n := p.calls.Load(); n != 1 {
+		t.Fatalf("the provider got %d calls; the four queued behind its 429 went out anyway", n)
 	}
 }

@@ -295,3 +295,18 @@ func endedSignIns() []mutant {
 		},
 	}
 }
+
+// queuedBehind429 is the guard that the slow-down is asked once the slot is
+// held, not before a refresh waits for it.
+func queuedBehind429() []mutant {
+	return []mutant{
+		{
+			Name: "scale/slow-down-asked-too-early",
+			File: "limits.go",
+			Old:  "\tslots := l.slotsOf(providerID, lim.Concurrency)\n\tif l.onQueue != nil {\n\t\tl.onQueue()\n\t}\n\tselect {\n\tcase slots <- struct{}{}:\n\tcase <-ctx.Done():\n\t\treturn nil, ctx.Err()\n\t}\n\trelease = func() { <-slots }\n\t// Asked once the slot is held: a refresh that waited for it while\n\t// another heard 429 does not go out after all.\n\tif until, slowed, err := s.slowedUntil(ctx, providerID); err != nil || slowed {\n\t\trelease()\n\t\tif err == nil {\n\t\t\terr = &errSlowedDown{until: until}\n\t\t}\n\t\treturn nil, err\n\t}\n",
+			New:  "\tif until, slowed, err := s.slowedUntil(ctx, providerID); err != nil || slowed {\n\t\tif err == nil {\n\t\t\terr = &errSlowedDown{until: until}\n\t\t}\n\t\treturn nil, err\n\t}\n\tslots := l.slotsOf(providerID, lim.Concurrency)\n\tif l.onQueue != nil {\n\t\tl.onQueue()\n\t}\n\tselect {\n\tcase slots <- struct{}{}:\n\tcase <-ctx.Done():\n\t\treturn nil, ctx.Err()\n\t}\n\trelease = func() { <-slots }\n",
+			Run:  "^(TestRefreshAheadQueuedBehind429)$",
+			Why:  "a refresh that waited for a slot while another heard 429 does not go out after it",
+		},
+	}
+}
