@@ -14,8 +14,9 @@ import (
 // sharing, so a caller that comes later starts a call of its own, which sees
 // the world as it is then. The zero value is ready.
 type flightGroup struct {
-	mu    sync.Mutex
-	calls map[string]*flight
+	mu      sync.Mutex
+	calls   map[string]*flight
+	running sync.WaitGroup // calls not yet returned, published or not
 }
 
 type flight struct {
@@ -45,7 +46,7 @@ func (g *flightGroup) do(ctx context.Context, key string, fn func(publish func(S
 		}
 		f = &flight{done: make(chan struct{})}
 		g.calls[key] = f
-		go g.run(key, f, fn)
+		g.running.Go(func() { g.run(key, f, fn) })
 	}
 	g.mu.Unlock()
 	select {
@@ -55,6 +56,10 @@ func (g *flightGroup) do(ctx context.Context, key string, fn func(publish func(S
 		return StoredTokens{}, ctx.Err()
 	}
 }
+
+// wait returns once every call started so far has returned, its last write
+// included.
+func (g *flightGroup) wait() { g.running.Wait() }
 
 func (g *flightGroup) run(key string, f *flight, fn func(publish func(StoredTokens, error)) (StoredTokens, error)) {
 	// The call leaves the map before its callers hear the result, so that a

@@ -313,3 +313,48 @@ func TestGetTokensWhileTheKeptWriteLands(t *testing.T) {
 		assert.Equal(t, "rt-2", got.RefreshToken, "GetTokens never hands out the spent refresh token")
 	})
 }
+
+// A refresh still at the provider when its Module closes is written before
+// Close returns, though its caller has gone: Close is followed by the process's
+// exit or the KV's close, and a rotated refresh token the provider has already
+// spent the old one for would be lost with it. The provider answers only once
+// Close has begun.
+func TestCloseWritesTheRefreshInFlight(t *testing.T) {
+	t.Parallel()
+	kv := oauthflow.NewMemoryKV()
+	p := newFakeProvider("acme")
+	called, release := make(chan struct{}), make(chan struct{})
+	p.setRefresh(func(context.Context, string, int64) (*oauthflow.TokenSet, error) {
+		close(called)
+		if _, err := waitfor.RecvErr(release, "the test's release"); err != nil {
+			return nil, err
+		}
+		return &oauthflow.TokenSet{AccessToken: "rotated", RefreshToken: "rt-1", ExpiresIn: 3600, Scope: "read"}, nil
+	})
+	reg := oauthflow.NewRegistry()
+	require.NoError(t, reg.Register(p))
+	m, err := oauthflow.New(ctx, oauthflow.Config{KV: kv, Registry: reg, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	require.NoError(t, m.Tokens.StoreTokens(ctx, "u", "acme", oauthflow.StoredTokens{AccessToken: "old",
+		RefreshToken: "rt-0", ExpiresAt: time.Now().Add(-time.Minute).UnixMilli(), Scope: "read"}))
+
+	caller, leave := context.WithCancel(ctx)
+	go func() { _, _ = m.Tokens.GetValidAccessToken(caller, "u", "acme") }()
+	waitfor.Recv(t, called, "the refresh at the provider")
+	leave() // the caller is gone; the refresh goes on
+
+	closing, closed := make(chan struct{}), make(chan struct{})
+	go func() {
+		close(closing)
+		_ = m.Close()
+		close(closed)
+	}()
+	waitfor.Recv(t, closing, "Close begun")
+	close(release)
+	waitfor.Recv(t, closed, "Close returned")
+
+	after := oauthflow.NewTokenStore(kv, reg)
+	got, err := after.GetTokens(ctx, "u", "acme")
+	require.NoError(t, err)
+	assert.Equal(t, "rt-1", got.RefreshToken, "the rotated refresh token was written before Close returned")
+}

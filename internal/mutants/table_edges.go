@@ -12,6 +12,14 @@ func edges() []mutant {
 			Run:  "TestRefreshSurvivesReencrypt",
 		},
 		{
+			Name: "edges/close-drops-refresh-in-flight",
+			File: "module.go",
+			Old:  "\tm.Tokens.flights.wait()",
+			New:  "\t// m.Tokens.flights.wait()",
+			Why:  "Close waits for the refreshes in flight, so tokens a provider has just rotated are written before the store closes",
+			Run:  "TestCloseWritesTheRefreshInFlight",
+		},
+		{
 			Name: "edges/gone-not-revoked",
 			File: "refresh.go",
 			Old:  "\tr.s.revoke(ctx, r.userID, r.providerID, t)\n",
