@@ -16,8 +16,8 @@ import (
 func TestKnown(t *testing.T) {
 	t.Parallel()
 	ids := Known()
-	if len(ids) < 30 {
-		t.Fatalf("catalog has %d providers, want at least 30", len(ids))
+	if len(ids) < 150 {
+		t.Fatalf("catalog has %d providers, want at least 150", len(ids))
 	}
 	if !sort.StringsAreSorted(ids) || len(slices.Compact(slices.Clone(ids))) != len(ids) {
 		t.Errorf("Known() = %v, want sorted and unique", ids)
