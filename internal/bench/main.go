@@ -36,6 +36,7 @@ type options struct {
 	scaleNs      []int  // connection counts the scale mode stores
 	scaleOut     string // the scale report; the chart goes beside it
 	scaleSignIns int    // sign-ins the scale mode runs against Redis
+	scaleRefresh int    // connections the scale mode refreshes ahead at once (0: not measured)
 }
 
 func parseOptions(args []string) (options, error) {
@@ -49,12 +50,16 @@ func parseOptions(args []string) (options, error) {
 	ns := fs.String("scale-n", "10000,100000", "connection counts for -scale, comma-separated (1000000 needs about 1 GB of Redis)")
 	fs.StringVar(&o.scaleOut, "scale-out", "docs/SCALE.md", "the report -scale writes; its chart goes beside it as scale.svg")
 	fs.IntVar(&o.scaleSignIns, "scale-signins", 10000, "sign-ins -scale runs end to end against Redis")
+	fs.IntVar(&o.scaleRefresh, "scale-refreshes", 100000, "connections -scale refreshes ahead at once against a 100 ms provider (0: leave the area out)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	var err error
 	if o.scaleNs, err = parseCounts(*ns); err != nil {
 		return o, err
+	}
+	if o.scaleRefresh < 0 {
+		return o, fmt.Errorf("-scale-refreshes %d: want 0 or more", o.scaleRefresh)
 	}
 	if o.scaleSignIns < 1 {
 		return o, fmt.Errorf("-scale-signins %d: want at least 1", o.scaleSignIns)

@@ -61,9 +61,13 @@ func (r *report) write(path string) error {
 		t.write(&b)
 	}
 	r.gaps(&b)
+	b.WriteString("\n" + scaleSection(path)) // -scale's own, kept as the file had it
 	b.WriteString("\n" + strings.TrimSpace(notes) + "\n")
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
+
+// notesHeading begins the notes at the end of the report.
+const notesHeading = "## Notes (internal/bench/NOTES.md"
 
 func (r *report) header(b *strings.Builder) {
 	mode := fmt.Sprintf("%d rounds", r.opts.rounds)

@@ -194,7 +194,10 @@ func runScale(o options) error {
 	if err := os.WriteFile(scaleChartPath(o.scaleOut), []byte(s.res.chart()), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(o.scaleOut, []byte(s.res.report()), 0o644)
+	if err := os.WriteFile(o.scaleOut, []byte(s.res.report()), 0o644); err != nil {
+		return err
+	}
+	return s.res.writeSummary(o.out)
 }
 
 // scaleChartPath is where the chart goes: beside the report, as scale.svg.
@@ -219,6 +222,13 @@ func (s *scaler) measure(ctx context.Context) error {
 	var err error
 	if s.res.signIns, err = s.signIns(ctx, s.e.opts.scaleSignIns); err != nil {
 		return fmt.Errorf("sign-ins: %w", err)
+	}
+	s.progress("sign-ins done")
+	if n := s.e.opts.scaleRefresh; n > 0 {
+		if s.res.refresh, err = refreshBenchmarks(ctx, n); err != nil {
+			return fmt.Errorf("refreshing ahead: %w", err)
+		}
+		s.progress("refreshing ahead done")
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ type scaleResult struct {
 	points  []*scalePoint
 	memory  []*memPoint
 	signIns *signInResult
+	refresh *refreshFigures // nil when -scale-refreshes is 0
 }
 
 // command is the command line that reproduces the run.
@@ -25,7 +26,8 @@ func (r *scaleResult) command() string {
 	for i, n := range r.opts.scaleNs {
 		ns[i] = strconv.Itoa(n)
 	}
-	return fmt.Sprintf("go run ./internal/bench -scale -scale-n %s -scale-signins %d", strings.Join(ns, ","), r.opts.scaleSignIns)
+	return fmt.Sprintf("go run ./internal/bench -scale -scale-n %s -scale-signins %d -scale-refreshes %d", strings.Join(ns, ","),
+		r.opts.scaleSignIns, r.opts.scaleRefresh)
 }
 
 // report is docs/SCALE.md.
@@ -39,6 +41,8 @@ func (r *scaleResult) report() string {
 	r.listTable(&b)
 	r.storeTables(&b)
 	r.memoryTable(&b)
+	r.refreshTable(&b)
+	b.WriteString("\n" + strings.TrimSpace(scaleNotes) + "\n")
 	return b.String()
 }
 

@@ -5,10 +5,12 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oauthflow/oauthflow/internal/redistest"
 )
@@ -20,7 +22,8 @@ import (
 func TestScaleRun(t *testing.T) {
 	rdb := redistest.Real(t)
 	dir := t.TempDir()
-	o, err := parseOptions([]string{"-scale", "-scale-n", "200,400", "-scale-signins", "30", "-scale-out", filepath.Join(dir, "SCALE.md")})
+	o, err := parseOptions([]string{"-scale", "-scale-n", "200,400", "-scale-signins", "30", "-scale-refreshes", "0",
+		"-scale-out", filepath.Join(dir, "SCALE.md")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,6 +45,24 @@ func TestScaleRun(t *testing.T) {
 	checkFigures(t, &s.res)
 	checkReport(t, s.res.report())
 	checkChart(t, s.res.chart())
+	checkSummary(t, &s.res)
+}
+
+// checkSummary holds the Scale section to its figures and targets: the
+// tiny run stores GitHub-sized connections, which cost more than 400 B each,
+// so that target is a gap.
+func checkSummary(t *testing.T, r *scaleResult) {
+	t.Helper()
+	sum := r.summary(".")
+	for _, want := range []string{scaleBegin, "## Scale", "### Scale gaps", "Redis bytes per connection, sealed, refresh ahead on, N = 400",
+		"Redis bytes per completed sign-in", "| <= 400 B | **no** |", "- Redis bytes per connection", scaleEnd} {
+		if !strings.Contains(sum, want) {
+			t.Errorf("the Scale section lacks %q:\n%s", want, sum)
+		}
+	}
+	if strings.Contains(sum, "refreshes ahead/s") {
+		t.Errorf("the Scale section shows refresh figures the run did not measure:\n%s", sum)
+	}
 }
 
 // checkFigures holds the figures to what must be true of any store of
@@ -73,7 +94,7 @@ func checkReport(t *testing.T, report string) {
 	t.Helper()
 	for _, want := range []string{"## Reproduce", "## Bytes per connection in Redis", "### Which part is Redis's and which is ours",
 		"## Bytes per completed sign-in in Redis", "## The worker's pass and claim as N grows", "## Listing a user's connections",
-		"## Storing and re-encrypting all N", "## MemoryKV", "go run ./internal/bench -scale -scale-n 200,400 -scale-signins 30", "| 400 | on | on |"} {
+		"## Storing and re-encrypting all N", "## MemoryKV", "go run ./internal/bench -scale -scale-n 200,400 -scale-signins 30 -scale-refreshes 0", "| 400 | on | on |", "## Notes"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("the report lacks %q", want)
 		}
@@ -118,5 +139,71 @@ func TestParseCounts(t *testing.T) {
 		if (err == nil) != tc.ok || !slices.Equal(got, tc.want) {
 			t.Errorf("parseCounts(%q) = %v, %v", tc.in, got, err)
 		}
+	}
+}
+
+// The refresh area reads the root benchmarks' output: each benchmark's last
+// line, its name without the GOMAXPROCS suffix, its metrics by unit.
+func TestParseRefreshBenchmarks(t *testing.T) {
+	const out = `goos: linux
+BenchmarkRefreshAheadAtScale/default-limit-2         	       1	 101000000 ns/op	         9.9 refreshes/s	         0.1 s-to-last
+BenchmarkRefreshAheadAtScale/default-limit-2         	  100000	   1170000 ns/op	       854.0 refreshes/s	       117.1 s-to-last
+BenchmarkRefreshAheadAtScale/concurrency-250-2       	  100000	    666000 ns/op	      1501.0 refreshes/s	        66.6 s-to-last
+BenchmarkRefreshAheadAgainst429
+    ahead_bench_test.go:1: a log line
+BenchmarkRefreshAheadAgainst429-2                    	  100000	  50000000 ns/op	       130.0 calls-after-first-429	       200.0 calls/5s
+PASS
+`
+	f, err := parseRefreshBenchmarks(out, 100000, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.defaultLimit["refreshes/s"] != 854 || f.defaultLimit["s-to-last"] != 117.1 || f.raw["refreshes/s"] != 1501 || f.against429["calls/5s"] != 200 {
+		t.Errorf("parsed %+v", f)
+	}
+	r := &scaleResult{refresh: f}
+	var b strings.Builder
+	r.refreshTable(&b)
+	for _, want := range []string{"## Refreshing ahead at scale", "| default, 100 in flight | 854 | 1000 (100 / 100ms) | 0.85x | 117.1 s | 10m0s |",
+		"| raised, 250 in flight | 1501 |", "got **200** calls"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the refresh table lacks %q:\n%s", want, b.String())
+		}
+	}
+	rows := r.summaryRows()
+	if len(rows) != 4 || rows[0].metText() != "yes" || rows[2].metText() != "yes" || rows[3].metText() != "yes" {
+		t.Errorf("summary rows %+v", rows)
+	}
+	if _, err := parseRefreshBenchmarks(strings.ReplaceAll(out, "s-to-last", "x"), 100000, time.Minute); err == nil {
+		t.Error("an output without s-to-last was read")
+	}
+}
+
+// The suite's run keeps the Scale section -scale wrote, and -scale replaces
+// only that section.
+func TestScaleSectionKept(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "BENCHMARKS.md")
+	if !strings.Contains(scaleSection(path), "Not measured yet") {
+		t.Error("a report without a Scale section does not say how to write it")
+	}
+	doc := "# Benchmarks\n\n## Gaps\n\n" + scaleBegin + "\n## Scale\n\nold figures\n" + scaleEnd + "\n\n" + notesHeading + ", appended verbatim)\n"
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := scaleSection(path); !strings.Contains(got, "old figures") || !strings.HasSuffix(got, scaleEnd+"\n") {
+		t.Errorf("kept %q", got)
+	}
+	r := &scaleResult{opts: options{scaleOut: filepath.Join(filepath.Dir(path), "docs", "SCALE.md")}}
+	if err := r.writeSummary(path); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(b)
+	if strings.Contains(got, "old figures") || strings.Count(got, scaleBegin) != 1 || !strings.Contains(got, "[docs/SCALE.md](docs/SCALE.md)") ||
+		!strings.HasPrefix(got, "# Benchmarks\n\n## Gaps\n\n") || !strings.HasSuffix(got, notesHeading+", appended verbatim)\n") {
+		t.Errorf("after -scale the report reads:\n%s", got)
 	}
 }
