@@ -135,8 +135,14 @@ func (r *scaleResult) summary(benchDir string) string {
 
 // scaleSection returns the Scale section of the report at path, markers
 // included, or a line saying how to write it when the file has none.
+// Only a regular file is read: -out /dev/stdout must not read the standard
+// output back.
 func scaleSection(path string) string {
-	old, err := os.ReadFile(path)
+	var old []byte
+	fi, err := os.Stat(path)
+	if err == nil && fi.Mode().IsRegular() {
+		old, err = os.ReadFile(path)
+	}
 	if err == nil {
 		if s, ok := cutSection(string(old)); ok {
 			return s
@@ -158,6 +164,9 @@ func cutSection(doc string) (string, bool) {
 // writeSummary puts the run's Scale section into the report at path in place
 // of the one there, or before its notes when it has none.
 func (r *scaleResult) writeSummary(path string) error {
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return os.WriteFile(path, []byte(r.summary(".")), 0o644) // -out /dev/stdout: the section alone
+	}
 	old, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("the Scale section goes into %s (-out): %w", path, err)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -205,5 +206,25 @@ func TestScaleSectionKept(t *testing.T) {
 	if strings.Contains(got, "old figures") || strings.Count(got, scaleBegin) != 1 || !strings.Contains(got, "[docs/SCALE.md](docs/SCALE.md)") ||
 		!strings.HasPrefix(got, "# Benchmarks\n\n## Gaps\n\n") || !strings.HasSuffix(got, notesHeading+", appended verbatim)\n") {
 		t.Errorf("after -scale the report reads:\n%s", got)
+	}
+}
+
+// The suite's run reads the Scale section back only from a regular file: a
+// report written to a pipe (-out /dev/stdout) is not read, which would wait
+// for a writer that never comes.
+func TestScaleSectionNotReadFromAPipe(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "pipe")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 1)
+	go func() { got <- scaleSection(fifo) }()
+	select {
+	case s := <-got:
+		if !strings.Contains(s, "Not measured yet") {
+			t.Errorf("from a pipe: %q", s)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("scaleSection opened the pipe to read it")
 	}
 }
