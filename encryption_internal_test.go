@@ -2,10 +2,15 @@ package oauthflow
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/oauthflow/oauthflow/internal/waitfor"
 )
 
 // fuzzRing is a fixed two-key ring: "cur" seals, "old" also opens.
@@ -94,4 +99,60 @@ func FuzzOpenRecord(f *testing.F) {
 			t.Fatalf("error %v for %q", err, b)
 		}
 	})
+}
+
+// sideBySideKV holds every Get until want of them are in flight at once, and
+// notes the most that ever were.
+type sideBySideKV struct {
+	KV
+	want           int
+	mu             sync.Mutex
+	inFlight, most int
+	all            chan struct{} // closed once want Gets are in flight
+	once           sync.Once
+}
+
+func (k *sideBySideKV) Get(ctx context.Context, key string) ([]byte, error) {
+	k.mu.Lock()
+	k.inFlight++
+	k.most = max(k.most, k.inFlight)
+	if k.inFlight == k.want {
+		k.once.Do(func() { close(k.all) })
+	}
+	k.mu.Unlock()
+	defer func() {
+		k.mu.Lock()
+		k.inFlight--
+		k.mu.Unlock()
+	}()
+	if _, err := waitfor.RecvErr(k.all, fmt.Sprintf("%d of Reencrypt's reads in flight at once", k.want)); err != nil {
+		return nil, err
+	}
+	return k.KV.Get(ctx, key)
+}
+
+func (k *sideBySideKV) scanPrefix(ctx context.Context, prefix, cursor string, count int) ([]string, string, error) {
+	return k.KV.(keyScanner).scanPrefix(ctx, prefix, cursor, count)
+}
+
+// Reencrypt rewrites a batch's records side by side, Concurrency at a time
+// and never more: three round trips a record one after another would take
+// minutes for a million records.
+func TestReencryptSideBySide(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	plain := NewTokenStore(NewMemoryKV(), NewRegistry())
+	for i := range 40 {
+		if err := plain.StoreTokens(ctx, fmt.Sprintf("user-%d", i), "demo", StoredTokens{AccessToken: "at", Scope: "read"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kv := &sideBySideKV{KV: plain.kv, want: 4, all: make(chan struct{})}
+	p, err := Reencrypt(ctx, kv, fuzzRing(t), ReencryptOptions{Concurrency: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Rewritten != 40 || kv.most != 4 {
+		t.Errorf("rewrote %d records with at most %d in flight; want 40 with 4", p.Rewritten, kv.most)
+	}
 }

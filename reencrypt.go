@@ -1,9 +1,11 @@
 package oauthflow
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strings"
+	"sync"
 )
 
 // ReencryptOptions tunes a Reencrypt walk.
@@ -13,6 +15,9 @@ type ReencryptOptions struct {
 	Cursor string
 	// Batch is how many keys are asked of the store at a time. 0: 500.
 	Batch int
+	// Concurrency is how many records of a batch are rewritten side by side,
+	// each with its own round trips. 0: 16.
+	Concurrency int
 	// Progress hears the running totals after each batch.
 	Progress func(ReencryptProgress)
 }
@@ -35,7 +40,10 @@ type ReencryptProgress struct {
 	Unknown, Corrupt int
 }
 
-const reencryptBatch = 500
+const (
+	reencryptBatch       = 500
+	reencryptConcurrency = 16
+)
 
 // Reencrypt seals every token record, pending sign-in and MCP dynamic
 // client registration of the module's store under the current key of its
@@ -64,6 +72,10 @@ func Reencrypt(ctx context.Context, kv KV, ring *KeyRing, opts ReencryptOptions)
 	if batch <= 0 {
 		batch = reencryptBatch
 	}
+	workers := opts.Concurrency
+	if workers <= 0 {
+		workers = reencryptConcurrency
+	}
 	p := ReencryptProgress{Cursor: opts.Cursor}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -73,13 +85,12 @@ func Reencrypt(ctx context.Context, kv KV, ring *KeyRing, opts ReencryptOptions)
 		if err != nil {
 			return p, storeErr(ctx, "scan keys", err)
 		}
-		done := p
-		for _, key := range keys {
-			if err := reseal(ctx, kv, ring, key, &done); err != nil {
-				return p, err
-			}
+		done, err := resealAll(ctx, kv, ring, keys, workers)
+		if err != nil {
+			return p, err
 		}
-		p, p.Cursor = done, next
+		p.add(done)
+		p.Cursor = next
 		if opts.Progress != nil {
 			opts.Progress(p)
 		}
@@ -87,6 +98,55 @@ func Reencrypt(ctx context.Context, kv KV, ring *KeyRing, opts ReencryptOptions)
 			return p, nil
 		}
 	}
+}
+
+// resealAll reseals keys on up to workers goroutines and returns what it
+// counted; the first error stops the rest.
+func resealAll(ctx context.Context, kv KV, ring *KeyRing, keys []string, workers int) (ReencryptProgress, error) {
+	var (
+		mu    sync.Mutex
+		total ReencryptProgress
+		first error
+		next  int
+		wg    sync.WaitGroup
+	)
+	take := func() (string, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if first != nil || next == len(keys) {
+			return "", false
+		}
+		next++
+		return keys[next-1], true
+	}
+	for range min(workers, len(keys)) {
+		wg.Go(func() {
+			var mine ReencryptProgress
+			for key, ok := take(); ok; key, ok = take() {
+				if err := reseal(ctx, kv, ring, key, &mine); err != nil {
+					mu.Lock()
+					first = cmp.Or(first, err)
+					mu.Unlock()
+					break
+				}
+			}
+			mu.Lock()
+			total.add(mine)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return total, first
+}
+
+// add counts q's records into p.
+func (p *ReencryptProgress) add(q ReencryptProgress) {
+	p.Scanned += q.Scanned
+	p.Rewritten += q.Rewritten
+	p.Current += q.Current
+	p.Changed += q.Changed
+	p.Unknown += q.Unknown
+	p.Corrupt += q.Corrupt
 }
 
 // reseal rewrites the record under key (when it is one that is sealed at

@@ -332,7 +332,7 @@ func (r *scaleResult) storeTables(b *strings.Builder) {
 	}
 	b.WriteString("\n`Reencrypt` (the package function, on the Module's KV) seals every record under a new key: it walks the keys with SCAN " +
 		"and, for each record, reads it, reads its time to live and writes it back with a compare-and-swap, three round trips one " +
-		"after another. Its limit does the same walk and the same AES-256-GCM work by hand with one MGET and one pipeline of " +
+		"after another, 16 records side by side (`ReencryptOptions.Concurrency`'s default). Its limit does the same walk and the same AES-256-GCM work by hand with one MGET and one pipeline of " +
 		"SET … KEEPTTL per 500 keys (the floor: it would overwrite a write made meanwhile).\n\n" +
 		"| N | records rewritten | Reencrypt | records/s | limit: by hand, batched | ratio |\n|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range r.points {

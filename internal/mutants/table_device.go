@@ -310,3 +310,27 @@ func queuedBehind429() []mutant {
 		},
 	}
 }
+
+// reencryptSideBySide are the guards of Reencrypt's side-by-side rewrites:
+// side by side at all, and never more than Concurrency at once.
+func reencryptSideBySide() []mutant {
+	const run = "^(TestReencryptSideBySide)$"
+	return []mutant{
+		{
+			Name: "crypt/reencrypt-one-at-a-time",
+			File: "reencrypt.go",
+			Old:  "for range min(workers, len(keys)) {",
+			New:  "for range min(1, len(keys)) {",
+			Run:  run,
+			Why:  "Reencrypt rewrites a batch's records side by side, not one after another",
+		},
+		{
+			Name: "crypt/reencrypt-unbounded",
+			File: "reencrypt.go",
+			Old:  "for range min(workers, len(keys)) {",
+			New:  "for range len(keys) {",
+			Run:  run,
+			Why:  "Reencrypt holds itself to Concurrency records in flight",
+		},
+	}
+}
