@@ -152,7 +152,7 @@ BenchmarkRefreshAheadAtScale/default-limit-2         	  100000	   1170000 ns/op	
 BenchmarkRefreshAheadAtScale/concurrency-250-2       	  100000	    666000 ns/op	      1501.0 refreshes/s	        66.6 s-to-last
 BenchmarkRefreshAheadAgainst429
     ahead_bench_test.go:1: a log line
-BenchmarkRefreshAheadAgainst429-2                    	  100000	  50000000 ns/op	       130.0 calls-after-first-429	       200.0 calls/5s
+BenchmarkRefreshAheadAgainst429-2                    	  100000	  50000000 ns/op	       0 calls-beyond-first-wave	       200.0 calls/5s
 PASS
 `
 	f, err := parseRefreshBenchmarks(out, 100000, time.Minute)
