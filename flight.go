@@ -14,9 +14,14 @@ import (
 // sharing, so a caller that comes later starts a call of its own, which sees
 // the world as it is then. The zero value is ready.
 type flightGroup struct {
-	mu      sync.Mutex
-	calls   map[string]*flight
-	running sync.WaitGroup // calls not yet returned, published or not
+	mu    sync.Mutex
+	calls map[string]*flight
+	// running counts the calls not yet returned, published or not; idle is
+	// closed when it falls to zero. (A WaitGroup would not do: wait runs
+	// beside new calls, and a WaitGroup must not be added to from zero while
+	// it is waited on.)
+	running int
+	idle    chan struct{}
 }
 
 type flight struct {
@@ -46,7 +51,11 @@ func (g *flightGroup) do(ctx context.Context, key string, fn func(publish func(S
 		}
 		f = &flight{done: make(chan struct{})}
 		g.calls[key] = f
-		g.running.Go(func() { g.run(key, f, fn) })
+		if g.running == 0 {
+			g.idle = make(chan struct{})
+		}
+		g.running++
+		go g.run(key, f, fn)
 	}
 	g.mu.Unlock()
 	select {
@@ -58,10 +67,28 @@ func (g *flightGroup) do(ctx context.Context, key string, fn func(publish func(S
 }
 
 // wait returns once every call started so far has returned, its last write
-// included.
-func (g *flightGroup) wait() { g.running.Wait() }
+// included (and any started meanwhile: it waits for a moment with none).
+func (g *flightGroup) wait() {
+	g.mu.Lock()
+	idle := g.idle
+	running := g.running
+	g.mu.Unlock()
+	if running > 0 {
+		<-idle
+	}
+}
+
+// ended counts a call out of running.
+func (g *flightGroup) ended() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.running--; g.running == 0 {
+		close(g.idle)
+	}
+}
 
 func (g *flightGroup) run(key string, f *flight, fn func(publish func(StoredTokens, error)) (StoredTokens, error)) {
+	defer g.ended() // last: after the result is published
 	// The call leaves the map before its callers hear the result, so that a
 	// caller who heard it and asks again starts afresh.
 	finish := func(v StoredTokens, err error) {

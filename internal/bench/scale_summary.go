@@ -82,7 +82,7 @@ func (r *scaleResult) summaryRows() []scaleRow {
 			bytesOf(m.floor) + " (a map of names to token bytes)", ratioOf(main, m.floor), "", nil})
 	}
 	if f := r.refresh; f != nil {
-		raised, def := f.raw["refreshes/s"], f.defaultLimit["refreshes/s"]
+		raised, def := f.raised["refreshes/s"], f.defaultLimit["refreshes/s"]
 		rows = append(rows,
 			scaleRow{fmt.Sprintf("refreshes ahead/s, one instance, %s due at once, 100 ms provider, limit raised to %d", commas(f.n), raisedInFlight),
 				fmt.Sprintf("%.0f/s", raised), fmt.Sprintf("%.0f/s (%d in flight / 100 ms)", limitRate(raisedInFlight), raisedInFlight),

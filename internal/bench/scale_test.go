@@ -159,7 +159,7 @@ PASS
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.defaultLimit["refreshes/s"] != 854 || f.defaultLimit["s-to-last"] != 117.1 || f.raw["refreshes/s"] != 1501 || f.against429["calls/5s"] != 200 {
+	if f.defaultLimit["refreshes/s"] != 854 || f.defaultLimit["s-to-last"] != 117.1 || f.raised["refreshes/s"] != 1501 || f.against429["calls/5s"] != 200 {
 		t.Errorf("parsed %+v", f)
 	}
 	r := &scaleResult{refresh: f}
