@@ -162,6 +162,10 @@ func (p *prefixKV) CompareAndExpire(ctx context.Context, key string, v []byte, t
 func (p *prefixKV) CompareAndSwap(ctx context.Context, key string, old, v []byte, ttl time.Duration) (bool, error) {
 	return p.kv.CompareAndSwap(ctx, p.prefix+key, old, v, ttl)
 }
+func (p *prefixKV) scheduleAbsent(ctx context.Context, index string, members []string, due time.Time) error {
+	return scheduleAbsent(ctx, p.kv, p.prefix+index, members, due)
+}
+
 func (p *prefixKV) Schedule(ctx context.Context, index, member string, due time.Time) error {
 	return p.kv.Schedule(ctx, p.prefix+index, member, due)
 }

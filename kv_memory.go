@@ -315,6 +315,25 @@ func (m *MemoryKV) Schedule(_ context.Context, index, member string, due time.Ti
 	return nil
 }
 
+// scheduleAbsent adds each of members to index, due at due, where it is
+// not there already.
+func (m *MemoryKV) scheduleAbsent(_ context.Context, index string, members []string, due time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.idx == nil {
+		m.idx = make(map[string]map[string]int64)
+	}
+	if m.idx[index] == nil {
+		m.idx[index] = make(map[string]int64)
+	}
+	for _, member := range members {
+		if _, ok := m.idx[index][member]; !ok {
+			m.idx[index][member] = due.UnixMilli()
+		}
+	}
+	return nil
+}
+
 // Unschedule removes member from index, and the index once it is empty.
 func (m *MemoryKV) Unschedule(_ context.Context, index, member string) error {
 	m.mu.Lock()

@@ -171,6 +171,16 @@ func (r *RedisKV) Schedule(ctx context.Context, index, member string, due time.T
 	return r.c.ZAdd(ctxOrBackground(ctx), index, z).Err()
 }
 
+// scheduleAbsent adds each of members to index, due at due, where it is not
+// there already (ZADD NX, one key).
+func (r *RedisKV) scheduleAbsent(ctx context.Context, index string, members []string, due time.Time) error {
+	zs := make([]redis.Z, len(members))
+	for i, member := range members {
+		zs[i] = redis.Z{Score: float64(due.UnixMilli()), Member: member}
+	}
+	return r.c.ZAddNX(ctxOrBackground(ctx), index, zs...).Err()
+}
+
 // Unschedule removes member from index (ZREM).
 func (r *RedisKV) Unschedule(ctx context.Context, index, member string) error {
 	return r.c.ZRem(ctxOrBackground(ctx), index, member).Err()

@@ -182,10 +182,31 @@ func (s *TokenStore) takePermit(ctx context.Context, providerID string, perSecon
 	return nil
 }
 
+// absentScheduler is a KV that can add members to an index only where they
+// are absent (ZADD NX).
+type absentScheduler interface {
+	scheduleAbsent(ctx context.Context, index string, members []string, due time.Time) error
+}
+
+// scheduleAbsent adds members to index where they are absent; a KV that
+// cannot tell sets them all.
+func scheduleAbsent(ctx context.Context, kv KV, index string, members []string, due time.Time) error {
+	if a, ok := kv.(absentScheduler); ok {
+		return a.scheduleAbsent(ctx, index, members, due)
+	}
+	for _, member := range members {
+		if err := kv.Schedule(ctx, index, member, due); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // primeBucket puts the permits of a provider's bucket in the store once per
-// process (and again when the limit grows). A permit already there keeps
-// its lease only if it is not primed again: a process that starts can so
-// grant one second's permits twice, at most.
+// process (and again when the limit grows), adding only those missing: a
+// permit another instance took this second keeps its lease. (A KV of the
+// app's own that cannot add only where absent fills them all, so a process
+// that starts may grant one second's permits twice.)
 func (s *TokenStore) primeBucket(ctx context.Context, providerID, index string, perSecond int) error {
 	l := &s.limiter
 	l.mu.Lock()
@@ -197,15 +218,12 @@ func (s *TokenStore) primeBucket(ctx context.Context, providerID, index string, 
 	if have >= perSecond {
 		return nil
 	}
-	ops := make([]*kvOp, 0, perSecond-have)
+	permits := make([]string, 0, perSecond-have)
 	for i := have; i < perSecond; i++ {
-		ops = append(ops, &kvOp{kind: opSchedule, key: index, member: strconv.Itoa(i), due: time.UnixMilli(0)})
+		permits = append(permits, strconv.Itoa(i))
 	}
-	runBatch(ctx, s.kv, ops...)
-	for _, op := range ops {
-		if op.err != nil {
-			return storeErr(ctx, "fill a refresh permit bucket", op.err)
-		}
+	if err := scheduleAbsent(ctx, s.kv, index, permits, time.UnixMilli(0)); err != nil {
+		return storeErr(ctx, "fill a refresh permit bucket", err)
 	}
 	l.mu.Lock()
 	l.primed[providerID] = max(l.primed[providerID], perSecond)

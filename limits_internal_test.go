@@ -2,6 +2,7 @@ package oauthflow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -195,5 +196,34 @@ func TestRefreshAheadQueuedBehind429(t *testing.T) {
 	waitfor.Recv(t, done, "the pass")
 	if n := p.calls.Load(); n != 1 {
 		t.Fatalf("the provider got %d calls; the four queued behind its 429 went out anyway", n)
+	}
+}
+
+// An instance that fills the provider's bucket of permits after another
+// instance has taken them this second adds only what is missing: it does not
+// hand the taken permits out again.
+func TestRefreshPermitsFilledOnlyWhereMissing(t *testing.T) {
+	t.Parallel()
+	for name, newKV := range guardKVs() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			kv, clock := newKV(t), fakeclock.New(time.Unix(1_800_000_000, 0))
+			first := NewTokenStore(kv, NewRegistry(), WithClock(clock.Now))
+			second := NewTokenStore(kv, NewRegistry(), WithClock(clock.Now))
+			ctx := context.Background()
+			for i := range 5 {
+				if err := first.takePermit(ctx, "acme", 5); err != nil {
+					t.Fatalf("permit %d of 5: %v", i+1, err)
+				}
+			}
+			var slowed *errSlowedDown
+			if err := second.takePermit(ctx, "acme", 5); !errors.As(err, &slowed) {
+				t.Fatalf("a sixth permit in one second, from an instance that filled the bucket anew: %v", err)
+			}
+			clock.Advance(time.Second)
+			if err := second.takePermit(ctx, "acme", 5); err != nil {
+				t.Fatalf("the next second's permit: %v", err)
+			}
+		})
 	}
 }

@@ -334,3 +334,27 @@ func reencryptSideBySide() []mutant {
 		},
 	}
 }
+
+// permitsFilledWhereMissing are the guards that filling a provider's bucket
+// of permits never hands out again a permit another instance took.
+func permitsFilledWhereMissing() []mutant {
+	const run = "^(TestRefreshPermitsFilledOnlyWhereMissing)$"
+	return []mutant{
+		{
+			Name: "scale/permits-refilled-memory",
+			File: "kv_memory.go",
+			Old:  "\t\tif _, ok := m.idx[index][member]; !ok {\n",
+			New:  "\t\tif true {\n",
+			Run:  run,
+			Why:  "MemoryKV adds a permit only where it is absent",
+		},
+		{
+			Name: "scale/permits-refilled-redis",
+			File: "kv_redis.go",
+			Old:  "r.c.ZAddNX(ctxOrBackground(ctx), index, zs...)",
+			New:  "r.c.ZAdd(ctxOrBackground(ctx), index, zs...)",
+			Run:  run,
+			Why:  "RedisKV adds a permit only where it is absent (ZADD NX)",
+		},
+	}
+}
