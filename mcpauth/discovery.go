@@ -194,13 +194,12 @@ func discover(ctx context.Context, client *http.Client, server string, ch Challe
 	if err != nil {
 		return nil, err
 	}
-	local := loopbackHost(hostOf(resource))
-	if err := namedURL(resource, local); err != nil {
+	if err := namedURL(resource, resource); err != nil {
 		return nil, err
 	}
 	prm, err := fetchResourceMetadata(ctx, client, resource, ch.ResourceMetadata)
 	if errors.Is(err, errNoMetadata) {
-		return discoverLegacy(ctx, client, resource, local)
+		return discoverLegacy(ctx, client, resource)
 	}
 	if err != nil {
 		return nil, err
@@ -212,14 +211,14 @@ func discover(ctx context.Context, client *http.Client, server string, ch Challe
 	if len(prm.AuthorizationServers) == 0 {
 		return nil, fmt.Errorf("%w: the resource metadata of %s names no authorization server", ErrDiscovery, resource)
 	}
-	if err := namedURL(prm.AuthorizationServers[0], local); err != nil {
+	if err := namedURL(prm.AuthorizationServers[0], resource); err != nil {
 		return nil, err
 	}
 	as, err := fetchServerMetadata(ctx, client, prm.AuthorizationServers[0])
 	if err != nil {
 		return nil, err
 	}
-	if err := as.endpointsFit(local); err != nil {
+	if err := as.endpointsFit(resource); err != nil {
 		return nil, err
 	}
 	return &Discovered{Resource: declared, PRM: prm, AS: *as}, nil
@@ -343,7 +342,7 @@ func (md *ServerMetadata) usable() error {
 // discoverLegacy is discovery for a 2025-03-26 server: its origin is the
 // authorization server, whose metadata is at the root well-known URL or,
 // failing that, whose endpoints are /authorize, /token and /register.
-func discoverLegacy(ctx context.Context, client *http.Client, resource string, local bool) (*Discovered, error) {
+func discoverLegacy(ctx context.Context, client *http.Client, resource string) (*Discovered, error) {
 	u, _ := url.Parse(resource)
 	origin := u.Scheme + "://" + u.Host
 	var md ServerMetadata
@@ -358,7 +357,7 @@ func discoverLegacy(ctx context.Context, client *http.Client, resource string, l
 		if err := md.usable(); err != nil {
 			return nil, err
 		}
-		if err := md.endpointsFit(local); err != nil {
+		if err := md.endpointsFit(resource); err != nil {
 			return nil, err
 		}
 	}
@@ -401,35 +400,43 @@ func hostOf(u string) string {
 	return p.Hostname()
 }
 
-// namedURL checks a URL that a server or its metadata names, for a server
-// that is (local) or is not on a loopback host: https, or http to a
-// loopback host; and a loopback host only for a loopback server, so that
-// a public server's metadata cannot point this backend at the machine it
-// runs on. The outbound policy checks the addresses when it dials.
-func namedURL(raw string, local bool) error {
+// namedURL checks a URL that the MCP server at server (its canonical URL),
+// or its metadata, names: https, or plain http to a loopback host for a
+// server that is itself plain http on a loopback host (local development);
+// and a loopback host only for a server on one, so that a public server's
+// metadata cannot point this backend at the machine it runs on. An https
+// server never downgrades: plain http would carry codes, verifiers and
+// secrets in the clear, even to a loopback port (another local process may
+// listen there). The outbound policy checks the addresses when it dials.
+func namedURL(raw, server string) error {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" || u.User != nil {
 		return fmt.Errorf("%w: %q is not an absolute URL", ErrDiscovery, raw)
 	}
-	lb := loopbackHost(u.Hostname())
+	s, _ := url.Parse(server) // canonical already
+	lb, local := loopbackHost(u.Hostname()), loopbackHost(s.Hostname())
 	switch {
 	case lb && !local:
 		return fmt.Errorf("%w: %s is on a loopback host, named for a server that is not", ErrDiscovery, u.Redacted())
-	case u.Scheme == "https", u.Scheme == "http" && lb:
+	case u.Scheme == "https":
 		return nil
+	case u.Scheme == "http" && lb && s.Scheme == "http":
+		return nil
+	case u.Scheme == "http" && lb:
+		return fmt.Errorf("%w: %s is plain http, named for the https server %s (an https server's endpoints are https)", ErrDiscovery, u.Redacted(), server)
 	}
 	return fmt.Errorf("%w: %s is not https (plain http is for loopback hosts only)", ErrDiscovery, u.Redacted())
 }
 
-// endpointsFit checks each endpoint the metadata names with namedURL: an
-// https server's metadata naming an http endpoint would send codes,
-// verifiers and secrets in the clear.
-func (md *ServerMetadata) endpointsFit(local bool) error {
+// endpointsFit checks each endpoint the metadata names with namedURL, for
+// the MCP server at server: an https server's metadata naming an http
+// endpoint would send codes, verifiers and secrets in the clear.
+func (md *ServerMetadata) endpointsFit(server string) error {
 	for _, e := range []string{md.AuthorizationEndpoint, md.TokenEndpoint, md.RegistrationEndpoint, md.RevocationEndpoint} {
 		if e == "" {
 			continue
 		}
-		if err := namedURL(e, local); err != nil {
+		if err := namedURL(e, server); err != nil {
 			return fmt.Errorf("%w (in the metadata of %s)", err, md.Issuer)
 		}
 	}

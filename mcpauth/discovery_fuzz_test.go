@@ -141,7 +141,7 @@ func checkDiscovered(t *testing.T, d *Discovered, server string, ch Challenge) {
 	if d.AS.AuthorizationEndpoint == "" || d.AS.TokenEndpoint == "" || !slices.Contains(d.AS.CodeChallengeMethodsSupported, "S256") {
 		t.Fatalf("unusable metadata accepted: %+v", d.AS)
 	}
-	if err := d.AS.endpointsFit(true); err != nil {
+	if err := d.AS.endpointsFit(server); err != nil {
 		t.Fatalf("an endpoint the rules refuse was accepted: %v", err)
 	}
 	if d.PRM != nil && strings.TrimSuffix(d.AS.Issuer, "/") != strings.TrimSuffix(d.PRM.AuthorizationServers[0], "/") {

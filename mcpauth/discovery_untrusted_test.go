@@ -180,3 +180,95 @@ func TestLegacyIssuerClaimIsUnproven(t *testing.T) {
 		}
 	}
 }
+
+// An https MCP server never downgrades: though it runs on a loopback host,
+// where plain http is allowed for a server that is itself plain http (local
+// development), neither it nor its metadata may name a plain http
+// authorization server or endpoint, which would take codes, verifiers and
+// secrets off TLS. Nothing refused is asked for. Its https endpoints, and a
+// plain http loopback server's http ones, are taken.
+func TestHTTPSServerNamesNoPlainEndpoint(t *testing.T) {
+	t.Parallel()
+	type site struct {
+		srv  *httptest.Server
+		mu   sync.Mutex
+		seen []string
+	}
+	serve := func(tls bool, docs func(base string) map[string]string) *site {
+		s := &site{}
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.mu.Lock()
+			s.seen = append(s.seen, r.URL.String())
+			s.mu.Unlock()
+			doc, ok := docs(s.srv.URL)[r.URL.Path]
+			if !ok {
+				http.NotFound(w, r)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(doc))
+		})
+		if tls {
+			s.srv = httptest.NewTLSServer(h)
+		} else {
+			s.srv = httptest.NewServer(h)
+		}
+		t.Cleanup(s.srv.Close)
+		return s
+	}
+	// plain is a plain http loopback server, which a downgrade would name.
+	plain := serve(false, func(string) map[string]string { return nil })
+	plainURL := plain.srv.URL                                           // http://127.0.0.1:port
+	plainName := strings.Replace(plainURL, "127.0.0.1", "localhost", 1) // http://localhost:port
+	as := func(base string, field, value string) string {
+		md := map[string]any{"issuer": base, "authorization_endpoint": base + "/authorize", "token_endpoint": base + "/token",
+			"registration_endpoint": base + "/register", "revocation_endpoint": base + "/revoke",
+			"code_challenge_methods_supported": []string{"S256"}}
+		if field != "" {
+			md[field] = value
+		}
+		b, _ := json.Marshal(md)
+		return string(b)
+	}
+	prm := func(base, server string) string {
+		return `{"resource":"` + base + `/mcp","authorization_servers":["` + server + `"]}`
+	}
+	for _, field := range []string{"authorization_endpoint", "token_endpoint", "registration_endpoint", "revocation_endpoint"} {
+		for _, bad := range []string{plainURL + "/x", plainName + "/x"} {
+			for _, legacy := range []bool{false, true} {
+				s := serve(true, func(base string) map[string]string {
+					docs := map[string]string{"/.well-known/oauth-authorization-server": as(base, field, bad)}
+					if !legacy {
+						docs["/.well-known/oauth-protected-resource/mcp"] = prm(base, base)
+					}
+					return docs
+				})
+				_, err := discover(context.Background(), s.srv.Client(), s.srv.URL+"/mcp", Challenge{})
+				if !errors.Is(err, ErrDiscovery) {
+					t.Errorf("%s %s (legacy %v): %v; want ErrDiscovery", field, bad, legacy, err)
+				}
+			}
+		}
+	}
+	s := serve(true, func(base string) map[string]string {
+		return map[string]string{"/.well-known/oauth-protected-resource/mcp": prm(base, plainURL)}
+	})
+	if _, err := discover(context.Background(), s.srv.Client(), s.srv.URL+"/mcp", Challenge{}); !errors.Is(err, ErrDiscovery) {
+		t.Errorf("an https server naming the plain http authorization server %s: %v; want ErrDiscovery", plainURL, err)
+	}
+	plain.mu.Lock()
+	if len(plain.seen) != 0 {
+		t.Errorf("the plain http server was asked for %q", plain.seen)
+	}
+	plain.mu.Unlock()
+
+	for _, tls := range []bool{true, false} {
+		s := serve(tls, func(base string) map[string]string {
+			return map[string]string{"/.well-known/oauth-protected-resource/mcp": prm(base, base),
+				"/.well-known/oauth-authorization-server": as(base, "", "")}
+		})
+		if _, err := discover(context.Background(), s.srv.Client(), s.srv.URL+"/mcp", Challenge{}); err != nil {
+			t.Errorf("a loopback server (tls %v) naming endpoints of its own scheme: %v", tls, err)
+		}
+	}
+}

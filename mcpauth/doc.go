@@ -11,8 +11,9 @@
 // answers and its redirects. Nothing secret (a code, a verifier, a client
 // secret or assertion, a token) leaves for an origin not verified for it,
 // and every call the Connector makes goes through one outbound policy:
-// https only, with plain http for loopback hosts alone (local development);
-// no redirect followed; loopback, private, link-local and other non-public
+// https only, with plain http for loopback hosts alone (local development:
+// only a server that is itself plain http on a loopback host may name plain
+// http endpoints, and an https server never); no redirect followed; loopback, private, link-local and other non-public
 // addresses refused where the connection is dialed, so DNS rebinding cannot
 // get round it (Config.AllowPrivateNetworks opens private and loopback
 // addresses for internal deployments, never link-local); a deadline on every

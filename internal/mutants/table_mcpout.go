@@ -1,0 +1,19 @@
+package main
+
+// mcpOutbound are the guards of the MCP client's outbound calls: what an
+// https server may name, the SDK adapter's token on redirects, the
+// wildcard client, the workload's refusal hold, and the address checks of
+// an app's own dialers (issues 31 and 38).
+func mcpOutbound() []mutant {
+	return []mutant{
+		{
+			Name: "mcpout/https-server-plain-endpoint",
+			File: "mcpauth/discovery.go",
+			Pkg:  "./mcpauth",
+			Old:  "\tcase u.Scheme == \"http\" && lb && s.Scheme == \"http\":\n",
+			New:  "\tcase u.Scheme == \"http\" && lb:\n",
+			Run:  "TestHTTPSServerNamesNoPlainEndpoint",
+			Why:  "an https MCP server on a loopback host never names a plain http authorization server or endpoint",
+		},
+	}
+}
