@@ -127,7 +127,9 @@ func (h *OAuthHandler) Authorize(ctx context.Context, req *http.Request, resp *h
 // origin with the token as the store holds it: a bound one as "Authorization:
 // DPoP" with a fresh proof, a nonce challenge answered once, and one forced
 // refresh on a 401, as Tokens.Client does; the server's 401 after that goes
-// back to the SDK, whose Authorize signs the user in.
+// back to the SDK, whose Authorize signs the user in. A request to another
+// origin, a redirect among them, goes without the token (Authorization and
+// DPoP removed), as with Tokens.Client.
 func (h *OAuthHandler) HTTPClient(base http.RoundTripper) *http.Client {
 	if base == nil {
 		base = h.Connector.http.Transport
@@ -145,8 +147,14 @@ type sdkTransport struct {
 }
 
 func (t *sdkTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !t.toServer(req) {
+		// Another origin (a redirect, an endpoint the server named): the
+		// SDK's Authorization, which net/http copies onto a redirect to the
+		// same host or a subdomain, stays off it.
+		return t.base.RoundTrip(oauthflow.WithoutCredentials(req))
+	}
 	if !carriesToken(req, t.h.ServerURL) {
-		return t.base.RoundTrip(req) // no token yet, or another origin: as the SDK sent it
+		return t.base.RoundTrip(req) // no token yet: as the SDK sent it
 	}
 	id, err := t.h.providerID()
 	if err != nil {
@@ -168,6 +176,13 @@ func (t *sdkTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.base.RoundTrip(again)
 	}
 	return resp, err
+}
+
+// toServer reports whether req goes to the origin of the handler's server,
+// the only one its token is for.
+func (t *sdkTransport) toServer(req *http.Request) bool {
+	s, err := url.Parse(t.h.ServerURL)
+	return err == nil && oauthflow.SameOrigin(req.URL, s)
 }
 
 // signIn runs the "oauth" workflow for the user and completes it with what

@@ -15,5 +15,14 @@ func mcpOutbound() []mutant {
 			Run:  "TestHTTPSServerNamesNoPlainEndpoint",
 			Why:  "an https MCP server on a loopback host never names a plain http authorization server or endpoint",
 		},
+		{
+			Name: "mcpout/sdk-token-off-origin",
+			File: "mcpauth/sdk.go",
+			Pkg:  "./mcpauth",
+			Old:  "\tif !t.toServer(req) {\n",
+			New:  "\tif false {\n",
+			Run:  "TestOAuthHandlerClientKeepsTheTokenOnTheServersOrigin",
+			Why:  "the SDK adapter's client sends no token to another origin, a redirect's included (net/http copies Authorization to the same host)",
+		},
 	}
 }
