@@ -30,9 +30,11 @@ type Config struct {
 	// Metadata Document; it is the client ID at servers that accept one.
 	ClientMetadataURL string
 	// Clients are pre-registered clients, by authorization server issuer; the
-	// one under "*" serves every issuer that has none of its own. They are
-	// read at each use and never stored; SetClients replaces them (a rotated
-	// secret).
+	// one under "*" serves every issuer that has none of its own, so it may
+	// carry no secret (a public client, or private_key_jwt): any server may
+	// name any authorization server, and New refuses a secret there. They
+	// are read at each use and never stored; SetClients replaces them (a
+	// rotated secret).
 	Clients map[string]Client
 	// CrossApp is the enterprise identity provider the app's users sign in
 	// with, for servers they reach through it (ConnectCrossApp).
@@ -81,6 +83,9 @@ func New(cfg Config) (*Connector, error) {
 	}
 	if u, err := url.Parse(cfg.RedirectURL); err != nil || u.Host == "" {
 		return nil, fmt.Errorf("%w: mcpauth.Config.RedirectURL %q is not an absolute URL", oauthflow.ErrInvalidArgument, cfg.RedirectURL)
+	}
+	if err := checkAnyIssuer(cfg.Clients); err != nil {
+		return nil, err
 	}
 	if cfg.ClientName == "" {
 		cfg.ClientName = "oauthflow"

@@ -441,7 +441,7 @@ func TestClientCredentialsAcrossInstances(t *testing.T) {
 	t.Parallel()
 	f := newFakeMCPAuth(t)
 	kv := oauthflow.NewMemoryKV()
-	clients := map[string]mcpauth.Client{"*": {ID: "agent-client", Secret: "agent-secret"}}
+	clients := map[string]mcpauth.Client{f.srv.URL: {ID: "agent-client", Secret: "agent-secret"}}
 	a, b := newInstanceWith(t, kv, f.srv.Client(), clients), newInstanceWith(t, kv, f.srv.Client(), clients)
 	id, err := a.conn.ConnectAsClient(context.Background(), f.srv.URL+"/mcp", "agent", mcpauth.Challenge{})
 	if err != nil {
@@ -481,7 +481,7 @@ func TestCrossAppAccessKeepsUsersApart(t *testing.T) {
 	t.Parallel()
 	f := newFakeMCPAuth(t)
 	kv := oauthflow.NewMemoryKV()
-	clients := map[string]mcpauth.Client{"*": {ID: "agent-client", Secret: "agent-secret"}}
+	clients := map[string]mcpauth.Client{f.srv.URL: {ID: "agent-client", Secret: "agent-secret"}}
 	idp := &mcpauth.CrossApp{TokenURL: f.srv.URL + "/idp/token", ClientID: "idp-client",
 		IDToken: func(_ context.Context, user string) (string, error) { return "idtoken-" + user, nil }}
 	a, b := newInstanceWith(t, kv, f.srv.Client(), clients, idp), newInstanceWith(t, kv, f.srv.Client(), clients, idp)

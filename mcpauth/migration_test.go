@@ -373,9 +373,9 @@ func TestServerMovedWhileItsRecordWasGone(t *testing.T) {
 	noneOf(t, as1, as2)
 }
 
-// The app's own client for every issuer serves the new server too: the
-// provider follows the move though its client stays the same, and the
-// user's next sign-in goes to the new server.
+// The app's own client, pre-registered at both authorization servers,
+// serves the new server too: the provider follows the move though its
+// client stays the same, and the user's next sign-in goes to the new server.
 func TestMovedServerIsFollowedWithTheAppsClient(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -384,7 +384,8 @@ func TestMovedServerIsFollowedWithTheAppsClient(t *testing.T) {
 		as.allow("app-client", "app-secret")
 	}
 	m := newMovingServer(t, as1)
-	in := newInstanceWith(t, oauthflow.NewMemoryKV(), &http.Client{}, map[string]mcpauth.Client{"*": {ID: "app-client", Secret: "app-secret"}})
+	app := mcpauth.Client{ID: "app-client", Secret: "app-secret"}
+	in := newInstanceWith(t, oauthflow.NewMemoryKV(), &http.Client{}, map[string]mcpauth.Client{as1.srv.URL: app, as2.srv.URL: app})
 	alice := in.conn.Client(ctx, "alice", m.srv.URL+"/mcp")
 	id := connectAs(t, m, in, "alice")
 	signIn(t, in, "alice", id)

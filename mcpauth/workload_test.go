@@ -282,7 +282,7 @@ func TestWorkloadRefusalIsFinal(t *testing.T) {
 			f, p := newWorkloadAS(t), &platform{}
 			f.refusal = &r
 			kv := oauthflow.NewMemoryKV()
-			clients := map[string]mcpauth.Client{"*": {ID: "agent-client", Secret: "agent-secret"}}
+			clients := map[string]mcpauth.Client{f.issuer(): {ID: "agent-client", Secret: "agent-secret"}}
 			a, b := newWorkloadInstance(t, kv, f, p, clients), newWorkloadInstance(t, kv, f, p, clients)
 			signIn := func(context.Context, string) (url.Values, error) { return nil, errors.New("a workload never signs in") }
 			ctx := context.Background()
@@ -382,7 +382,7 @@ func TestWorkloadNeedsTheGrantAdvertised(t *testing.T) {
 			t.Parallel()
 			f, p := newWorkloadAS(t), &platform{}
 			f.grants = grants
-			clients := map[string]mcpauth.Client{"*": {ID: "agent-client", Secret: "agent-secret"}}
+			clients := map[string]mcpauth.Client{f.issuer(): {ID: "agent-client", Secret: "agent-secret"}}
 			in := newWorkloadInstance(t, oauthflow.NewMemoryKV(), f, p, clients)
 			_, err := in.conn.ConnectAsWorkload(context.Background(), f.srv.URL+"/mcp", "agent", mcpauth.Challenge{})
 			if !errors.Is(err, mcpauth.ErrDiscovery) || !strings.Contains(err.Error(), "grant_types_supported") {

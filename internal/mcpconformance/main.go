@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -60,6 +61,7 @@ type suiteRun struct {
 type settings struct {
 	ClientID      string `json:"client_id"`
 	ClientSecret  string `json:"client_secret"`
+	Issuer        string `json:"issuer"` // the pre-registered client's authorization server, when the scenario names it
 	PrivateKeyPEM string `json:"private_key_pem"`
 	SigningAlg    string `json:"signing_algorithm"`
 	// cross-app access
@@ -96,7 +98,13 @@ func run(ctx context.Context, serverURL string, suite suiteRun) error {
 		if set.PrivateKeyPEM != "" {
 			cl.AuthMethod = "private_key_jwt"
 		}
-		cfg.Clients = map[string]mcpauth.Client{"*": cl}
+		issuer := "*" // a client without a secret may serve every issuer
+		if set.ClientSecret != "" {
+			if issuer, err = clientIssuer(ctx, serverURL, set.Issuer); err != nil {
+				return err
+			}
+		}
+		cfg.Clients = map[string]mcpauth.Client{issuer: cl}
 	}
 	if set.IdPIDToken != "" {
 		cfg.CrossApp = &mcpauth.CrossApp{TokenURL: set.IdPTokenEndpoint, ClientID: set.IdPClientID,
@@ -116,6 +124,43 @@ func run(ctx context.Context, serverURL string, suite suiteRun) error {
 	h := &mcpauth.OAuthHandler{Connector: conn, UserID: user, ServerURL: serverURL, SignIn: consent, AsClient: asClient,
 		CrossApp: set.IdPIDToken != "", Workload: set.WorkloadJWT != ""}
 	return callTool(ctx, serverURL, suite.protocol, h)
+}
+
+// clientIssuer is the issuer of the authorization server the scenario's
+// pre-registered client belongs to, as an app that registered it there
+// knows it: the one the scenario names, else the first that the MCP
+// server's resource metadata (RFC 9728, at its well-known URLs) names. A
+// client with a secret is configured for that issuer alone: mcpauth takes
+// no secret under "*", which any server could have sent to a server of
+// its own.
+func clientIssuer(ctx context.Context, serverURL, named string) (string, error) {
+	if named != "" {
+		return named, nil
+	}
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return "", err
+	}
+	origin, path := u.Scheme+"://"+u.Host, strings.TrimSuffix(u.EscapedPath(), "/")
+	for _, wk := range []string{origin + "/.well-known/oauth-protected-resource" + path, origin + "/.well-known/oauth-protected-resource"} {
+		var prm struct {
+			AuthorizationServers []string `json:"authorization_servers"`
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, wk, nil)
+		if err != nil {
+			return "", err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return "", err
+		}
+		err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&prm)
+		_ = resp.Body.Close()
+		if resp.StatusCode == http.StatusOK && err == nil && len(prm.AuthorizationServers) > 0 {
+			return prm.AuthorizationServers[0], nil
+		}
+	}
+	return "", fmt.Errorf("the pre-registered client's issuer: %s names no authorization server", serverURL)
 }
 
 // callTool connects to the server as the user, at the wire of the protocol

@@ -24,5 +24,23 @@ func mcpOutbound() []mutant {
 			Run:  "TestOAuthHandlerClientKeepsTheTokenOnTheServersOrigin",
 			Why:  "the SDK adapter's client sends no token to another origin, a redirect's included (net/http copies Authorization to the same host)",
 		},
+		{
+			Name: "mcpout/any-issuer-secret-accepted",
+			File: "mcpauth/connector.go",
+			Pkg:  "./mcpauth",
+			Old:  "\tif err := checkAnyIssuer(cfg.Clients); err != nil {\n",
+			New:  "\tif err := checkAnyIssuer(cfg.Clients); false && err != nil {\n",
+			Run:  "TestWildcardClientCarriesNoSecret",
+			Why:  "New refuses a client secret under Clients[\"*\"], which would go to every authorization server any server names",
+		},
+		{
+			Name: "mcpout/any-issuer-secret-served",
+			File: "mcpauth/clients.go",
+			Pkg:  "./mcpauth",
+			Old:  "if cl, ok := clients[anyIssuer]; ok && secretless(cl) {",
+			New:  "if cl, ok := clients[anyIssuer]; ok {",
+			Run:  "TestWildcardClientCarriesNoSecret",
+			Why:  "a secret under Clients[\"*\"] given through SetClients is never sent (client credentials, workload grant)",
+		},
 	}
 }
