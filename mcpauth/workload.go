@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 	"time"
@@ -59,8 +60,8 @@ type Workload struct {
 // workload's credential. It returns the provider ID; reads of userID's
 // token for it fetch a new one, with a fresh JWT, when it expires.
 //
-// A refusal (any answer of the token endpoint but a token or a server
-// error) is returned, and for five minutes it is the answer to every grant
+// A refusal (any answer of the token endpoint but a token or a transient
+// one: a server error, 408, 429, temporarily_unavailable) is returned, and for five minutes it is the answer to every grant
 // for userID at the server, on every instance, with no request: the MCP Go
 // SDK's connection, which falls back from server/discover to initialize
 // and meets a second 401, does not send the refused grant again. No other
@@ -124,11 +125,12 @@ type workloadRefusal struct {
 func refusalKey(id, userID string) string { return issuerKey("wifrefused", id+" "+userID) }
 
 // keepRefusal keeps err, when the token endpoint answered it (any answer
-// but a server error: a 5xx or no answer at all may pass), as the answer to
-// userID's grants at the server id for workloadRefusalHold. It returns err.
+// but a transient one: a 5xx, a 408 or 429, temporarily_unavailable, or no
+// answer at all may pass), as the answer to userID's grants at the server
+// id for workloadRefusalHold. It returns err.
 func (c *Connector) keepRefusal(ctx context.Context, id, userID string, err error) error {
 	var pe *oauthflow.ProviderError
-	if !errors.As(err, &pe) || pe.StatusCode == 0 || pe.StatusCode >= 500 {
+	if !errors.As(err, &pe) || pe.StatusCode == 0 || pe.StatusCode >= 500 || comeBackLater(pe) {
 		return err
 	}
 	b, _ := json.Marshal(workloadRefusal{Status: pe.StatusCode, Code: pe.Code, Description: pe.Description,
@@ -137,6 +139,14 @@ func (c *Connector) keepRefusal(ctx context.Context, id, userID string, err erro
 		return errors.Join(err, fmt.Errorf("mcpauth: the refusal could not be kept: %w", serr))
 	}
 	return err
+}
+
+// comeBackLater reports whether the token endpoint's answer pe asks to be
+// asked again later rather than refusing: 408 Request Timeout, 429 Too Many
+// Requests, or temporarily_unavailable (RFC 6749 §4.1.2.1) under any status.
+func comeBackLater(pe *oauthflow.ProviderError) bool {
+	return pe.StatusCode == http.StatusRequestTimeout || pe.StatusCode == http.StatusTooManyRequests ||
+		pe.Code == "temporarily_unavailable"
 }
 
 // heldRefusal is the refusal of userID's grant at the server id that an

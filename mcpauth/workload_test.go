@@ -307,25 +307,38 @@ func TestWorkloadRefusalIsFinal(t *testing.T) {
 	}
 }
 
-// A server failure (5xx) or no answer is not a refusal: the next connect
-// asks again.
-func TestWorkloadServerErrorIsNotARefusal(t *testing.T) {
+// A transient answer is not a refusal: a server failure (5xx), a 429 or a
+// 408 (come back later), or temporarily_unavailable under any status. The
+// next connect asks again, at once.
+func TestWorkloadTransientAnswerIsNotARefusal(t *testing.T) {
 	t.Parallel()
-	f, p := newWorkloadAS(t), &platform{}
-	f.refusal = &tokenRefusal{http.StatusServiceUnavailable, "temporarily_unavailable"}
-	in := newWorkloadInstance(t, oauthflow.NewMemoryKV(), f, p, nil)
-	ctx := context.Background()
-	if _, err := in.conn.ConnectAsWorkload(ctx, f.srv.URL+"/mcp", "agent", mcpauth.Challenge{}); err == nil {
-		t.Fatal("a 503 connected")
-	}
-	f.mu.Lock()
-	f.refusal = nil
-	f.mu.Unlock()
-	if _, err := in.conn.ConnectAsWorkload(ctx, f.srv.URL+"/mcp", "agent", mcpauth.Challenge{}); err != nil {
-		t.Fatalf("after the server recovered: %v", err)
-	}
-	if reqs, _ := f.seen(); len(reqs) != 2 {
-		t.Errorf("%d token requests, want 2", len(reqs))
+	for _, r := range []tokenRefusal{
+		{http.StatusServiceUnavailable, "temporarily_unavailable"},
+		{http.StatusInternalServerError, "server_error"},
+		{http.StatusTooManyRequests, ""},
+		{http.StatusTooManyRequests, "slow_down"},
+		{http.StatusRequestTimeout, ""},
+		{http.StatusBadRequest, "temporarily_unavailable"},
+	} {
+		t.Run(fmt.Sprintf("%d %s", r.status, r.code), func(t *testing.T) {
+			t.Parallel()
+			f, p := newWorkloadAS(t), &platform{}
+			f.refusal = &r
+			in := newWorkloadInstance(t, oauthflow.NewMemoryKV(), f, p, nil)
+			ctx := context.Background()
+			if _, err := in.conn.ConnectAsWorkload(ctx, f.srv.URL+"/mcp", "agent", mcpauth.Challenge{}); err == nil {
+				t.Fatalf("HTTP %d connected", r.status)
+			}
+			f.mu.Lock()
+			f.refusal = nil
+			f.mu.Unlock()
+			if _, err := in.conn.ConnectAsWorkload(ctx, f.srv.URL+"/mcp", "agent", mcpauth.Challenge{}); err != nil {
+				t.Fatalf("after the server recovered: %v", err)
+			}
+			if reqs, _ := f.seen(); len(reqs) != 2 {
+				t.Errorf("%d token requests, want 2", len(reqs))
+			}
+		})
 	}
 }
 

@@ -42,5 +42,23 @@ func mcpOutbound() []mutant {
 			Run:  "TestWildcardClientCarriesNoSecret",
 			Why:  "a secret under Clients[\"*\"] given through SetClients is never sent (client credentials, workload grant)",
 		},
+		{
+			Name: "mcpout/workload-transient-held",
+			File: "mcpauth/workload.go",
+			Pkg:  "./mcpauth",
+			Old:  "pe.StatusCode >= 500 || comeBackLater(pe) {",
+			New:  "pe.StatusCode >= 500 {",
+			Run:  "TestWorkloadTransientAnswerIsNotARefusal",
+			Why:  "a 429, a 408 or temporarily_unavailable is not kept as the workload's refusal for five minutes",
+		},
+		{
+			Name: "mcpout/workload-429-held",
+			File: "mcpauth/workload.go",
+			Pkg:  "./mcpauth",
+			Old:  "pe.StatusCode == http.StatusTooManyRequests ||",
+			New:  "false ||",
+			Run:  "TestWorkloadTransientAnswerIsNotARefusal",
+			Why:  "a 429 without temporarily_unavailable is not kept as the workload's refusal",
+		},
 	}
 }
