@@ -307,6 +307,36 @@ func TestWorkloadRefusalIsFinal(t *testing.T) {
 	}
 }
 
+// A kept refusal answers the refused agent only: another agent of the app
+// at the same server, on this instance or another, still asks for its own
+// token and gets it, while the refused agent's next grant sends nothing.
+func TestWorkloadRefusalAnswersOnlyTheRefusedAgent(t *testing.T) {
+	t.Parallel()
+	f, p := newWorkloadAS(t), &platform{}
+	f.refusal = &tokenRefusal{http.StatusBadRequest, "invalid_grant"}
+	kv := oauthflow.NewMemoryKV()
+	a, b := newWorkloadInstance(t, kv, f, p, nil), newWorkloadInstance(t, kv, f, p, nil)
+	ctx := context.Background()
+	server := f.srv.URL + "/mcp"
+	if _, err := a.conn.ConnectAsWorkload(ctx, server, "agent-1", mcpauth.Challenge{}); !oauthflow.IsGrantDead(err) {
+		t.Fatalf("agent-1's grant: %v, want the refusal", err)
+	}
+	f.mu.Lock()
+	f.refusal = nil
+	f.mu.Unlock()
+	for _, in := range []*instance{a, b} {
+		if _, err := in.conn.ConnectAsWorkload(ctx, server, "agent-2", mcpauth.Challenge{}); err != nil {
+			t.Errorf("agent-2, after agent-1 was refused: %v", err)
+		}
+		if _, err := in.conn.ConnectAsWorkload(ctx, server, "agent-1", mcpauth.Challenge{}); !oauthflow.IsGrantDead(err) {
+			t.Errorf("agent-1 again: %v, want its kept refusal", err)
+		}
+	}
+	if reqs, _ := f.seen(); len(reqs) != 3 {
+		t.Errorf("%d token requests, want 3: agent-1's refused one and one for agent-2 on each instance", len(reqs))
+	}
+}
+
 // A transient answer is not a refusal: a server failure (5xx), a 429 or a
 // 408 (come back later), or temporarily_unavailable under any status. The
 // next connect asks again, at once.

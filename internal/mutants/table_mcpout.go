@@ -60,5 +60,14 @@ func mcpOutbound() []mutant {
 			Run:  "TestWorkloadTransientAnswerIsNotARefusal",
 			Why:  "a 429 without temporarily_unavailable is not kept as the workload's refusal",
 		},
+		{
+			Name: "mcpout/workload-refusal-any-agent",
+			File: "mcpauth/workload.go",
+			Pkg:  "./mcpauth",
+			Old:  "return issuerKey(\"wifrefused\", id+\" \"+userID)",
+			New:  "return issuerKey(\"wifrefused\", id)",
+			Run:  "TestWorkloadRefusalAnswersOnlyTheRefusedAgent",
+			Why:  "a kept workload refusal answers only the refused agent, not every agent of the app at that server",
+		},
 	}
 }
