@@ -41,13 +41,24 @@ var specialPrefixes = []struct {
 // address in their last 32 bits.
 var nat64 = netip.MustParsePrefix("64:ff9b::/96")
 
+// nat64Local is the /96 of the local-use NAT64 prefix (RFC 8215), where an
+// address stands for the IPv4 address in its last 32 bits. Elsewhere in
+// 64:ff9b:1::/48 where the IPv4 address sits depends on the site's prefix
+// length (RFC 6052 §2.2), so those addresses are private, as a whole.
+var nat64Local = netip.MustParsePrefix("64:ff9b:1::/96")
+
 // classify says which kind of network ip is on. An IPv4-mapped IPv6
-// address, and a NAT64 one, is classed as the IPv4 address it carries.
+// address, and a NAT64 one, is classed as the IPv4 address it carries; a
+// local-use NAT64 one is private, or never when what it carries is.
 func classify(ip netip.Addr) addrClass {
 	ip = ip.Unmap().WithZone("")
 	if nat64.Contains(ip) {
 		b := ip.As16()
 		return classify(netip.AddrFrom4([4]byte(b[12:])))
+	}
+	if nat64Local.Contains(ip) {
+		b := ip.As16()
+		return max(addrPrivate, classify(netip.AddrFrom4([4]byte(b[12:])))) // a site's own translator: private at least
 	}
 	switch {
 	case !ip.IsValid(), ip.IsUnspecified(), ip.IsLinkLocalUnicast(), ip.IsMulticast():

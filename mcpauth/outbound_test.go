@@ -33,10 +33,36 @@ func TestClassify(t *testing.T) {
 		{"224.0.0.1", addrNever}, {"ff02::1", addrNever}, {"255.255.255.255", addrNever}, {"240.0.0.1", addrNever},
 		{"192.0.2.1", addrNever}, {"2001:db8::1", addrNever}, {"0.1.2.3", addrNever}, {"64:ff9b::a9fe:a9fe", addrNever},
 		{"fe80::1%eth0", addrNever}, {"2002:a00:1::1", addrNever},
+		// The local-use NAT64 prefix (RFC 8215) is a site's own translator:
+		// private whatever it reaches, and in its /96 the IPv4 address in
+		// the last 32 bits keeps a refused class (169.254.169.254).
+		{"64:ff9b:1::a00:1", addrPrivate}, {"64:ff9b:1::5db8:d70e", addrPrivate}, {"64:ff9b:1:ab::1", addrPrivate},
+		{"64:ff9b:1:ffff::a9fe:a9fe", addrPrivate}, {"64:ff9b:1::a9fe:a9fe", addrNever}, {"64:ff9b:1::e000:1", addrNever},
 	}
 	for _, tt := range tests {
 		if got := classify(netip.MustParseAddr(tt.addr)); got != tt.want {
 			t.Errorf("classify(%s) = %d, want %d", tt.addr, got, tt.want)
+		}
+	}
+}
+
+// A local-use NAT64 address is refused by default, and with
+// AllowPrivateNetworks it reaches no more than the IPv4 address it
+// carries would: never the cloud metadata address.
+func TestOutboundLocalNAT64(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		addr         string
+		allowPrivate bool
+		ok           bool
+	}{
+		{"64:ff9b:1::a00:1", false, false}, {"64:ff9b:1:ab::1", false, false}, {"64:ff9b:1::5db8:d70e", false, false},
+		{"64:ff9b:1::a00:1", true, true}, {"64:ff9b:1:ab::1", true, true},
+		{"64:ff9b:1::a9fe:a9fe", true, false},
+	} {
+		p := &outboundPolicy{allowPrivate: tt.allowPrivate}
+		if err := p.allowed("mcp.example", netip.MustParseAddr(tt.addr)); (err == nil) != tt.ok {
+			t.Errorf("%s (AllowPrivateNetworks %v): %v, want allowed %v", tt.addr, tt.allowPrivate, err, tt.ok)
 		}
 	}
 }

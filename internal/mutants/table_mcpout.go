@@ -69,5 +69,32 @@ func mcpOutbound() []mutant {
 			Run:  "TestWorkloadRefusalAnswersOnlyTheRefusedAgent",
 			Why:  "a kept workload refusal answers only the refused agent, not every agent of the app at that server",
 		},
+		{
+			Name: "mcpout/nat64-local-public",
+			File: "mcpauth/addrclass.go",
+			Pkg:  "./mcpauth",
+			Old:  "{netip.MustParsePrefix(\"64:ff9b:1::/48\"), addrPrivate}",
+			New:  "{netip.MustParsePrefix(\"64:ff9b:1::/48\"), addrPublic}",
+			Run:  "TestClassify|TestOutboundLocalNAT64",
+			Why:  "the local-use NAT64 prefix 64:ff9b:1::/48 (RFC 8215) is private: a site's translator reaches its 10.x",
+		},
+		{
+			Name: "mcpout/nat64-local-carried-unseen",
+			File: "mcpauth/addrclass.go",
+			Pkg:  "./mcpauth",
+			Old:  "\tif nat64Local.Contains(ip) {\n",
+			New:  "\tif false {\n",
+			Run:  "TestClassify|TestOutboundLocalNAT64",
+			Why:  "a local-use NAT64 address carrying 169.254.169.254 stays refused under AllowPrivateNetworks",
+		},
+		{
+			Name: "mcpout/nat64-local-public-carried",
+			File: "mcpauth/addrclass.go",
+			Pkg:  "./mcpauth",
+			Old:  "return max(addrPrivate, classify(",
+			New:  "return max(addrPublic, classify(",
+			Run:  "TestClassify|TestOutboundLocalNAT64",
+			Why:  "a local-use NAT64 address is private even when the IPv4 address it carries is public",
+		},
 	}
 }
