@@ -2,6 +2,7 @@ package mcpauth
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -222,6 +223,58 @@ func TestOutboundChecksAnAppsDialer(t *testing.T) {
 	}
 	if served.Load() != 0 {
 		t.Fatalf("%d requests served", served.Load())
+	}
+}
+
+// An app's own TLS dialer (mTLS, a mesh), set as DialTLSContext or as the
+// legacy DialTLS, is kept for https requests, and the address it reached
+// is checked before the request is sent: a public name it connects to a
+// loopback address is refused, unless AllowPrivateNetworks.
+func TestOutboundChecksAnAppsTLSDialer(t *testing.T) {
+	t.Parallel()
+	srv, served := countingServer(t)
+	tlsConfig := srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+	tlsConfig.ServerName = "example.com" // in the test server's certificate
+	var dialed atomic.Int64
+	dialTLS := func(ctx context.Context, network, _ string) (net.Conn, error) {
+		dialed.Add(1)
+		conn, err := (&net.Dialer{}).DialContext(ctx, network, srv.Listener.Addr().String())
+		if err != nil {
+			return nil, err
+		}
+		tc := tls.Client(conn, tlsConfig)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
+		return tc, nil
+	}
+	for name, app := range map[string]func() *http.Transport{
+		"DialTLSContext": func() *http.Transport { return &http.Transport{DialTLSContext: dialTLS} },
+		"DialTLS": func() *http.Transport {
+			return &http.Transport{DialTLS: func(network, addr string) (net.Conn, error) {
+				return dialTLS(context.Background(), network, addr)
+			}}
+		},
+	} {
+		before, beforeServed := dialed.Load(), served.Load()
+		c := policyClient(&http.Client{Transport: app()}, &outboundPolicy{})
+		if _, err := c.Get("https://example.com/"); !errors.Is(err, ErrOutbound) {
+			t.Errorf("%s to a loopback address: %v, want ErrOutbound", name, err)
+		}
+		if dialed.Load() == before || served.Load() != beforeServed {
+			t.Errorf("%s: %d dials, %d requests served; want the app's dialer used and nothing served", name, dialed.Load()-before, served.Load()-beforeServed)
+		}
+		opted := policyClient(&http.Client{Transport: app()}, &outboundPolicy{allowPrivate: true})
+		resp, err := opted.Get("https://example.com/")
+		if err != nil {
+			t.Errorf("%s with AllowPrivateNetworks: %v", name, err)
+			continue
+		}
+		_ = resp.Body.Close()
+		if served.Load() != beforeServed+1 {
+			t.Errorf("%s with AllowPrivateNetworks: %d requests served, want 1", name, served.Load()-beforeServed)
+		}
 	}
 }
 

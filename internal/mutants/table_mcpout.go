@@ -96,5 +96,23 @@ func mcpOutbound() []mutant {
 			Run:  "TestClassify|TestOutboundLocalNAT64",
 			Why:  "a local-use NAT64 address is private even when the IPv4 address it carries is public",
 		},
+		{
+			Name: "mcpout/outbound-tls-dialer-unchecked",
+			File: "mcpauth/outbound.go",
+			Pkg:  "./mcpauth",
+			Old:  "\t\tt.DialTLSContext = p.checkedAfter(t.DialTLSContext)\n",
+			New:  "",
+			Run:  "TestOutboundChecksAnAppsTLSDialer",
+			Why:  "an app transport's own DialTLSContext is kept and the address it reached is checked before an https request is sent",
+		},
+		{
+			Name: "mcpout/outbound-legacy-tls-dialer-unchecked",
+			File: "mcpauth/outbound.go",
+			Pkg:  "./mcpauth",
+			Old:  "\t\tt.DialTLSContext = p.checkedAfter(func(_ context.Context, network, addr string) (net.Conn, error) { return old(network, addr) })\n\t\tt.DialTLS = nil\n",
+			New:  "\t\t_ = old\n",
+			Run:  "TestOutboundChecksAnAppsTLSDialer",
+			Why:  "an app transport's legacy DialTLS is checked like DialTLSContext",
+		},
 	}
 }
