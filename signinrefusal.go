@@ -5,9 +5,10 @@ import "context"
 // SignInRefusalHearer is a provider that hears of the sign-ins its
 // authorization server refused at its authorization page: an error redirect
 // to the callback that passed the sign-in's checks (its state, its user,
-// its iss). An MCP server's provider uses it to replace a client
-// registration the server no longer knows, which only the authorization
-// page may report. The module calls it synchronously, once per refusal.
+// its iss). The browser brings it, so it is a claim, not a fact: an MCP
+// server's provider has its token endpoint confirm it before it replaces a
+// client registration the server no longer knows. The module calls it
+// synchronously, once per refusal.
 type SignInRefusalHearer interface {
 	SignInRefused(ctx context.Context, err *ProviderError)
 }

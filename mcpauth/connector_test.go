@@ -30,6 +30,7 @@ type fakeMCPAuth struct {
 	srv           *httptest.Server
 	registrations atomic.Int64
 	grants        atomic.Int64 // client credentials grants
+	refreshes     atomic.Int64 // refresh_token grants
 	// release, when set, holds the first registration until it is closed or
 	// a second registration arrives.
 	release, second chan struct{}
@@ -116,6 +117,9 @@ func newFakeMCPAuth(t *testing.T) *fakeMCPAuth {
 			n := f.grants.Add(1)
 			writeJSON(w, map[string]any{"access_token": fmt.Sprintf("cc-%d", n), "token_type": "Bearer", "expires_in": 30})
 			return
+		}
+		if r.Form.Get("grant_type") == "refresh_token" {
+			f.refreshes.Add(1)
 		}
 		f.mu.Lock()
 		f.resources = append(f.resources, r.Form.Get("resource"))

@@ -26,8 +26,10 @@
 // claims), sealed with the module's key ring, with its provenance; it serves
 // only while discovery still names that issuer and registration endpoint and
 // until its secret's expiry, and a refusal of the client at the token
-// endpoint or the authorization page rediscovers the server and registers
-// again. The app's own clients (Config.Clients, SetClients) are read at each
+// endpoint rediscovers the server and registers again. A refusal at the
+// authorization page arrives through the browser, a claim anyone with a
+// sign-in can make: it heals only once the token endpoint confirms it. The
+// app's own clients (Config.Clients, SetClients) are read at each
 // use and never stored. A server record lives 7 days from its last use and
 // is rediscovered when a day old; the server's URL, kept 90 days from a
 // user's last sign-in or refresh, rebuilds a record gone while tokens live.

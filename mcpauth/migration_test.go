@@ -25,7 +25,8 @@ import (
 // authServer is an authorization server of the migration tests. Clients
 // register with a secret (client_secret_basic), sign-ins consent at once,
 // tokens live 30 s (inside the store's skew: every read refreshes) and
-// refresh tokens rotate. It logs every request it gets, whole, and keeps
+// refresh tokens rotate. A refresh token is taken only from the client it
+// was issued to (RFC 6749 §6). It logs every request it gets, whole, and keeps
 // every secret it gave out or was given (client IDs and secrets, codes,
 // verifiers, tokens), so a test can tell whether another server's reached it.
 type authServer struct {
@@ -39,13 +40,13 @@ type authServer struct {
 	secrets    []string          // what it issued or was given
 	clients    map[string]string // client ID -> secret
 	challenges map[string]string // code -> code_challenge
-	refresh    map[string]bool   // live refresh tokens
+	refresh    map[string]string // live refresh tokens -> the client they were issued to ("": any)
 	calls      map[string]int    // requests per path
 }
 
 func newAuthServer(t *testing.T, name string) *authServer {
 	a := &authServer{name: name, clients: map[string]string{}, challenges: map[string]string{},
-		refresh: map[string]bool{}, calls: map[string]int{}}
+		refresh: map[string]string{}, calls: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", a.metadata)
 	mux.HandleFunc("POST /register", a.register)
@@ -123,7 +124,7 @@ func (a *authServer) token(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	case "refresh_token":
-		if !a.refresh[r.Form.Get("refresh_token")] {
+		if to, ok := a.refresh[r.Form.Get("refresh_token")]; !ok || to != "" && to != id {
 			w.WriteHeader(http.StatusBadRequest)
 			writeJSON(w, map[string]string{"error": "invalid_grant"})
 			return
@@ -132,7 +133,7 @@ func (a *authServer) token(w http.ResponseWriter, r *http.Request) {
 	}
 	a.n++
 	at, rt := fmt.Sprintf("%s-at-%d", a.name, a.n), fmt.Sprintf("%s-rt-%d", a.name, a.n)
-	a.refresh[rt] = true
+	a.refresh[rt] = id
 	a.secrets = append(a.secrets, at, rt)
 	writeJSON(w, map[string]any{"access_token": at, "refresh_token": rt, "token_type": "Bearer", "expires_in": 30})
 }
@@ -145,11 +146,12 @@ func (a *authServer) allow(id, secret string) {
 	a.clients[id] = secret
 }
 
-// plant makes rt a live refresh token of the server's, as if it issued it.
+// plant makes rt a live refresh token of the server's, as if it issued it
+// (to whichever client presents it).
 func (a *authServer) plant(rt string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.refresh[rt] = true
+	a.refresh[rt] = ""
 	a.secrets = append(a.secrets, rt)
 }
 

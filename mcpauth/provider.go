@@ -2,6 +2,7 @@ package mcpauth
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"strings"
 	"sync"
@@ -17,9 +18,10 @@ import (
 // app's own for the server's verified issuer, read from the Connector at
 // each use (a rotated secret is used at once), else the stored dynamic
 // registration. A registration the server refuses (invalid_client or
-// unauthorized_client at its token endpoint, or at its authorization page)
-// heals: the server is discovered again, the registration forgotten and a
-// new one made, once across instances. The call that met the refusal still
+// unauthorized_client at its token endpoint; a refusal at its authorization
+// page only once the token endpoint confirms it) heals: the server is
+// discovered again, the registration forgotten and a new one made, once
+// across instances. The call that met the refusal still
 // fails (a code or a refresh token belongs to the client it was issued to);
 // the next sign-in uses the new client. A server record that names another
 // authorization server than the one the provider serves (the server moved,
@@ -252,32 +254,50 @@ func (p *serverProvider) keep(ctx context.Context) {
 }
 
 // SignInRefused hears a sign-in the authorization server refused at its
-// authorization page (the callback's error redirect): a refusal of the
-// client (invalid_client, unauthorized_client, or invalid_request about the
-// client or the redirect URI) heals the registration, as at the token
-// endpoint. Many servers show such errors to the user instead of
-// redirecting; for those, the registration's provenance and expiry are
-// what retire it.
+// authorization page (the callback's error redirect). The browser brings
+// that refusal, so anyone with a sign-in of their own can claim one, and a
+// heal replaces the client every user's grant was issued to: an honest
+// server then refuses their refresh tokens (a grant belongs to its client).
+// So a claim that refuses the client (invalid_client, unauthorized_client,
+// or invalid_request about the client or the redirect URI) heals only when
+// the server says so itself, at its token endpoint (refusalConfirmed).
+// Servers that show such errors to the user instead of redirecting are
+// left to the registration's provenance and expiry.
 func (p *serverProvider) SignInRefused(ctx context.Context, e *oauthflow.ProviderError) {
 	if e == nil || !refusedAtAuthorize(e.Code, e.Description) {
 		return
 	}
-	p.mu.Lock()
-	refused, d := p.client.ID, p.s.Discovery
-	p.mu.Unlock()
-	// The browser brings this refusal, so anyone with a sign-in can claim
-	// one, and a heal replaces the client every user's grant belongs to:
-	// claims heal once per authorization server per interval, across
-	// instances. The token endpoint's invalid_client is not rationed.
-	if took, err := p.c.kv.SetNX(ctx, issuerKey("healed", verifiedIssuer(&d)), []byte("1"), refusalHealInterval); err != nil || !took {
+	inner, from, err := p.now(ctx)
+	if err != nil || !p.refusalConfirmed(ctx, inner, from) {
 		return
 	}
-	_ = p.heal(ctx, refused)
+	_ = p.heal(ctx, inner.ClientID())
 }
 
-// refusalHealInterval is how often a refusal at the authorization page may
-// replace an authorization server's client registration.
-const refusalHealInterval = 15 * time.Minute
+// refusalConfirmed asks the token endpoint of from whether it refuses the
+// client of inner: a refresh with a token no one was issued, which a server
+// that knows the client answers invalid_grant, and one that does not,
+// invalid_client. A claimed refusal costs the server one such request per
+// authorization server per refusalCheckInterval, across instances; a claim
+// within it confirms nothing. The app's own client is never checked (its
+// refusal is a configuration fault, not healed).
+func (p *serverProvider) refusalConfirmed(ctx context.Context, inner *providers.OAuth2, from *server) bool {
+	if _, preset := p.c.preset(&from.Discovery); preset {
+		return false
+	}
+	took, err := p.c.kv.SetNX(ctx, issuerKey("refusalcheck", verifiedIssuer(&from.Discovery)), []byte("1"), refusalCheckInterval)
+	if err != nil || !took {
+		return false
+	}
+	_, err = inner.RefreshToken(ctx, "oauthflow-refusal-check-"+rand.Text())
+	var pe *oauthflow.ProviderError
+	return errors.As(err, &pe) && clientRefused(pe.Code)
+}
+
+// refusalCheckInterval is how often a refusal claimed at the authorization
+// page may have an authorization server's token endpoint asked about its
+// client.
+const refusalCheckInterval = time.Minute
 
 // refusedAtAuthorize reports whether an authorization error redirect
 // refuses the client.

@@ -50,6 +50,7 @@ func TestServerRecordsExpireWhenUnused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.revokeClient(f.lastClientID())
 	p.(signInRefusalHearer).SignInRefused(ctx, &oauthflow.ProviderError{ProviderID: id, Code: "invalid_client"})
 	if n := f.registrations.Load(); n != 2 {
 		t.Fatalf("%d registrations, want 2", n)

@@ -70,11 +70,11 @@ func untrustedServers() []mutant {
 		{
 			Name: "mcp/register-claimed-refusals-unrationed",
 			File: "mcpauth/provider.go",
-			Old:  "err != nil || !took {\n\t\treturn\n\t}\n\t_ = p.heal(ctx, refused)",
-			New:  "err != nil && !took {\n\t\treturn\n\t}\n\t_ = p.heal(ctx, refused)",
+			Old:  "if err != nil || !took {\n\t\treturn false\n\t}\n\t_, err = inner.RefreshToken(",
+			New:  "if _ = took; err != nil {\n\t\treturn false\n\t}\n\t_, err = inner.RefreshToken(",
 			Pkg:  "./mcpauth",
-			Why:  "a refusal the browser brings heals once per authorization server per interval, so a user cannot make every grant's client be replaced at will",
-			Run:  "TestForgedRefusalsHealOncePerInterval",
+			Why:  "a refusal the browser brings is checked at the token endpoint once per authorization server per interval, so a user cannot have our client send it requests at will",
+			Run:  "TestClaimedRefusalsAreCheckedOncePerInterval",
 		},
 		{
 			Name: "mcp/register-unauthorized-client-ignored",
