@@ -2,7 +2,11 @@ package mcpauth_test
 
 import (
 	"context"
+	"errors"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/oauthflow/oauthflow"
 	"github.com/oauthflow/oauthflow/mcpauth"
@@ -33,4 +37,55 @@ func twoInstances(t *testing.T) (f *fakeMCPAuth, kv *oauthflow.MemoryKV, a, b *i
 		t.Fatal(err)
 	}
 	return f, kv, a, b, id
+}
+
+// writtenKV remembers every key written under prefix, so a test can count
+// those that live (the store need not list its keys).
+type writtenKV struct {
+	oauthflow.KV
+	prefix  string
+	mu      sync.Mutex
+	written map[string]bool
+}
+
+func newWrittenKV(prefix string) *writtenKV {
+	return &writtenKV{KV: oauthflow.NewMemoryKV(), prefix: prefix, written: map[string]bool{}}
+}
+
+func (k *writtenKV) note(key string) {
+	if strings.HasPrefix(key, k.prefix) {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		k.written[key] = true
+	}
+}
+
+func (k *writtenKV) Set(ctx context.Context, key string, v []byte, ttl time.Duration) error {
+	k.note(key)
+	return k.KV.Set(ctx, key, v, ttl)
+}
+
+func (k *writtenKV) SetNX(ctx context.Context, key string, v []byte, ttl time.Duration) (bool, error) {
+	k.note(key)
+	return k.KV.SetNX(ctx, key, v, ttl)
+}
+
+// live is the keys written under the prefix that are there now, with their
+// times to live.
+func (k *writtenKV) live(t *testing.T) map[string]time.Duration {
+	t.Helper()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := map[string]time.Duration{}
+	for key := range k.written {
+		ttl, err := k.KV.(*oauthflow.MemoryKV).TTL(context.Background(), key)
+		if errors.Is(err, oauthflow.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[key] = ttl
+	}
+	return out
 }

@@ -94,12 +94,32 @@ func carriesToken(req *http.Request, serverURL string) bool {
 // bindGrant binds the credential of ts that the store revokes on a
 // disconnect and refreshes with (its refresh token, else the one it was
 // refreshed with, which it keeps, else its access token) to the verified
-// issuer of s, which issued it. A write that fails leaves the grant
-// unbound: refused once the server moves.
+// issuer of s, which issued it. A connection keeps one binding: a rotated
+// refresh token's replaces the one it was refreshed with, and one of an
+// access token alone lives as long as the token. A write that fails leaves
+// the grant unbound: refused once the server moves.
 func (c *Connector) bindGrant(ctx context.Context, ts *oauthflow.TokenSet, refreshedWith string, s *server) {
-	if ts != nil {
-		key := bindingKey(cmp.Or(ts.RefreshToken, refreshedWith, ts.AccessToken))
-		_ = c.kv.Set(ctx, key, []byte(verifiedIssuer(&s.Discovery)), nameTTL)
+	if ts == nil {
+		return
+	}
+	credential, ttl := cmp.Or(ts.RefreshToken, refreshedWith), nameTTL
+	if credential == "" {
+		credential = ts.AccessToken
+		if ts.ExpiresIn > 0 {
+			ttl = time.Duration(ts.ExpiresIn)*time.Second + time.Minute
+		}
+	}
+	_ = c.kv.Set(ctx, bindingKey(credential), []byte(verifiedIssuer(&s.Discovery)), ttl)
+	if credential != refreshedWith {
+		c.unbind(ctx, refreshedWith)
+	}
+}
+
+// unbind deletes the binding of a credential the store no longer holds:
+// rotated away, refused as a dead grant, or revoked on a disconnect.
+func (c *Connector) unbind(ctx context.Context, credential string) {
+	if credential != "" {
+		_ = c.kv.Del(ctx, bindingKey(credential))
 	}
 }
 
@@ -144,4 +164,12 @@ func (c *Connector) signInHere(ctx context.Context, verifier string, s *server) 
 		return nil
 	}
 	return c.issuedHere(ctx, oauth2.S256ChallengeFromVerifier(verifier), s)
+}
+
+// signedIn deletes the binding of the sign-in whose verifier is verifier:
+// its code was exchanged, and is spent.
+func (c *Connector) signedIn(ctx context.Context, verifier string) {
+	if verifier != "" {
+		c.unbind(ctx, oauth2.S256ChallengeFromVerifier(verifier))
+	}
 }

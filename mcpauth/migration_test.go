@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -41,6 +42,7 @@ type authServer struct {
 	clients    map[string]string // client ID -> secret
 	challenges map[string]string // code -> code_challenge
 	refresh    map[string]string // live refresh tokens -> the client they were issued to ("": any)
+	keep       bool              // a refresh answers without a new refresh token: the one sent stays
 	calls      map[string]int    // requests per path
 }
 
@@ -108,8 +110,7 @@ func (a *authServer) token(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.clients[id] == "" || a.clients[id] != secret {
-		w.WriteHeader(http.StatusUnauthorized)
-		writeJSON(w, map[string]string{"error": "invalid_client"})
+		tokenError(w, http.StatusUnauthorized, "invalid_client")
 		return
 	}
 	switch r.Form.Get("grant_type") {
@@ -119,14 +120,19 @@ func (a *authServer) token(w http.ResponseWriter, r *http.Request) {
 		challenge, ok := a.challenges[r.Form.Get("code")]
 		delete(a.challenges, r.Form.Get("code"))
 		if !ok || challenge != base64.RawURLEncoding.EncodeToString(sum[:]) {
-			w.WriteHeader(http.StatusBadRequest)
-			writeJSON(w, map[string]string{"error": "invalid_grant"})
+			tokenError(w, http.StatusBadRequest, "invalid_grant")
 			return
 		}
 	case "refresh_token":
 		if to, ok := a.refresh[r.Form.Get("refresh_token")]; !ok || to != "" && to != id {
-			w.WriteHeader(http.StatusBadRequest)
-			writeJSON(w, map[string]string{"error": "invalid_grant"})
+			tokenError(w, http.StatusBadRequest, "invalid_grant")
+			return
+		}
+		if a.keep {
+			a.n++
+			at := fmt.Sprintf("%s-at-%d", a.name, a.n)
+			a.secrets = append(a.secrets, at)
+			writeJSON(w, map[string]any{"access_token": at, "token_type": "Bearer", "expires_in": 30})
 			return
 		}
 		delete(a.refresh, r.Form.Get("refresh_token"))
@@ -136,6 +142,13 @@ func (a *authServer) token(w http.ResponseWriter, r *http.Request) {
 	a.refresh[rt] = id
 	a.secrets = append(a.secrets, at, rt)
 	writeJSON(w, map[string]any{"access_token": at, "refresh_token": rt, "token_type": "Bearer", "expires_in": 30})
+}
+
+// tokenError answers a token request with an RFC 6749 §5.2 error.
+func tokenError(w http.ResponseWriter, status int, code string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": code})
 }
 
 // allow has the server take the client id with secret, as if the app
@@ -153,6 +166,13 @@ func (a *authServer) plant(rt string) {
 	defer a.mu.Unlock()
 	a.refresh[rt] = ""
 	a.secrets = append(a.secrets, rt)
+}
+
+// end has the server refuse rt from now on, as if the user revoked the grant.
+func (a *authServer) end(rt string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.refresh, rt)
 }
 
 // given is every secret the server gave out or was given.
@@ -593,4 +613,114 @@ func TestSignInToTheOldServerIsNotExchangedAtTheNew(t *testing.T) {
 		t.Errorf("%d token requests at the new server", n)
 	}
 	noneOf(t, as1, as2)
+}
+
+// A connection keeps one grant binding: the sign-in's own binding (its PKCE
+// challenge) goes once its code is exchanged, a rotated refresh token's
+// binding replaces the one it was refreshed with (a refresh token kept keeps
+// its own), and a disconnect deletes it, as does a grant the server ends. A
+// server that rotates on every refresh so leaves one key per connection,
+// not one per refresh for 90 days. The binding still keeps the grant to its
+// issuer (TestMovedServerIsFollowedToItsNewAuthorizationServer).
+func TestOneGrantBindingPerConnection(t *testing.T) {
+	t.Parallel()
+	for _, rotate := range []bool{true, false} {
+		t.Run(fmt.Sprintf("rotate=%v", rotate), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			as := newAuthServer(t, "as1")
+			as.keep = !rotate
+			m := newMovingServer(t, as)
+			kv := newWrittenKV("oauth:mcp:issued:")
+			in := newInstance(t, kv, &http.Client{})
+			id := connectAs(t, m, in, "alice")
+			signIn(t, in, "alice", id)
+			afterSignIn := len(kv.live(t))
+			const n = 5
+			for range n { // tokens live 30 s, inside the store's skew: every read refreshes
+				if _, err := in.mod.Tokens.GetValidAccessToken(ctx, "alice", id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if calls := as.called("/token"); calls != n+1 {
+				t.Fatalf("%d token requests, want %d: the sign-in and %d refreshes", calls, n+1, n)
+			}
+			afterRefreshes := len(kv.live(t))
+			if err := in.mod.Tokens.DeleteTokens(ctx, "alice", id); err != nil {
+				t.Fatal(err)
+			}
+			afterDisconnect := len(kv.live(t))
+			if afterSignIn != 1 || afterRefreshes != 1 || afterDisconnect != 0 {
+				t.Fatalf("grant bindings: %d after the sign-in, %d after %d refreshes, %d after the disconnect; want 1, 1, 0",
+					afterSignIn, afterRefreshes, n, afterDisconnect)
+			}
+
+			signIn(t, in, "bob", id) // a grant the server ends (invalid_grant) leaves no binding either
+			tok, err := in.mod.Tokens.GetTokens(ctx, "bob", id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			as.end(tok.RefreshToken)
+			if _, err := in.mod.Tokens.GetValidAccessToken(ctx, "bob", id); !errors.Is(err, oauthflow.ErrNoToken) {
+				t.Fatalf("bob's refresh of an ended grant: %v, want ErrNoToken", err)
+			}
+			if left := len(kv.live(t)); left != 0 {
+				t.Fatalf("%d grant bindings after the server ended the only grant, want 0", left)
+			}
+		})
+	}
+}
+
+// The grants of a server that moved leave no binding behind: the user
+// whose 401 found the move is disconnected (nothing revoked at the new
+// server), and another user's refresh token, refused as a dead grant with
+// no request made, goes with its binding.
+func TestMovedServerLeavesNoGrantBinding(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	as1, as2 := newAuthServer(t, "as1"), newAuthServer(t, "as2")
+	m := newMovingServer(t, as1)
+	kv := newWrittenKV("oauth:mcp:issued:")
+	in := newInstance(t, kv, &http.Client{})
+	id := connectAs(t, m, in, "alice")
+	signIn(t, in, "alice", id)
+	signIn(t, in, "bob", id)
+	if n := len(kv.live(t)); n != 2 {
+		t.Fatalf("%d grant bindings for two connections, want 2", n)
+	}
+	m.moveTo(as2)
+	if err := m.call(in.conn.Client(ctx, "alice", m.srv.URL+"/mcp")); !errors.Is(err, oauthflow.ErrNoToken) {
+		t.Fatalf("alice's call after the move: %v, want ErrNoToken", err)
+	}
+	if _, err := in.mod.Tokens.GetValidAccessToken(ctx, "bob", id); !errors.Is(err, oauthflow.ErrNoToken) {
+		t.Fatalf("bob's refresh after the move: %v, want ErrNoToken (a dead grant)", err)
+	}
+	if n := len(kv.live(t)); n != 0 {
+		t.Fatalf("%d grant bindings after both grants of the old server ended, want 0", n)
+	}
+	noneOf(t, as1, as2)
+}
+
+// A grant without a refresh token is bound by its access token, for as
+// long as that token lives, not for 90 days: a new sign-in replaces the
+// record without a disconnect, and the old binding goes with its token.
+func TestAccessTokenBindingLivesAsLongAsTheToken(t *testing.T) {
+	t.Parallel()
+	f := newFakeMCPAuth(t) // tokens of an hour, no refresh token
+	kv := newWrittenKV("oauth:mcp:issued:")
+	in := newInstance(t, kv, f.srv.Client())
+	id, err := in.conn.Connect(context.Background(), f.srv.URL+"/mcp", mcpauth.Challenge{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	signIn(t, in, "alice", id)
+	live := kv.live(t)
+	if len(live) != 1 {
+		t.Fatalf("%d bindings after the sign-in, want 1", len(live))
+	}
+	for key, ttl := range live {
+		if ttl <= 0 || ttl > time.Hour+time.Minute {
+			t.Fatalf("%s lives %v, want at most the access token's hour", key, ttl)
+		}
+	}
 }

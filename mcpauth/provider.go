@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -171,6 +172,9 @@ func (p *serverProvider) ExchangeCodeVerifier(ctx context.Context, code, verifie
 		return nil, err
 	}
 	ts, err := inner.ExchangeCodeVerifier(ctx, code, verifier)
+	if err == nil {
+		p.c.signedIn(ctx, verifier)
+	}
 	return ts, p.check(ctx, inner, from, ts, "", err)
 }
 
@@ -182,36 +186,40 @@ func (p *serverProvider) RefreshToken(ctx context.Context, refreshToken string) 
 		return nil, err
 	}
 	if err := p.c.issuedHere(ctx, refreshToken, from); err != nil {
-		return nil, p.deadGrant(err)
+		return nil, p.deadGrant(ctx, refreshToken, err)
 	}
 	ts, err := inner.RefreshToken(ctx, refreshToken)
 	return ts, p.check(ctx, inner, from, ts, refreshToken, err)
 }
 
 // deadGrant is the error of a refresh token RefreshToken did not send:
-// invalid_grant for one of another issuer (the store deletes it); the
-// store's error as it is.
-func (p *serverProvider) deadGrant(err error) error {
+// invalid_grant for one of another issuer (the store deletes it, and its
+// binding goes); the store's error as it is.
+func (p *serverProvider) deadGrant(ctx context.Context, refreshToken string, err error) error {
 	if !errors.Is(err, ErrIssuerChanged) {
 		return err
 	}
+	p.c.unbind(ctx, refreshToken)
 	return &oauthflow.ProviderError{ProviderID: p.id, Code: "invalid_grant",
 		Description: "the grant was issued by another authorization server", Err: err}
 }
 
 // RevokeToken revokes a token only at the issuer it is bound to; another's
-// is left alone, as a provider without revocation does.
+// is left alone, as a provider without revocation does. The store revokes
+// the tokens of a record it deleted: their binding goes too.
 func (p *serverProvider) RevokeToken(ctx context.Context, token, hint string) error {
 	inner, from, err := p.now(ctx)
 	if err != nil {
 		return err
 	}
-	if err := p.c.issuedHere(ctx, token, from); errors.Is(err, ErrIssuerChanged) {
-		return errors.Join(errors.ErrUnsupported, err)
-	} else if err != nil {
-		return err
+	err = p.c.issuedHere(ctx, token, from)
+	if err == nil {
+		err = inner.RevokeToken(ctx, token, hint)
+	} else if errors.Is(err, ErrIssuerChanged) {
+		err = errors.Join(errors.ErrUnsupported, err)
 	}
-	return inner.RevokeToken(ctx, token, hint)
+	p.c.unbind(ctx, token) // the store deletes the record either way
+	return err
 }
 
 // check follows a token request made with inner, built from the record
@@ -226,7 +234,13 @@ func (p *serverProvider) check(ctx context.Context, inner *providers.OAuth2, fro
 		return nil
 	}
 	var pe *oauthflow.ProviderError
-	if !errors.As(err, &pe) || !clientRefused(pe.Code) {
+	if !errors.As(err, &pe) {
+		return err
+	}
+	if refreshedWith != "" && (pe.Code == "invalid_grant" || slices.Contains(p.DeadGrantCodes(), pe.Code)) {
+		p.c.unbind(ctx, refreshedWith) // a dead grant: the store deletes the record
+	}
+	if !clientRefused(pe.Code) {
 		return err
 	}
 	if herr := p.heal(ctx, inner.ClientID()); herr != nil {

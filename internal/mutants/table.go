@@ -831,8 +831,8 @@ func coreTable() []mutant {
 		{
 			Name: "mcp/invalid-client-kept",
 			File: "mcpauth/provider.go",
-			Old:  "\tif !errors.As(err, &pe) || !clientRefused(pe.Code) {\n",
-			New:  "\tif _ = pe; true {\n",
+			Old:  "\tif !clientRefused(pe.Code) {\n",
+			New:  "\tif true {\n",
 			Pkg:  "./mcpauth",
 			Why:  "a client the server answers invalid_client to is registered anew",
 			Run:  "TestReregistersAfterInvalidClient",
