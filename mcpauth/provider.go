@@ -33,7 +33,7 @@ type serverProvider struct {
 
 	mu     sync.Mutex
 	s      *server           // the server record it serves
-	dyn    Client            // the dynamic registration in use; zero while the app's own client serves
+	dyn    registration      // the dynamic registration in use; zero while the app's own client serves
 	inner  *providers.OAuth2 // built for client, from the record from; a zero client has it built anew
 	client Client
 	from   *server
@@ -56,14 +56,14 @@ func (p *serverProvider) now(ctx context.Context) (*providers.OAuth2, *server, e
 	p.follow(ctx)
 	cl, preset := p.c.preset(&p.s.Discovery)
 	if !preset {
-		if p.dyn.ID == "" {
+		if p.dyn.Client.ID == "" {
 			reg, err := p.c.registered(ctx, &p.s.Discovery)
 			if err != nil {
 				return nil, nil, err
 			}
 			p.dyn = reg
 		}
-		cl = p.dyn
+		cl = p.dyn.Client
 	}
 	if p.inner == nil || cl != p.client {
 		inner, err := p.c.oauth2(p.id, p.s, cl)
@@ -85,7 +85,7 @@ func (p *serverProvider) follow(ctx context.Context) {
 	if err != nil || s == nil || verifiedIssuer(&s.Discovery) == verifiedIssuer(&p.s.Discovery) {
 		return
 	}
-	p.s, p.dyn, p.client = s, Client{}, Client{} // no client: inner is built anew
+	p.s, p.dyn, p.client = s, registration{}, Client{} // no client: inner is built anew
 }
 
 // last is now for the methods that take no context; when the client cannot
@@ -259,11 +259,11 @@ func clientRefused(code string) bool {
 // dynamic registration.
 func (p *serverProvider) keep(ctx context.Context) {
 	p.mu.Lock()
-	s := p.s
+	s, reg := p.s, p.dyn
 	p.mu.Unlock()
 	_ = p.c.keepName(ctx, p.id, s.URL)
 	if p.dynamic() {
-		p.c.keepRegistration(ctx, &s.Discovery)
+		p.c.keepRegistration(ctx, &s.Discovery, reg)
 	}
 }
 
@@ -342,12 +342,12 @@ func (p *serverProvider) heal(ctx context.Context, refused string) error {
 	if err := p.c.forgetRegistration(ctx, &old.Discovery, refused); err != nil {
 		return err
 	}
-	cl, err := p.c.registered(ctx, &fresh.Discovery)
+	reg, err := p.c.registered(ctx, &fresh.Discovery)
 	if err != nil {
 		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.s, p.dyn = fresh, cl
+	p.s, p.dyn = fresh, reg
 	return nil
 }

@@ -18,8 +18,10 @@ import (
 // record (oauth:mcp:url:{id}) holds only the server's URL; it is written
 // when a user's tokens are stored for the server and each time they are
 // refreshed, and lives nameTTL from then, so that a server record gone while
-// a user's tokens live is rebuilt by discovering the server again. A URL
-// that no user signed in to leaves nothing past serverTTL.
+// a user's tokens live is rebuilt by discovering the server again. A
+// dynamic registration lives serverTTL from when it was made, and nameTTL
+// from each grant issued to it (keepRegistration). A URL that no user
+// signed in to leaves nothing past serverTTL.
 
 const (
 	serverTTL       = 7 * 24 * time.Hour
@@ -141,13 +143,4 @@ func (c *Connector) save(ctx context.Context, id string, s *server) error {
 // keepName (re)writes the name record of id: a user's tokens for it live.
 func (c *Connector) keepName(ctx context.Context, id, serverURL string) error {
 	return c.kv.Set(ctx, nameKey(id), []byte(serverURL), nameTTL)
-}
-
-// keepRegistration resets the time to live of d's dynamic registration: a
-// user's tokens issued to it live.
-func (c *Connector) keepRegistration(ctx context.Context, d *Discovered) {
-	key := registrationKey(d)
-	if raw, err := c.kv.Get(ctx, key); err == nil {
-		_, _ = c.kv.CompareAndExpire(ctx, key, raw, nameTTL)
-	}
 }

@@ -156,3 +156,60 @@ func TestProviderIDHas128Bits(t *testing.T) {
 		t.Fatalf("%s: want the host, '-', 32 hex digits, within 60 characters", id)
 	}
 }
+
+// A URL no one signed in to leaves no registration past its server record:
+// the registration discovery made lives no longer than the record (7
+// days), and the first grant issued to it keeps it as long as the server's
+// name (90 days).
+func TestUnusedRegistrationExpiresWithTheServerRecord(t *testing.T) {
+	t.Parallel()
+	f := newFakeMCPAuth(t)
+	kv := oauthflow.NewMemoryKV()
+	in := newInstance(t, kv, f.srv.Client())
+	ctx := context.Background()
+	id, err := in.conn.Connect(ctx, f.srv.URL+"/mcp", mcpauth.Challenge{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := kv.TTL(ctx, "oauth:mcp:server:"+id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := kv.TTL(ctx, registrationKeyOf(f.srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reg <= 0 || reg > server+time.Minute {
+		t.Fatalf("the registration of a server no one signed in to lives %v, its server record %v: want no longer", reg, server)
+	}
+	signIn(t, in, "alice", id)
+	name, _ := kv.TTL(ctx, "oauth:mcp:url:"+id)
+	if reg, err := kv.TTL(ctx, registrationKeyOf(f.srv.URL)); err != nil || reg < name-time.Minute {
+		t.Fatalf("the registration after a sign-in lives %v (%v), the server's name %v: want as long", reg, err, name)
+	}
+}
+
+// A registration that expired unused while an instance still holds it is
+// stored again by the first grant issued to it, so that every instance
+// refreshes that grant with the client it was issued to: another instance
+// takes it from the store instead of registering another.
+func TestExpiredRegistrationIsKeptByItsFirstGrant(t *testing.T) {
+	t.Parallel()
+	f, kv, a, b, id := twoInstances(t)
+	ctx := context.Background()
+	if _, err := a.mod.Registry.Get(id); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Del(ctx, registrationKeyOf(f.srv.URL)); err != nil { // expired, unused
+		t.Fatal(err)
+	}
+	signIn(t, a, "alice", id)
+	first := f.lastClientID()
+	if _, err := kv.TTL(ctx, registrationKeyOf(f.srv.URL)); err != nil {
+		t.Fatalf("the registration alice's grant was issued to is not stored again: %v", err)
+	}
+	signIn(t, b, "bob", id)
+	if n, now := f.registrations.Load(), f.lastClientID(); n != 1 || now != first {
+		t.Fatalf("%d registrations, bob's grant issued to %s and alice's to %s: want 1, one client", n, now, first)
+	}
+}

@@ -99,7 +99,8 @@ func (c *Connector) client(ctx context.Context, d *Discovered) (Client, error) {
 	if d.AS.RegistrationEndpoint == "" {
 		return Client{}, fmt.Errorf("%w: %s offers no dynamic registration, and no client is configured for it (Config.Clients)", ErrRegistration, verifiedIssuer(d))
 	}
-	return c.registered(ctx, d)
+	reg, err := c.registered(ctx, d)
+	return reg.Client, err
 }
 
 // preset is the client the app gives for d's server: pre-registered for
@@ -122,25 +123,25 @@ var ErrRegistration = errors.New("mcpauth: client registration failed")
 // registered is the stored dynamic registration at d's server, made now
 // if there is none that fits d: by this instance if it takes the lock, else
 // by the one that holds it.
-func (c *Connector) registered(ctx context.Context, d *Discovered) (Client, error) {
+func (c *Connector) registered(ctx context.Context, d *Discovered) (registration, error) {
 	key, lock := registrationKey(d), registrationLock(d)
 	for wait := 10 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		if reg, _, ok, err := c.storedRegistration(ctx, key); err != nil || ok && reg.fits(d, time.Now()) {
-			return reg.Client, err
+			return reg, err
 		}
 		owner := []byte(rand.Text()) // frees the lock only while it is still this instance's
 		took, err := c.kv.SetNX(ctx, lock, owner, registrationLockTTL)
 		if err != nil {
-			return Client{}, err
+			return registration{}, err
 		}
 		if took {
-			cl, err := c.registerLocked(ctx, d, key)
+			reg, err := c.registerLocked(ctx, d, key)
 			_, _ = c.kv.CompareAndDelete(ctx, lock, owner)
-			return cl, err
+			return reg, err
 		}
 		select {
 		case <-ctx.Done():
-			return Client{}, ctx.Err()
+			return registration{}, ctx.Err()
 		case <-time.After(wait):
 		}
 	}
@@ -148,15 +149,15 @@ func (c *Connector) registered(ctx context.Context, d *Discovered) (Client, erro
 
 // registerLocked registers at d's server, under the registration lock,
 // unless another instance stored a fitting registration since it was read.
-func (c *Connector) registerLocked(ctx context.Context, d *Discovered, key string) (Client, error) {
+func (c *Connector) registerLocked(ctx context.Context, d *Discovered, key string) (registration, error) {
 	if reg, _, ok, err := c.storedRegistration(ctx, key); err != nil || ok && reg.fits(d, time.Now()) {
-		return reg.Client, err
+		return reg, err
 	}
 	reg, err := c.register(ctx, d)
 	if err != nil {
-		return Client{}, err
+		return registration{}, err
 	}
-	return reg.Client, c.storeRegistration(ctx, key, reg)
+	return reg, c.storeRegistration(ctx, key, reg)
 }
 
 // register makes an RFC 7591 dynamic registration at d's server.

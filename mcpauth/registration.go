@@ -50,18 +50,48 @@ func (c *Connector) storedRegistration(ctx context.Context, key string) (reg reg
 	return reg, raw, true, nil
 }
 
-// storeRegistration writes reg under key, sealed with the module's key ring.
+// storeRegistration writes reg under key, sealed with the module's key
+// ring. It lives as long as an unused server record: a grant issued to it
+// keeps it longer (keepRegistration).
 func (c *Connector) storeRegistration(ctx context.Context, key string, reg registration) error {
-	b, err := json.Marshal(reg)
+	sealed, err := c.sealRegistration(key, reg)
 	if err != nil {
 		return err
 	}
-	return c.kv.Set(ctx, key, c.cfg.Module.SealRecord(key, b), nameTTL)
+	return c.kv.Set(ctx, key, sealed, serverTTL)
+}
+
+// sealRegistration is the stored form of reg under key.
+func (c *Connector) sealRegistration(key string, reg registration) ([]byte, error) {
+	b, err := json.Marshal(reg)
+	if err != nil {
+		return nil, err
+	}
+	return c.cfg.Module.SealRecord(key, b), nil
+}
+
+// keepRegistration has d's dynamic registration live nameTTL from now: a
+// grant was issued to reg, the registration in use. One that expired
+// unused meanwhile is stored again, unless another was stored since, so
+// that every instance refreshes the grant with the client it was issued to.
+func (c *Connector) keepRegistration(ctx context.Context, d *Discovered, reg registration) {
+	key := registrationKey(d)
+	raw, err := c.kv.Get(ctx, key)
+	if err == nil {
+		_, _ = c.kv.CompareAndExpire(ctx, key, raw, nameTTL)
+		return
+	}
+	if !errors.Is(err, oauthflow.ErrNotFound) || reg.Client.ID == "" {
+		return
+	}
+	if sealed, err := c.sealRegistration(key, reg); err == nil {
+		_, _ = c.kv.SetNX(ctx, key, sealed, nameTTL)
+	}
 }
 
 // forgetRegistration drops the registration of d's server if it is still
-// the client refused (the server answered invalid_client to it, or refused
-// it at its authorization page), so that the next use registers again.
+// the client refused (the server answered invalid_client to it at its token
+// endpoint), so that the next use registers again.
 func (c *Connector) forgetRegistration(ctx context.Context, d *Discovered, refused string) error {
 	key := registrationKey(d)
 	reg, raw, ok, err := c.storedRegistration(ctx, key)

@@ -96,5 +96,32 @@ func mcphealGuards() []mutant {
 			Run:  "TestAccessTokenBindingLivesAsLongAsTheToken",
 			Why:  "a grant bound by its access token alone is bound as long as the token lives",
 		},
+		{
+			Name: "mcpheal/registration-90-days-unused",
+			File: "mcpauth/registration.go",
+			Pkg:  "./mcpauth",
+			Old:  "return c.kv.Set(ctx, key, sealed, serverTTL)",
+			New:  "return c.kv.Set(ctx, key, sealed, nameTTL)",
+			Run:  "TestUnusedRegistrationExpiresWithTheServerRecord",
+			Why:  "a registration no grant was issued to lives no longer than its unused server record",
+		},
+		{
+			Name: "mcpheal/registration-not-kept-by-grant",
+			File: "mcpauth/registration.go",
+			Pkg:  "./mcpauth",
+			Old:  "_, _ = c.kv.CompareAndExpire(ctx, key, raw, nameTTL)",
+			New:  "_ = raw",
+			Run:  "TestUnusedRegistrationExpiresWithTheServerRecord",
+			Why:  "a grant issued to a registration keeps it as long as the server's name, past the unused record's 7 days",
+		},
+		{
+			Name: "mcpheal/expired-registration-not-restored",
+			File: "mcpauth/registration.go",
+			Pkg:  "./mcpauth",
+			Old:  "\t\t_, _ = c.kv.SetNX(ctx, key, sealed, nameTTL)\n",
+			New:  "\t\t_ = sealed\n",
+			Run:  "TestExpiredRegistrationIsKeptByItsFirstGrant",
+			Why:  "a registration that expired unused while an instance held it is stored again by the first grant issued to it, so no instance refreshes that grant with another client",
+		},
 	}
 }
