@@ -189,6 +189,28 @@ func TestDeviceSignInEndsAtExpiryWhateverIsLost(t *testing.T) {
 	}
 }
 
+// A device code is polled for an hour at most, whatever lifetime the server
+// names (RFC 8628 §3.2 expires_in): ten days would keep a sign-in pending,
+// and its code polled, for days.
+func TestDeviceSignInLifetimeCappedAtAnHour(t *testing.T) {
+	t.Parallel()
+	env := newDeviceEnv(t, envOptions{as: authserver.Options{DeviceCodeTTL: 10 * 24 * time.Hour}})
+	r, doc := env.startDevice(0, "alice")
+	assert.Equal(t, env.clock.Now().Add(time.Hour).UnixMilli(), doc.ExpiresAt, "an hour ahead, not ten days")
+	env.pass(0, deviceInterval)
+	require.EqualValues(t, 1, env.polls())
+	env.pass(0, time.Hour)
+	r = env.run(r.ID)
+	assert.Equal(t, oauthflow.RunFailed, r.Status)
+	p := env.prompt(r.ID)
+	assert.Equal(t, oauthflow.PromptError, p.Status)
+	assert.Equal(t, "The sign-in code expired. Start the sign-in again.", p.Message)
+	for range 3 {
+		env.pass(0, time.Hour)
+	}
+	assert.EqualValues(t, 1, env.polls(), "no poll reaches the token endpoint past the hour")
+}
+
 // A server that names no lifetime is not taken to mean "expired at once".
 func TestDeviceSignInWithoutExpiresIn(t *testing.T) {
 	t.Parallel()

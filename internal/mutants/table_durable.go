@@ -1,0 +1,26 @@
+package main
+
+// durableGuards are the guards of the completions that must outlive their
+// instance's Close and a store blip (issue 31), and of two guards no test
+// noticed before (issue 38): a device code's lifetime cap, and a finishing
+// flight's removal of its own map entry only.
+func durableGuards() []mutant {
+	return []mutant{
+		{
+			Name: "durable/device-lifetime-uncapped",
+			File: "device.go",
+			Old:  "life = time.Duration(min(a.ExpiresIn, int64(maxDeviceLifetime/time.Second))) * time.Second",
+			New:  "life = time.Duration(a.ExpiresIn) * time.Second",
+			Run:  "^(TestDeviceSignInLifetimeCappedAtAnHour)$",
+			Why:  "a device code is polled for an hour at most, whatever expires_in the server names",
+		},
+		{
+			Name: "durable/flight-deletes-newer-entry",
+			File: "flight.go",
+			Old:  "\t\tif g.calls[key] == f {\n\t\t\tdelete(g.calls, key)\n\t\t}\n",
+			New:  "\t\tdelete(g.calls, key)\n",
+			Run:  "^(TestFlightEndingLeavesANewerCallAlone)$",
+			Why:  "a call that published early and ends later removes only its own entry, not a newer call's for the key",
+		},
+	}
+}
