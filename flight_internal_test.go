@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/oauthflow/oauthflow/internal/waitfor"
+	"github.com/stretchr/testify/assert"
 )
 
 // A Module's Close waits for the refreshes in flight while requests may
@@ -30,4 +32,47 @@ func TestFlightWaitBesideNewCalls(t *testing.T) {
 	}
 	waitfor.Group(t, &callers, "the callers")
 	g.wait()
+}
+
+// A call that published early and kept working (a write it retries through
+// a store blip) removes only its own map entry when it ends: a newer call
+// for the same key, started by a caller who heard the early result, stays
+// the one that later callers join. Otherwise the next caller starts a third
+// call while the newer one runs, and "one call per key at a time" breaks
+// exactly during store trouble.
+func TestFlightEndingLeavesANewerCallAlone(t *testing.T) {
+	t.Parallel()
+	var g flightGroup
+	var started atomic.Int64
+	newerStarted, newerEnd := make(chan struct{}), make(chan struct{})
+	newer := func(func(StoredTokens, error)) (StoredTokens, error) {
+		started.Add(1)
+		close(newerStarted)
+		_, err := waitfor.RecvErr(newerEnd, "the newer call's end")
+		return StoredTokens{AccessToken: "newer"}, err
+	}
+	first := func(publish func(StoredTokens, error)) (StoredTokens, error) {
+		started.Add(1)
+		publish(StoredTokens{AccessToken: "first"}, nil) // early: the write goes on being retried
+		go func() { _, _ = g.do(context.Background(), "k", newer) }()
+		waitfor.Recv(t, newerStarted, "the newer call's start")
+		return StoredTokens{AccessToken: "first"}, nil
+	}
+	// The first call runs on the test's goroutine, as do starts it, so that
+	// its end (its map entry's removal included) is over when run returns.
+	f := &flight{done: make(chan struct{})}
+	g.calls, g.running, g.idle = map[string]*flight{"k": f}, 1, make(chan struct{})
+	g.run("k", f, first)
+
+	gone, cancel := context.WithCancel(context.Background())
+	cancel() // a caller that only joins or starts, and does not wait
+	_, _ = g.do(gone, "k", func(func(StoredTokens, error)) (StoredTokens, error) {
+		started.Add(1)
+		return StoredTokens{}, nil
+	})
+	close(newerEnd)
+	idle := make(chan struct{})
+	go func() { g.wait(); close(idle) }()
+	waitfor.Recv(t, idle, "every call's end")
+	assert.EqualValues(t, 2, started.Load(), "the caller joined the newer call instead of starting a third")
 }
