@@ -222,7 +222,16 @@ func (m *Module) newDeviceRun(runID string, p Provider, a *DeviceAuthorization) 
 // pollDevice is the worker's job for a device sign-in: it fires the poll on
 // the run, then places the next poll where the run's state says. A run that
 // ended needs nothing more.
+//
+// A poll that is sent may redeem the device code (RFC 8628 §3.5): the
+// provider's tokens are then the only ones the sign-in will ever get. So the
+// poll, and the token write, the run's end and the parent's resume that
+// follow it, are the server's, as a redirect completion is once its state
+// is spent: they run under a context of their own (CompletionTimeout) that
+// the worker's stop does not end, and Close waits for them.
 func (m *Module) pollDevice(ctx context.Context, runID string) error {
+	ctx, cancel := m.serverOwned(ctx)
+	defer cancel()
 	r, err := m.fireIfWaiting(ctx, runID, transitionPollDevice)
 	if err != nil || r == nil || r.Status != RunWaiting {
 		return err

@@ -372,6 +372,64 @@ func TestDeviceSignInOutlivesItsInstance(t *testing.T) {
 	assert.Equal(t, oauthflow.RunCompleted, env.run(r.ID).Status)
 }
 
+// An approval the provider has answered with tokens is the server's to
+// finish, whatever stops the worker: the code is spent (RFC 8628 §3.5), so
+// tokens dropped by a Close are a sign-in lost. Close stops the worker
+// while the token endpoint's answer is in hand, and waits for the
+// completion: the record is stored, the run and the prompt end as success.
+func TestDeviceApprovalOutlivesClose(t *testing.T) {
+	t.Parallel()
+	held := &heldDevice{answered: make(chan struct{}), release: make(chan struct{})}
+	env := newDeviceEnv(t, envOptions{config: func(c *oauthflow.Config) {
+		c.WorkerInterval = 5 * time.Millisecond // the worker's own passes, under the context Close cancels
+		held.DeviceAuthorizer = mustGet(t, c.Registry, "demo").(oauthflow.DeviceAuthorizer)
+		held.Provider = mustGet(t, c.Registry, "demo")
+		c.Registry = oauthflow.NewRegistry()
+		require.NoError(t, c.Registry.Register(held))
+	}})
+	m := env.mod(0)
+	r, doc := env.startDevice(0, "alice")
+	require.NoError(t, env.as.ApproveDevice(doc.UserCode, "alice"))
+	env.clock.Advance(deviceInterval)
+	waitfor.Recv(t, held.answered, "the token endpoint's answer")
+	oauthflow.StopWork(m) // Close's first step: the worker's context ends
+	close(held.release)
+	require.NoError(t, m.Close())
+
+	assert.EqualValues(t, 1, env.as.Stats().DeviceTokens, "the code was redeemed once")
+	if tok, err := m.Tokens.GetTokens(context.Background(), "alice", "demo"); assert.NoError(t, err, "the tokens are stored") {
+		assert.NotEmpty(t, tok.AccessToken)
+	}
+	r = env.run(r.ID)
+	assert.Equal(t, oauthflow.RunCompleted, r.Status)
+	assert.JSONEq(t, `{"authenticated":true}`, string(r.Result))
+	assert.Equal(t, oauthflow.PromptSuccess, env.prompt(r.ID).Status)
+	_, connected := env.events.last(oauthflow.EventConnected)
+	assert.True(t, connected)
+	_, failed := env.events.last(oauthflow.EventFlowFailed)
+	assert.False(t, failed)
+}
+
+// heldDevice is a device provider that holds the token endpoint's first
+// answer with tokens until release.
+type heldDevice struct {
+	oauthflow.Provider
+	oauthflow.DeviceAuthorizer
+	answered, release chan struct{}
+	once              sync.Once
+}
+
+func (h *heldDevice) DeviceToken(ctx context.Context, code string) (*oauthflow.TokenSet, error) {
+	ts, err := h.DeviceAuthorizer.DeviceToken(ctx, code)
+	if err == nil {
+		h.once.Do(func() { close(h.answered) })
+		if _, werr := waitfor.RecvErr(h.release, "the test's release"); werr != nil {
+			return nil, werr
+		}
+	}
+	return ts, err
+}
+
 func TestDeviceSignInResumesTheConsumer(t *testing.T) {
 	t.Parallel()
 	env := newDeviceEnv(t, envOptions{replicas: 2})

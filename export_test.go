@@ -12,3 +12,8 @@ var WithSessionEncryption = withSessionEncryption
 
 // DefaultRefreshBackoff is the backoff a zero Config.RefreshBackoff means.
 var DefaultRefreshBackoff = defaultRefreshBackoff
+
+// StopWork cancels m's background worker's context, as Close does first,
+// without waiting for the work in flight: a test holds a piece of work at
+// the moment Close has stopped the worker, then lets it go and calls Close.
+func StopWork(m *Module) { m.work.stop() }

@@ -218,9 +218,12 @@ func moduleKV(ctx context.Context, cfg Config, log *slog.Logger) (KV, bool, erro
 	return WithKeyPrefix(kv, cfg.KeyPrefix), owned, nil
 }
 
-// Close stops the background worker, waits for the refreshes in flight (each
-// bounded by its own timeout, 30 s by default) so that tokens a provider has
-// just rotated are written, and releases the store when New created it.
+// Close stops the background worker and waits for the work it has in flight
+// (a device sign-in's poll, whose answer may be the code's only tokens, runs
+// to its end, bounded by CompletionTimeout), waits for the refreshes in
+// flight (each bounded by its own timeout, 30 s by default) so that tokens a
+// provider has just rotated are written, and releases the store when New
+// created it.
 func (m *Module) Close() error {
 	m.work.close()
 	m.Tokens.flights.wait() // a refresh in flight writes what the provider rotated first

@@ -7,6 +7,14 @@ package main
 func durableGuards() []mutant {
 	return []mutant{
 		{
+			Name: "durable/device-poll-dies-with-close",
+			File: "device.go",
+			Old:  "\tctx, cancel := m.serverOwned(ctx)\n\tdefer cancel()\n\tr, err := m.fireIfWaiting(ctx, runID, transitionPollDevice)",
+			New:  "\tr, err := m.fireIfWaiting(ctx, runID, transitionPollDevice)",
+			Run:  "^(TestDeviceApprovalOutlivesClose)$",
+			Why:  "a device poll the provider answered with tokens stores them, ends the run and its prompt, though Close stops the worker",
+		},
+		{
 			Name: "durable/device-lifetime-uncapped",
 			File: "device.go",
 			Old:  "life = time.Duration(min(a.ExpiresIn, int64(maxDeviceLifetime/time.Second))) * time.Second",
