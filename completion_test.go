@@ -257,6 +257,50 @@ func (b *blipKV) Set(ctx context.Context, key string, v []byte, ttl time.Duratio
 	return b.KV.Set(ctx, key, v, ttl)
 }
 
+// A store blip at the token write of a code exchange loses nothing: the
+// provider has spent the code, so the write is tried again until it lands,
+// and the sign-in ends connected.
+func TestSignInTokensSurviveAStoreBlip(t *testing.T) {
+	t.Parallel()
+	kv := &blipKV{KV: sharedRedis(t, true)}
+	f := newSignInFixtureWith(t, newFakeProvider("acme"), oauthflow.Config{KV: kv, WorkerInterval: time.Hour,
+		Logger: slog.New(slog.DiscardHandler)})
+	kv.key.Store("oauth:alice:acme")
+	kv.fails.Store(2)
+	rec := httptest.NewRecorder()
+	f.m.CallbackHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, oauthflow.CallbackPath+"?code=c&state="+f.prompt.State, nil))
+	assert.Equal(t, http.StatusOK, rec.Code)
+	assert.EqualValues(t, -1, kv.fails.Load(), "three writes: two failed, the third landed")
+	f.assertConnected(t)
+}
+
+// A store that stays down through the token write's retries ends the
+// sign-in honestly within the completion's time: the write is tried more
+// than once, then the run fails, the prompt says the service is unavailable
+// and the parent resumes.
+func TestSignInTokensWriteGivesUpWithinTheCompletion(t *testing.T) {
+	t.Parallel()
+	kv := &blipKV{KV: sharedRedis(t, true)}
+	f := newSignInFixtureWith(t, newFakeProvider("acme"), oauthflow.Config{KV: kv, WorkerInterval: time.Hour,
+		CompletionTimeout: 400 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	kv.key.Store("oauth:alice:acme")
+	kv.fails.Store(1 << 40)
+	rec := httptest.NewRecorder()
+	f.m.CallbackHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, oauthflow.CallbackPath+"?code=c&state="+f.prompt.State, nil))
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	assert.Less(t, kv.fails.Load(), int64(1<<40)-1, "the write was tried again")
+	child, err := f.m.Engine.Get(ctx, f.child)
+	require.NoError(t, err)
+	assert.Equal(t, oauthflow.RunFailed, child.Status)
+	var prompt oauthflow.OAuthPromptDocument
+	require.NoError(t, f.m.Engine.Document(ctx, f.child, oauthflow.PromptDocumentName, &prompt))
+	assert.Equal(t, oauthflow.PromptError, prompt.Status)
+	assert.Contains(t, prompt.Message, "temporarily unavailable")
+	parent, err := f.m.Engine.Get(ctx, f.parent.ID)
+	require.NoError(t, err)
+	assert.Equal(t, oauthflow.RunCompleted, parent.Status, "the parent resumed")
+}
+
 // A parent whose first delivery fails is resumed by the worker, once.
 func TestParentDeliveryRetriedUntilItLands(t *testing.T) {
 	t.Parallel()

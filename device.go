@@ -350,7 +350,7 @@ func (m *Module) deviceApproved(ctx context.Context, tc *TransitionContext, data
 		if p, perr := m.Registry.Get(data.Provider); perr == nil {
 			m.readAccount(ctx, p, ts, key)
 		}
-		err = m.Tokens.storeTokenSet(ctx, tc.Run.UserID, data.Provider, ts, key)
+		err = m.storeSignIn(ctx, tc.Run.UserID, data.Provider, ts, key)
 	}
 	if err != nil {
 		return m.failFlow(ctx, tc, data.Provider, err)

@@ -410,6 +410,29 @@ func TestDeviceApprovalOutlivesClose(t *testing.T) {
 	assert.False(t, failed)
 }
 
+// A store blip at the token write of a device approval loses nothing: the
+// provider has redeemed the code (RFC 8628 §3.5), so the write is tried
+// again until it lands, and the sign-in ends connected.
+func TestDeviceApprovalSurvivesAStoreBlip(t *testing.T) {
+	t.Parallel()
+	kv := &blipKV{KV: sharedRedisAny(t)}
+	env := newDeviceEnv(t, envOptions{kv: kv})
+	r, doc := env.startDevice(0, "alice")
+	require.NoError(t, env.as.ApproveDevice(doc.UserCode, "alice"))
+	kv.key.Store("oauth:alice:demo")
+	kv.fails.Store(2)
+	env.pass(0, deviceInterval)
+	assert.EqualValues(t, 1, env.as.Stats().DeviceTokens, "the code was redeemed once")
+	assert.EqualValues(t, -1, kv.fails.Load(), "three writes: two failed, the third landed")
+	if tok, err := env.mod(0).Tokens.GetTokens(context.Background(), "alice", "demo"); assert.NoError(t, err, "the tokens are stored") {
+		assert.NotEmpty(t, tok.AccessToken)
+	}
+	r = env.run(r.ID)
+	assert.Equal(t, oauthflow.RunCompleted, r.Status)
+	assert.JSONEq(t, `{"authenticated":true}`, string(r.Result))
+	assert.Equal(t, oauthflow.PromptSuccess, env.prompt(r.ID).Status)
+}
+
 // heldDevice is a device provider that holds the token endpoint's first
 // answer with tokens until release.
 type heldDevice struct {

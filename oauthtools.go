@@ -211,7 +211,7 @@ func (m *Module) exchangeCode(ctx context.Context, tc ToolContext, a ExchangeOAu
 		keepCallbackFields(p, ts, callbackFieldsOf(ctx))
 		m.readAccount(ctx, p, ts, s.DPoPKey)
 	}
-	if err := m.Tokens.storeTokenSet(ctx, s.UserID, s.Provider, ts, s.DPoPKey); err != nil {
+	if err := m.storeSignIn(ctx, s.UserID, s.Provider, ts, s.DPoPKey); err != nil {
 		return nil, err
 	}
 	keepAccount(ctx, ts.Account)

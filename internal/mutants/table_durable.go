@@ -7,6 +7,22 @@ package main
 func durableGuards() []mutant {
 	return []mutant{
 		{
+			Name: "durable/signin-write-not-retried",
+			File: "completion.go",
+			Old:  "\t\tif err == nil || !errors.Is(err, ErrStoreUnavailable) {\n",
+			New:  "\t\tif true {\n",
+			Run:  "^(TestSignInTokensSurviveAStoreBlip|TestDeviceApprovalSurvivesAStoreBlip)$",
+			Why:  "a store blip at a sign-in's token write (the code spent) is tried again, not the tokens dropped",
+		},
+		{
+			Name: "durable/signin-write-retried-past-its-half",
+			File: "completion.go",
+			Old:  "ctx, cancel := context.WithTimeout(ctx, left/2)",
+			New:  "ctx, cancel := context.WithCancel(ctx)",
+			Run:  "^(TestSignInTokensWriteGivesUpWithinTheCompletion)$",
+			Why:  "the token write's retries leave the completion time to end the run and its prompt honestly",
+		},
+		{
 			Name: "durable/device-poll-dies-with-close",
 			File: "device.go",
 			Old:  "\tctx, cancel := m.serverOwned(ctx)\n\tdefer cancel()\n\tr, err := m.fireIfWaiting(ctx, runID, transitionPollDevice)",
