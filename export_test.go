@@ -1,6 +1,9 @@
 package oauthflow
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // WorkOnce runs one pass of m's background worker now and reports how many
 // pieces of due work it did: tests drive due work without waiting for a tick.
@@ -17,3 +20,8 @@ var DefaultRefreshBackoff = defaultRefreshBackoff
 // without waiting for the work in flight: a test holds a piece of work at
 // the moment Close has stopped the worker, then lets it go and calls Close.
 func StopWork(m *Module) { m.work.stop() }
+
+// SetRefreshTimeout bounds m's refreshes (and so the retries of a rotated
+// token's write) at d, as WithRefreshTimeout does for a TokenStore: set it
+// before any refresh runs.
+func SetRefreshTimeout(m *Module, d time.Duration) { m.Tokens.refreshTimeout = d }

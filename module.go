@@ -2,6 +2,7 @@ package oauthflow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -224,13 +225,20 @@ func moduleKV(ctx context.Context, cfg Config, log *slog.Logger) (KV, bool, erro
 // flight (each bounded by its own timeout, 30 s by default) so that tokens a
 // provider has just rotated are written, and releases the store when New
 // created it.
+//
+// A rotated refresh token that a store failure kept from the store past its
+// refresh's retries lives only in this process: Close then returns an error
+// wrapping ErrStoreUnavailable that names those connections (user and
+// provider, never a token), whose users must sign in again once the process
+// exits.
 func (m *Module) Close() error {
 	m.work.close()
 	m.Tokens.flights.wait() // a refresh in flight writes what the provider rotated first
+	err := m.Tokens.unwrittenErr()
 	if m.ownsKV {
-		return closeKV(m.KV)
+		err = errors.Join(err, closeKV(m.KV))
 	}
-	return nil
+	return err
 }
 
 // Tools returns the module's tools, for handing to an agent.

@@ -2,10 +2,13 @@ package oauthflow
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -246,7 +249,7 @@ func (r *refreshRun) round(ctx context.Context, l *lease, raw []byte, base Store
 // the next refresh of this record in this process. A record deleted meanwhile
 // (a disconnect) gets nothing written, and t is revoked (gone).
 func (r *refreshRun) save(ctx context.Context, l *lease, raw []byte, t StoredTokens) (StoredTokens, bool, error) {
-	w := pendingWrite{old: raw, oldPlain: r.s.plainOf(raw, r.key), new: r.s.seal(t, r.key), t: t}
+	w := pendingWrite{conn: connRef{r.userID, r.providerID}, old: raw, oldPlain: r.s.plainOf(raw, r.key), new: r.s.seal(t, r.key), t: t}
 	switch err := r.write(ctx, l, &w); {
 	case err == nil:
 		return t, false, nil
@@ -441,6 +444,7 @@ func (s *TokenStore) merge(old StoredTokens, ts *TokenSet) StoredTokens {
 // pendingWrite is a refreshed record this process could not write yet: new
 // lands only over old, the record the refresh read (oldPlain: old opened).
 type pendingWrite struct {
+	conn               connRef // whose record it is
 	old, oldPlain, new []byte
 	t                  StoredTokens
 	unconfirmed        bool // written, but not on the replicas WithReplicaAcks asks for
@@ -509,6 +513,49 @@ func (w pendingWrite) appliesTo(raw, plain []byte) bool {
 // sameTokens reports whether plain is the record w was refreshed from.
 func (w pendingWrite) sameTokens(plain []byte) bool {
 	return w.oldPlain != nil && plain != nil && bytes.Equal(w.oldPlain, plain)
+}
+
+// unwritten names the connections whose rotated refresh token is kept
+// here and not in the store (a write already in the store, waiting for its
+// replicas, is not one), in a stable order.
+func (p *pendingWrites) unwritten() []connRef {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var refs []connRef
+	for _, w := range p.m {
+		if !w.unconfirmed && w.rotated() {
+			refs = append(refs, w.conn)
+		}
+	}
+	slices.SortFunc(refs, func(a, b connRef) int {
+		return cmp.Or(strings.Compare(a.userID, b.userID), strings.Compare(a.providerID, b.providerID))
+	})
+	return refs
+}
+
+// maxNamedUnwritten bounds the connections Close's error names one by one.
+const maxNamedUnwritten = 10
+
+// unwrittenErr reports the rotated refresh tokens this process keeps
+// unwritten: a store failure outlasted the refreshes' retries, and no read
+// of the connection has written them since. The provider has spent the
+// tokens the store holds, so they are the grants' only live tokens, and
+// they are lost with the process. It names the connections, never a token.
+func (s *TokenStore) unwrittenErr() error {
+	refs := s.pending.unwritten()
+	if len(refs) == 0 {
+		return nil
+	}
+	var names []string
+	for _, c := range refs[:min(len(refs), maxNamedUnwritten)] {
+		names = append(names, fmt.Sprintf("user %q provider %q", c.userID, c.providerID))
+	}
+	if more := len(refs) - len(names); more > 0 {
+		names = append(names, fmt.Sprintf("and %d more", more))
+	}
+	return fmt.Errorf("%w: %d connection(s) hold a rotated refresh token that only this process has (the store failed "+
+		"past the refresh's retries); it is lost when the process exits, and those users must sign in again: %s",
+		ErrStoreUnavailable, len(refs), strings.Join(names, ", "))
 }
 
 func (p *pendingWrites) drop(key string) {

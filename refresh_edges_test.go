@@ -358,3 +358,63 @@ func TestCloseWritesTheRefreshInFlight(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "rt-1", got.RefreshToken, "the rotated refresh token was written before Close returned")
 }
+
+// A rotated refresh token that a store outage kept from the store past the
+// refresh's deadline lives only in this process: Close says so, naming the
+// connection (never a token), instead of returning nil before an exit that
+// loses the grant. Once the write has landed, or when the refresh rotated
+// nothing (the stored refresh token still works), Close has nothing to say.
+func TestCloseReportsARotatedTokenLeftUnwritten(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name               string
+		rotates, storeBack bool
+	}{
+		{"store down", true, false},
+		{"store back", true, true},
+		{"nothing rotated", false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			faults := &faultKV{KV: oauthflow.NewMemoryKV()}
+			p := newFakeProvider("acme")
+			p.setRefresh(newRotating("rt-1").answer)
+			if !c.rotates {
+				p.setRefresh(func(context.Context, string, int64) (*oauthflow.TokenSet, error) {
+					return &oauthflow.TokenSet{AccessToken: "access-1", ExpiresIn: 3600}, nil
+				})
+			}
+			reg := oauthflow.NewRegistry()
+			require.NoError(t, reg.Register(p))
+			m, err := oauthflow.New(ctx, oauthflow.Config{KV: faults, Registry: reg, WorkerInterval: time.Hour,
+				Logger: slog.New(slog.DiscardHandler)})
+			require.NoError(t, err)
+			oauthflow.SetRefreshTimeout(m, 100*time.Millisecond)
+			require.NoError(t, m.Tokens.StoreTokens(ctx, "u", "acme", oauthflow.StoredTokens{AccessToken: "old",
+				RefreshToken: "rt-1", ExpiresAt: time.Now().Add(-time.Minute).UnixMilli(), Scope: "read"}))
+
+			faults.down.Store(true)
+			tok, err := m.Tokens.GetValidAccessToken(ctx, "u", "acme")
+			require.NoError(t, err)
+			require.Equal(t, "access-1", tok, "the caller got the refreshed tokens though the write failed")
+			switch {
+			case c.storeBack:
+				faults.down.Store(false)
+				assert.NoError(t, m.Close())
+				raw, err := faults.KV.Get(ctx, "oauth:u:acme")
+				require.NoError(t, err)
+				assert.Contains(t, string(raw), `"rt-2"`, "the kept write landed before Close returned")
+			case !c.rotates:
+				assert.NoError(t, m.Close(), "the store's refresh token still works: nothing is lost")
+			default:
+				err = m.Close()
+				require.Error(t, err, "the rotated refresh token dies with the process")
+				assert.ErrorIs(t, err, oauthflow.ErrStoreUnavailable)
+				assert.Contains(t, err.Error(), `user "u" provider "acme"`)
+				for _, secret := range []string{"rt-2", "access-1", "rt-1"} {
+					assert.NotContains(t, err.Error(), secret)
+				}
+			}
+		})
+	}
+}

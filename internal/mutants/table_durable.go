@@ -7,6 +7,22 @@ package main
 func durableGuards() []mutant {
 	return []mutant{
 		{
+			Name: "durable/close-silent-on-unwritten-rotation",
+			File: "module.go",
+			Old:  "\terr := m.Tokens.unwrittenErr()\n",
+			New:  "\tvar err error\n",
+			Run:  "^(TestCloseReportsARotatedTokenLeftUnwritten)$",
+			Why:  "Close says which connections' rotated refresh tokens only this process holds, instead of nil before an exit loses them",
+		},
+		{
+			Name: "durable/close-reports-what-rotated-nothing",
+			File: "refresh.go",
+			Old:  "if !w.unconfirmed && w.rotated() {",
+			New:  "if !w.unconfirmed {",
+			Run:  "^(TestCloseReportsARotatedTokenLeftUnwritten)$",
+			Why:  "a kept write that rotated nothing loses nothing (the stored refresh token works): Close does not cry wolf",
+		},
+		{
 			Name: "durable/signin-write-not-retried",
 			File: "completion.go",
 			Old:  "\t\tif err == nil || !errors.Is(err, ErrStoreUnavailable) {\n",
