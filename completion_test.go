@@ -282,7 +282,7 @@ func TestSignInTokensWriteGivesUpWithinTheCompletion(t *testing.T) {
 	t.Parallel()
 	kv := &blipKV{KV: sharedRedis(t, true)}
 	f := newSignInFixtureWith(t, newFakeProvider("acme"), oauthflow.Config{KV: kv, WorkerInterval: time.Hour,
-		CompletionTimeout: 400 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+		CompletionTimeout: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 	kv.key.Store("oauth:alice:acme")
 	kv.fails.Store(1 << 40)
 	rec := httptest.NewRecorder()

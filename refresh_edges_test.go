@@ -389,7 +389,7 @@ func TestCloseReportsARotatedTokenLeftUnwritten(t *testing.T) {
 			m, err := oauthflow.New(ctx, oauthflow.Config{KV: faults, Registry: reg, WorkerInterval: time.Hour,
 				Logger: slog.New(slog.DiscardHandler)})
 			require.NoError(t, err)
-			oauthflow.SetRefreshTimeout(m, 100*time.Millisecond)
+			oauthflow.SetRefreshTimeout(m, 2*time.Second) // the outage outlasts it; a store back is written within it
 			require.NoError(t, m.Tokens.StoreTokens(ctx, "u", "acme", oauthflow.StoredTokens{AccessToken: "old",
 				RefreshToken: "rt-1", ExpiresAt: time.Now().Add(-time.Minute).UnixMilli(), Scope: "read"}))
 
