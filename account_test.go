@@ -3,6 +3,7 @@ package oauthflow_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -172,4 +173,55 @@ func TestAccountReadIsGuarded(t *testing.T) {
 	assert.True(t, strings.HasPrefix(c.Account, "octocatää"), c.Account)
 	assert.LessOrEqual(t, len(c.Account), 256)
 	assert.True(t, utf8.ValidString(c.Account))
+}
+
+// cancellingReader is acme whose user-info call ends its caller's context
+// (cancel) before it answers: the caller gave up while the account was read.
+type cancellingReader struct {
+	*fakeProvider
+	cancel context.CancelFunc
+}
+
+func (p *cancellingReader) ReadAccount(ctx context.Context, _ *http.Client) (string, error) {
+	p.cancel()
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	return "octocat", nil
+}
+
+// A sign-in whose caller goes away while the account is read is stored with
+// its account: the read is detached from the caller's cancellation, and so is
+// the write of the new grant, whose code is spent (on a store that heeds
+// contexts, as Redis does, a write under the ended context lost the sign-in).
+func TestSignInAccountOutlivesTheCaller(t *testing.T) {
+	t.Parallel()
+	for name, kv := range map[string]func(*testing.T) oauthflow.KV{
+		"memory": func(*testing.T) oauthflow.KV { return oauthflow.NewMemoryKV() },
+		"redis":  sharedRedisAny,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			reg := oauthflow.NewRegistry()
+			require.NoError(t, reg.Register(&cancellingReader{fakeProvider: newFakeProvider("acme"), cancel: cancel}))
+			m, err := oauthflow.New(context.Background(), oauthflow.Config{KV: kv(t), Registry: reg, Logger: slog.New(slog.DiscardHandler)})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = m.Close() })
+			tc := oauthflow.ToolContext{UserID: "alice"}
+			res, err := m.BuildOAuthURL.Call(ctx, tc, json.RawMessage(`{"provider":"acme","scopes":[]}`))
+			require.NoError(t, err)
+			var out oauthflow.BuildOAuthURLResult
+			require.NoError(t, json.Unmarshal(res, &out))
+			args, _ := json.Marshal(oauthflow.ExchangeOAuthTokenArgs{Provider: "acme", Code: "c", State: out.State, ExpectedState: out.State})
+			_, err = m.ExchangeOAuthToken.Call(ctx, tc, args)
+			require.NoError(t, err, "the grant is stored though its caller left")
+			require.Error(t, ctx.Err(), "the caller left during the account read")
+			conns, err := m.Tokens.Connections(context.Background(), "alice")
+			require.NoError(t, err)
+			require.Len(t, conns, 1)
+			assert.Equal(t, "octocat", conns[0].Account)
+		})
+	}
 }

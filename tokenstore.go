@@ -176,28 +176,52 @@ func (s *TokenStore) StoreTokens(ctx context.Context, userID, providerID string,
 // A DPoP-bound answer is refused: only a sign-in the library ran holds the
 // key its token is bound to.
 func (s *TokenStore) StoreFromTokenSet(ctx context.Context, userID, providerID string, ts *TokenSet) error {
-	return s.storeTokenSet(ctx, userID, providerID, ts, "")
+	t, err := s.fromTokenSet(providerID, ts, "")
+	if err != nil {
+		return err
+	}
+	return s.StoreTokens(ctx, userID, providerID, t)
 }
 
-// storeTokenSet is StoreFromTokenSet for a grant whose requests proved key
-// (encoded; "" when they carried no proof).
+// grantWriteTimeout bounds the write of a sign-in's new grant (besides the
+// wait for replicas, Config.MinReplicas).
+const grantWriteTimeout = 10 * time.Second
+
+// storeTokenSet stores the grant a sign-in the library ran was given, for
+// requests that proved key (encoded; "" when they carried no proof). The
+// provider has issued the grant and its code is spent, so the write runs
+// under ctx's values only, with a deadline of its own: a caller that left,
+// or whose time ran out while the account was read, does not cost the user
+// the sign-in.
 func (s *TokenStore) storeTokenSet(ctx context.Context, userID, providerID string, ts *TokenSet, key string) error {
+	t, err := s.fromTokenSet(providerID, ts, key)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(valuesOnly(ctx), grantWriteTimeout+s.ackTimeout)
+	defer cancel()
+	return s.StoreTokens(ctx, userID, providerID, t)
+}
+
+// fromTokenSet is the record of a provider's answer, for requests that
+// proved key.
+func (s *TokenStore) fromTokenSet(providerID string, ts *TokenSet, key string) (StoredTokens, error) {
 	if ts == nil {
-		return invalidArg("nil token set")
+		return StoredTokens{}, invalidArg("nil token set")
 	}
 	if ts.ExpiresIn < 0 {
-		return invalidArg("negative expiresIn")
+		return StoredTokens{}, invalidArg("negative expiresIn")
 	}
 	t := StoredTokens{AccessToken: ts.AccessToken, RefreshToken: ts.RefreshToken,
 		ExpiresAt: s.expiresAt(ts.ExpiresIn), Scope: ts.Scope, DPoPKey: key,
 		Account: showable(ts.Account, maxAccountLen), Metadata: keptMetadata(ts.Metadata)}
 	if isDPoP(ts.TokenType) {
 		if key == "" {
-			return &ProviderError{ProviderID: providerID, Err: errors.New("a DPoP-bound token for a request that proved no key")}
+			return StoredTokens{}, &ProviderError{ProviderID: providerID, Err: errors.New("a DPoP-bound token for a request that proved no key")}
 		}
 		t.TokenType = tokenTypeDPoP
 	}
-	return s.StoreTokens(ctx, userID, providerID, t)
+	return t, nil
 }
 
 func (s *TokenStore) expiresAt(expiresIn int64) int64 {

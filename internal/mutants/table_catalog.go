@@ -1,0 +1,25 @@
+package main
+
+// catalogGuards are the guards of the catalog's parameters (issue 31), of a
+// new grant's account and kept fields, of the parsed DPoP keys and of
+// Reencrypt's expiry (issue 38).
+func catalogGuards() []mutant {
+	return []mutant{
+		{
+			Name: "catalog/account-read-under-callers-ctx",
+			File: "account.go",
+			Old:  "context.WithTimeout(context.WithoutCancel(ctx), accountTimeout)",
+			New:  "context.WithTimeout(ctx, accountTimeout)",
+			Run:  "^(TestSignInAccountOutlivesTheCaller)$",
+			Why:  "a sign-in whose caller leaves during the user-info call is stored with its account",
+		},
+		{
+			Name: "catalog/grant-write-under-callers-ctx",
+			File: "tokenstore.go",
+			Old:  "context.WithTimeout(valuesOnly(ctx), grantWriteTimeout+s.ackTimeout)",
+			New:  "context.WithTimeout(ctx, grantWriteTimeout+s.ackTimeout)",
+			Run:  "^(TestSignInAccountOutlivesTheCaller)$",
+			Why:  "a new grant, its code spent, is written though the caller left while its account was read",
+		},
+	}
+}
