@@ -3,7 +3,13 @@ package providers
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -183,6 +189,74 @@ func TestReadAccount(t *testing.T) {
 			t.Errorf("atPath %q = %q, want %q", path, got, want)
 		}
 	}
+}
+
+// A user-info answer that is not 2xx is a refusal, whatever its body holds:
+// a 401, 403, 429 or 5xx whose JSON has the entry's account field (PayPal's
+// {"name":"AUTHENTICATION_FAILURE"} for an entry that reads name) never
+// becomes the connection's account.
+func TestReadAccountRefusal(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		status, field, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+		code, _ := strconv.Atoi(status)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(docAt(field, "AUTHENTICATION_FAILURE"))
+	}))
+	t.Cleanup(srv.Close)
+	checked := 0
+	for _, id := range Known() {
+		e := mustLookup(t, id)
+		if e.UserinfoURL == "" {
+			continue
+		}
+		cfg, err := e.resolve(exampleParams(e))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusServiceUnavailable} {
+			cfg.UserinfoURL = fmt.Sprintf("%s/%d/%s", srv.URL, status, cfg.AccountField)
+			p, err := NewOAuth2(cfg, testCreds, WithHTTPClient(srv.Client()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := p.ReadAccount(context.Background(), srv.Client()); err == nil || got != "" {
+				t.Errorf("%s: HTTP %d gave account %q, %v; want an error", id, status, got, err)
+			}
+			checked++
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no catalog entry reads an account")
+	}
+	// The same body with 200 is the account: the refusal is the status's.
+	cfg := mustLookup(t, "reddit").Config
+	cfg.UserinfoURL = srv.URL + "/200/name"
+	p, err := NewOAuth2(cfg, testCreds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := p.ReadAccount(context.Background(), srv.Client()); err != nil || got != "AUTHENTICATION_FAILURE" {
+		t.Errorf("HTTP 200: %q, %v", got, err)
+	}
+}
+
+// docAt is a JSON value holding v at the dotted path, as atPath reads it (a
+// numeric segment is an array index).
+func docAt(path, v string) any {
+	var doc any = v
+	segs := strings.Split(path, ".")
+	for i := len(segs) - 1; i >= 0; i-- {
+		if n, err := strconv.Atoi(segs[i]); err == nil {
+			arr := make([]any, n+1)
+			arr[n] = doc
+			doc = arr
+			continue
+		}
+		doc = map[string]any{segs[i]: doc}
+	}
+	return doc
 }
 
 // Auth0 answers an ID token whose email claim names the account

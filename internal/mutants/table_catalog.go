@@ -21,5 +21,14 @@ func catalogGuards() []mutant {
 			Run:  "^(TestSignInAccountOutlivesTheCaller)$",
 			Why:  "a new grant, its code spent, is written though the caller left while its account was read",
 		},
+		{
+			Name: "catalog/userinfo-status-unchecked",
+			File: "providers/account.go",
+			Pkg:  "./providers",
+			Old:  "\tif resp.StatusCode < 200 || resp.StatusCode > 299 {\n",
+			New:  "\tif false {\n",
+			Run:  "^(TestReadAccountRefusal)$",
+			Why:  "a 401/403/429/5xx user-info answer whose JSON holds the account field is a refusal, not the account",
+		},
 	}
 }
