@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/oauthflow/oauthflow/internal/dpop"
 	"github.com/oauthflow/oauthflow/internal/waitfor"
 )
@@ -41,4 +44,27 @@ func TestProofTransportSignsTheFirstOriginOnly(t *testing.T) {
 	if got := waitfor.Recv(t, seen, "the redirected request"); got != "other:" {
 		t.Errorf("the other origin got a proof: %.40s", got)
 	}
+}
+
+// The parsed keys a store keeps are bounded: a process that reads many
+// bound connections keeps the most recent keyCacheSize of them, each key
+// parsed once while it stays among them.
+func TestKeyCacheIsBounded(t *testing.T) {
+	t.Parallel()
+	var c keyCache
+	encs := make([]string, keyCacheSize+8)
+	for i := range encs {
+		_, enc, err := newGrantKey()
+		require.NoError(t, err)
+		encs[i] = enc
+		first, err := c.get(enc)
+		require.NoError(t, err)
+		again, err := c.get(enc)
+		require.NoError(t, err)
+		require.Same(t, first, again, "a key is parsed once while it is kept")
+	}
+	assert.Len(t, c.keys, keyCacheSize)
+	assert.Len(t, c.seq, keyCacheSize)
+	assert.NotContains(t, c.keys, encs[0], "the oldest is let go")
+	assert.Contains(t, c.keys, encs[len(encs)-1])
 }

@@ -30,5 +30,13 @@ func catalogGuards() []mutant {
 			Run:  "^(TestReadAccountRefusal)$",
 			Why:  "a 401/403/429/5xx user-info answer whose JSON holds the account field is a refusal, not the account",
 		},
+		{
+			Name: "catalog/dpop-key-cache-unbounded",
+			File: "dpop.go",
+			Old:  "\t\tif len(c.seq) >= keyCacheSize {\n",
+			New:  "\t\tif false {\n",
+			Run:  "^(TestKeyCacheIsBounded)$",
+			Why:  "the parsed DPoP keys a store keeps are bounded, not one for every bound connection ever read",
+		},
 	}
 }
