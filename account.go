@@ -141,6 +141,25 @@ func keptMetadata(md map[string]string) map[string]string {
 	return out
 }
 
+// refreshedMetadata is a refresh answer's metadata (a new instance_url),
+// bounded as keptMetadata bounds it, then the stored fields it does not
+// name, by name, while there is room: at most maxMetadata in all.
+func refreshedMetadata(old, answer map[string]string) map[string]string {
+	kept := keptMetadata(answer)
+	if kept == nil {
+		return old
+	}
+	for _, k := range slices.Sorted(maps.Keys(old)) {
+		if len(kept) >= maxMetadata {
+			break
+		}
+		if _, ok := kept[k]; !ok {
+			kept[k] = old[k]
+		}
+	}
+	return kept
+}
+
 // signInKept is what a completion learned besides the tokens, for the
 // prompt: the account, as stored.
 type signInKept struct{ account string }

@@ -3,6 +3,7 @@ package oauthflow_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -224,4 +225,45 @@ func TestSignInAccountOutlivesTheCaller(t *testing.T) {
 			assert.Equal(t, "octocat", conns[0].Account)
 		})
 	}
+}
+
+// fieldsNamed are n metadata fields named prefix00, prefix01, ...
+func fieldsNamed(prefix string, n int) map[string]string {
+	md := make(map[string]string, n)
+	for i := range n {
+		md[fmt.Sprintf("%s%02d", prefix, i)] = "v"
+	}
+	return md
+}
+
+// At most 16 metadata fields are kept with tokens: a sign-in's answer that
+// names more keeps the first 16 by name, and refreshes that each name new
+// fields replace old ones (the refresh's own first) instead of adding to
+// them, so no record, read or Connections list grows without bound.
+func TestMetadataIsBounded(t *testing.T) {
+	t.Parallel()
+	f := newStoreFixture(t, oauthflow.NewMemoryKV())
+	require.NoError(t, f.store.StoreFromTokenSet(ctx, "u", "acme", &oauthflow.TokenSet{
+		AccessToken: "a", RefreshToken: "rt", ExpiresIn: 1, Metadata: fieldsNamed("sign-in-", 40)}))
+	got, err := f.store.GetTokens(ctx, "u", "acme")
+	require.NoError(t, err)
+	assert.Equal(t, fieldsNamed("sign-in-", 16), got.Metadata)
+
+	f.prov.setRefresh(func(_ context.Context, _ string, n int64) (*oauthflow.TokenSet, error) {
+		return &oauthflow.TokenSet{AccessToken: fmt.Sprintf("access-%d", n), ExpiresIn: 1,
+			Metadata: fieldsNamed(fmt.Sprintf("z-refresh-%d-", n), 12)}, nil
+	})
+	for n := 1; n <= 3; n++ {
+		tok, err := f.store.GetValidAccessToken(ctx, "u", "acme")
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprintf("access-%d", n), tok, "each read refreshes")
+		got, err := f.store.GetTokens(ctx, "u", "acme")
+		require.NoError(t, err)
+		assert.Len(t, got.Metadata, 16, "refresh %d", n)
+		assert.Subset(t, got.Metadata, fieldsNamed(fmt.Sprintf("z-refresh-%d-", n), 12), "the refresh's own fields are kept")
+	}
+	conns, err := f.store.Connections(ctx, "u")
+	require.NoError(t, err)
+	require.Len(t, conns, 1)
+	assert.Len(t, conns[0].Metadata, 16)
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -421,14 +420,7 @@ func (s *TokenStore) callRefresh(ctx context.Context, providerID string, old Sto
 func (s *TokenStore) merge(old StoredTokens, ts *TokenSet) StoredTokens {
 	t := StoredTokens{AccessToken: ts.AccessToken, RefreshToken: old.RefreshToken,
 		ExpiresAt: s.expiresAt(max(ts.ExpiresIn, 0)), Scope: old.Scope, DPoPKey: old.DPoPKey,
-		Account: old.Account, Metadata: old.Metadata}
-	if kept := keptMetadata(ts.Metadata); kept != nil { // a refresh may name a new instance_url
-		t.Metadata = maps.Clone(old.Metadata)
-		if t.Metadata == nil {
-			t.Metadata = kept
-		}
-		maps.Copy(t.Metadata, kept)
-	}
+		Account: old.Account, Metadata: refreshedMetadata(old.Metadata, ts.Metadata)}
 	if old.DPoPKey != "" && isDPoP(ts.TokenType) {
 		t.TokenType = tokenTypeDPoP
 	}

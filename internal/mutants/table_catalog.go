@@ -38,5 +38,21 @@ func catalogGuards() []mutant {
 			Run:  "^(TestKeyCacheIsBounded)$",
 			Why:  "the parsed DPoP keys a store keeps are bounded, not one for every bound connection ever read",
 		},
+		{
+			Name: "catalog/metadata-unbounded",
+			File: "account.go",
+			Old:  "\t\tif len(out) == maxMetadata {\n\t\t\tbreak\n\t\t}\n",
+			New:  "",
+			Run:  "^(TestMetadataIsBounded)$",
+			Why:  "at most 16 metadata fields of a provider's or an app's answer are kept with the tokens",
+		},
+		{
+			Name: "catalog/metadata-grows-on-refresh",
+			File: "account.go",
+			Old:  "\t\tif len(kept) >= maxMetadata {\n\t\t\tbreak\n\t\t}\n",
+			New:  "",
+			Run:  "^(TestMetadataIsBounded)$",
+			Why:  "refreshes that each name new metadata fields do not grow the record past 16",
+		},
 	}
 }

@@ -169,8 +169,8 @@ func connectionAccounts() []mutant {
 		{
 			Name: "account/refresh-forgets",
 			File: "refresh.go",
-			Old:  "\t\tAccount: old.Account, Metadata: old.Metadata}",
-			New:  "\t\tMetadata: old.Metadata}",
+			Old:  "\t\tAccount: old.Account, Metadata: refreshedMetadata(old.Metadata, ts.Metadata)}",
+			New:  "\t\tMetadata: refreshedMetadata(old.Metadata, ts.Metadata)}",
 			Run:  run,
 			Why:  "a refresh keeps the account the sign-in read",
 		},
