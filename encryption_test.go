@@ -409,6 +409,32 @@ func TestReencrypt(t *testing.T) {
 	}
 }
 
+// A record in its last millisecond keeps an expiry when Reencrypt rewrites
+// it: Redis answers PTTL 0 for a key whose expiry is now (its ttl is
+// clamped to 0, not -1), which RedisKV.TTL read as "no expiry", and the
+// re-seal was written without PX, for ever. miniredis answers 0 for a key
+// with 500 µs left.
+func TestReencryptKeepsAnExpiryInTheLastMillisecond(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	mr, c := redistest.Mini(t)
+	kv := oauthflow.NewRedisKV(c)
+	store := oauthflow.NewTokenStore(kv, oauthflow.NewRegistry(), oauthflow.WithLogger(slog.New(slog.DiscardHandler)))
+	require.NoError(t, store.StoreTokens(ctx, "alice", "demo",
+		oauthflow.StoredTokens{AccessToken: "at", ExpiresAt: time.Now().Add(time.Hour).UnixMilli()}))
+	const key = "oauth:alice:demo"
+	require.True(t, mr.Exists(key))
+	mr.SetTTL(key, 500*time.Microsecond)
+	left, err := kv.TTL(ctx, key)
+	require.NoError(t, err)
+	require.Positive(t, left, "a key that expires has time left, not none")
+
+	p, err := oauthflow.Reencrypt(ctx, kv, keyRing(t, newKey(t, "k1")), oauthflow.ReencryptOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, p.Rewritten)
+	require.Positive(t, mr.TTL(key), "the re-sealed record keeps an expiry")
+}
+
 func testReencrypt(t *testing.T, kv oauthflow.KV) {
 	ctx := context.Background()
 	k1, k2, k9 := newKey(t, "k1"), newKey(t, "k2"), newKey(t, "k9")

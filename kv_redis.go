@@ -106,7 +106,9 @@ func (r *RedisKV) Del(ctx context.Context, key string) error {
 	return r.c.Del(ctxOrBackground(ctx), key).Err()
 }
 
-// TTL returns the time left on key, 0 when it has none.
+// TTL returns the time left on key, 0 when it has none. A key in its last
+// millisecond, which PTTL answers 0 (Redis clamps the time left to 0, never
+// to -1), has a millisecond left: 0 would say it never expires.
 func (r *RedisKV) TTL(ctx context.Context, key string) (time.Duration, error) {
 	d, err := r.c.PTTL(ctxOrBackground(ctx), key).Result()
 	switch {
@@ -117,7 +119,7 @@ func (r *RedisKV) TTL(ctx context.Context, key string) (time.Duration, error) {
 	case d < 0:
 		return 0, nil
 	}
-	return d, nil
+	return max(d, time.Millisecond), nil
 }
 
 var (

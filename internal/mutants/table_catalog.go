@@ -54,5 +54,13 @@ func catalogGuards() []mutant {
 			Run:  "^(TestMetadataIsBounded)$",
 			Why:  "refreshes that each name new metadata fields do not grow the record past 16",
 		},
+		{
+			Name: "catalog/last-millisecond-never-expires",
+			File: "kv_redis.go",
+			Old:  "\treturn max(d, time.Millisecond), nil\n",
+			New:  "\treturn d, nil\n",
+			Run:  "^(TestReencryptKeepsAnExpiryInTheLastMillisecond)$",
+			Why:  "a key PTTL answers 0 (its last millisecond) has an expiry: Reencrypt never rewrites it without one",
+		},
 	}
 }
