@@ -43,16 +43,32 @@ type deadGrant struct {
 }
 
 // Param is a template value or a variant switch of a catalog entry, given
-// in Credentials.Params under its name. Kind "url" is an absolute https base
-// URL; any other value is a host label or a name. Values, when set, lists
-// the values the parameter may take (a variant switch such as Slack's
-// token_type); TrimSuffix is cut from a given value (a domain given with
-// the suffix the URL already has). Example is a value the entry is built
-// with in the tests when it has no Default.
+// in Credentials.Params under its name. A value that lands in a host is
+// limited to the provider's own hosts, as a value from a request (Zoho's
+// accounts-server, Datadog's site) would otherwise send the app's client
+// secret, codes and refresh tokens wherever it names:
+//
+//   - Values lists the values the parameter may take (a region's domain, or
+//     a variant switch such as Slack's token_type);
+//   - Hosts lists the provider's domains a tenant's host is a single DNS
+//     label under (acme.okta.com under okta.com); a "*" in one stands for
+//     any single label (auth.*.amazoncognito.com);
+//   - Kind "label" is a single DNS label the URL puts before the provider's
+//     domain (a Shopify shop); "labels" is one or more of them.
+//
+// A value outside them is an error naming the allowed ones. Kind "url" is
+// an absolute https base URL and kind "host" a host name, of a server the
+// app itself runs or owns (a self-hosted GitLab, its custom domain): any
+// host, so it comes from the app's configuration, never from a request.
+// Any other value is a plain name (a path segment such as Okta's
+// authorization server). TrimSuffix is cut from a given value (a domain
+// given with the suffix the URL already has). Example is a value the entry
+// is built with in the tests when it has no Default.
 type Param struct {
 	Default    string   `json:"default,omitempty"`
 	Kind       string   `json:"kind,omitempty"`
 	Values     []string `json:"values,omitempty"`
+	Hosts      []string `json:"hosts,omitempty"`
 	TrimSuffix string   `json:"trim_suffix,omitempty"`
 	Doc        string   `json:"doc"`
 	Example    string   `json:"example,omitempty"`
@@ -81,7 +97,7 @@ func Lookup(id string) (Entry, error) {
 	cfg := e.config()
 	params := make(map[string]Param, len(e.Params))
 	for name, p := range e.Params {
-		p.Values = slices.Clone(p.Values)
+		p.Values, p.Hosts = slices.Clone(p.Values), slices.Clone(p.Hosts)
 		params[name] = p
 	}
 	return Entry{Config: cfg, Params: params, Docs: e.Docs, Notes: e.Notes}, nil
@@ -182,7 +198,10 @@ func (e entry) resolve(given map[string]string) (Config, error) {
 	return cfg, nil
 }
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`)
+var (
+	nameRE  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`)
+	labelRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+)
 
 // value returns the checked value of one parameter; "" when unset and without default.
 func (p Param) value(id, name, v string) (string, error) {
@@ -194,15 +213,84 @@ func (p Param) value(id, name, v string) (string, error) {
 		return "", nil // reported by fill only if a template uses it
 	}
 	v = strings.TrimSuffix(v, p.TrimSuffix)
+	if p.Kind == "url" {
+		u, err := baseURL(id, name, v)
+		switch {
+		case err == nil:
+			v = u
+		case len(p.Values) == 0:
+			return "", err
+		} // else allowed names the values
+	}
 	switch {
-	case len(p.Values) > 0 && !slices.Contains(p.Values, v):
-		return "", invalid("%s parameter %q: %q is not one of %v", id, name, v, p.Values)
+	case len(p.Values) > 0 || len(p.Hosts) > 0:
+		return p.allowed(id, name, v)
 	case p.Kind == "url":
-		return baseURL(id, name, v)
+		return v, nil
+	case p.Kind == "label" && !labelRE.MatchString(strings.ToLower(v)),
+		p.Kind == "labels" && !allLabels(strings.ToLower(v)):
+		return "", invalid("%s parameter %q: %q is not %s", id, name, v, p.shape())
 	case !nameRE.MatchString(v):
 		return "", invalid("%s parameter %q: %q is not a plain host or name", id, name, v)
 	}
 	return v, nil
+}
+
+// allowed is v when it is one of p.Values (as listed) or a single label
+// under one of p.Hosts (lower case), else an error naming them.
+func (p Param) allowed(id, name, v string) (string, error) {
+	for _, ok := range p.Values {
+		if strings.EqualFold(v, ok) {
+			return ok, nil
+		}
+	}
+	host := strings.ToLower(v)
+	label, rest, _ := strings.Cut(host, ".")
+	for _, h := range p.Hosts {
+		if labelRE.MatchString(label) && matchesHost(rest, h) {
+			return host, nil
+		}
+	}
+	return "", invalid("%s parameter %q: %q is not %s", id, name, v, p.shape())
+}
+
+// shape says what values p takes, naming its allowed ones.
+func (p Param) shape() string {
+	alts := slices.Clone(p.Values)
+	for _, h := range p.Hosts {
+		alts = append(alts, "<label>."+h)
+	}
+	switch {
+	case len(alts) > 0:
+		return "one of " + strings.Join(alts, ", ")
+	case p.Kind == "labels":
+		return "DNS labels (a-z, 0-9, -) joined by dots"
+	}
+	return "a single DNS label (a-z, 0-9, -)"
+}
+
+// matchesHost reports whether host is pattern, each "*" label of the
+// pattern matching any single label.
+func matchesHost(host, pattern string) bool {
+	hs, ps := strings.Split(host, "."), strings.Split(pattern, ".")
+	if len(hs) != len(ps) {
+		return false
+	}
+	for i, p := range ps {
+		if p != hs[i] && (p != "*" || !labelRE.MatchString(hs[i])) {
+			return false
+		}
+	}
+	return true
+}
+
+func allLabels(v string) bool {
+	for l := range strings.SplitSeq(v, ".") {
+		if !labelRE.MatchString(l) {
+			return false
+		}
+	}
+	return true
 }
 
 // baseURL accepts an https URL without query or fragment (http only for a

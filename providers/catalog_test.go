@@ -181,3 +181,132 @@ func TestLookup(t *testing.T) {
 		t.Errorf("unknown: %v", err)
 	}
 }
+
+// ownServers are the entries whose host parameter names a server the app
+// itself runs or owns, any host: self-hosted software, Descope's custom API
+// domain, and Clerk, whose production Frontend API is on the app's domain.
+// Their parameters are kind "url" or "host", from the app's configuration.
+var ownServers = map[string]bool{"authentik": true, "clerk": true, "descope": true, "forgejo": true, "fusionauth": true,
+	"gitea": true, "gitlab": true, "keycloak": true, "mastodon": true, "sentry": true}
+
+// hostParams are the names of e's parameters that land in a URL's host.
+func hostParams(e entry) []string {
+	cfg := e.config()
+	var names []string
+	for name := range e.Params {
+		for _, s := range cfg.templated() {
+			host, _, _ := strings.Cut(strings.TrimPrefix(*s, "https://"), "/")
+			if strings.Contains(host, "{"+name+"}") {
+				names = append(names, name)
+				break
+			}
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// hostsOf are the hosts of cfg's URLs.
+func hostsOf(t *testing.T, cfg Config) []string {
+	t.Helper()
+	var hosts []string
+	for _, s := range cfg.templated() {
+		if *s == "" {
+			continue
+		}
+		u, err := url.Parse(*s)
+		if err != nil {
+			t.Fatalf("%q: %v", *s, err)
+		}
+		hosts = append(hosts, u.Hostname())
+	}
+	return hosts
+}
+
+// Every catalog parameter that lands in a host takes only the provider's own
+// hosts (issue 31): a value from a request (Zoho's accounts-server, Datadog's
+// site and domain, a Shopify shop) that names another host, or tries to
+// smuggle one past a suffix check, is refused with an error naming the
+// allowed ones, and each documented one builds. Only the entries whose
+// server is the app's own take any host.
+func TestCatalogHostParams(t *testing.T) {
+	t.Parallel()
+	checked := 0
+	for _, id := range Known() {
+		e := mustLookup(t, id)
+		for _, name := range hostParams(e) {
+			p := e.Params[name]
+			if ownServers[id] {
+				if p.Kind != "url" && p.Kind != "host" {
+					t.Errorf("%s parameter %q: an own server's parameter is kind url or host, not %q", id, name, p.Kind)
+				}
+				continue
+			}
+			if len(p.Values)+len(p.Hosts) == 0 && p.Kind != "label" && p.Kind != "labels" {
+				t.Errorf("%s parameter %q lands in a host and takes any value", id, name)
+				continue
+			}
+			checked++
+			build := func(v string) (Config, error) {
+				ps := exampleParams(e)
+				ps[name] = v
+				c := testCreds
+				c.Params = ps
+				p, err := New(id, c)
+				if err != nil {
+					return Config{}, err
+				}
+				return p.Config(), nil
+			}
+			for _, v := range attacks(p) {
+				cfg, err := build(v)
+				if err == nil {
+					for _, h := range hostsOf(t, cfg) {
+						if strings.Contains(h, "attacker") && !(p.Kind == "labels" && strings.HasSuffix(h, strings.TrimPrefix(p.TrimSuffix, "."))) {
+							t.Errorf("%s parameter %q = %q builds a provider at %s", id, name, v, h)
+						}
+					}
+					continue
+				}
+				if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), p.shape()) {
+					t.Errorf("%s parameter %q = %q: %v; want an error naming %s", id, name, v, err, p.shape())
+				}
+			}
+			for _, v := range documented(p) {
+				if _, err := build(v); err != nil {
+					t.Errorf("%s parameter %q: the documented %q does not build: %v", id, name, v, err)
+				}
+			}
+		}
+	}
+	if checked < 20 {
+		t.Errorf("%d host parameters checked; the catalog has more", checked)
+	}
+}
+
+// attacks are values naming another host, plainly or past a suffix check.
+func attacks(p Param) []string {
+	out := []string{"attacker.example", "https://attacker.example", "attacker.example/x", "user@attacker.example",
+		"attacker.example:443", "attacker.example#", "x.attacker.example"}
+	for _, ok := range append(slices.Clone(p.Values), p.Hosts...) {
+		_, parent, _ := strings.Cut(ok, ".")
+		ok = strings.TrimPrefix(strings.ReplaceAll(ok, "*", "x1"), "https://")
+		out = append(out, "attacker.example/"+ok, "attacker.example#."+ok, "https://attacker.example/"+ok)
+		if !slices.Contains(p.Hosts, parent) { // attackerus.auth0.com is a tenant under auth0.com
+			out = append(out, "attacker"+ok) // attackerokta.com is not under okta.com
+		}
+	}
+	return out
+}
+
+// documented are values the provider documents for p, one for each.
+func documented(p Param) []string {
+	out := slices.Clone(p.Values)
+	for _, h := range p.Hosts {
+		out = append(out, "acme-1."+strings.ReplaceAll(h, "*", "x1"))
+	}
+	if p.Kind == "label" || p.Kind == "labels" {
+		out = append(out, "acme-1", "ACME-1"+p.TrimSuffix)
+	}
+	return out
+}

@@ -92,7 +92,11 @@ func providersPage(cat map[string]entry) string {
 			if p.Default != "" {
 				def = " (default `" + p.Default + "`)"
 			}
-			item("Parameter `%s` (env `%s_%s`)%s: %s", name, EnvPrefix(id), strings.ToUpper(name), def, p.Doc)
+			allowed := ""
+			if len(p.Values)+len(p.Hosts) > 0 {
+				allowed = "; " + codeAlts(p.shape())
+			}
+			item("Parameter `%s` (env `%s_%s`)%s: %s%s", name, EnvPrefix(id), strings.ToUpper(name), def, p.Doc, allowed)
 		}
 		for _, d := range e.DeadGrants {
 			item("Dead grant: `%s`: %s", d.Code, d.Doc)
@@ -152,6 +156,15 @@ func codeList(s []string) string {
 		out[i] = "`" + v + "`"
 	}
 	return strings.Join(out, ", ")
+}
+
+// codeAlts is "one of a, b" with each alternative in code.
+func codeAlts(shape string) string {
+	alts, ok := strings.CutPrefix(shape, "one of ")
+	if !ok {
+		return shape
+	}
+	return "one of " + codeList(strings.Split(alts, ", "))
 }
 
 func cell(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
