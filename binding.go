@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"time"
-
-	"golang.org/x/oauth2"
 )
 
 // Sign-ins bound to the user who started them. Whoever holds a sign-in link
@@ -102,7 +100,7 @@ func (m *Module) StartHandler() http.Handler {
 		state := r.PostFormValue("state")
 		ttl := m.signInTTL - m.now().Sub(time.UnixMilli(s.CreatedAt))
 		http.SetCookie(w, bindingCookie(r, state, r.PostFormValue("binding"), ttl)) // binding_cookie.go
-		authURL, err := m.authURLOf(s, state)
+		authURL, err := m.startURL(s, state)
 		if err != nil {
 			m.renderPage(w, outcome{kind: outcomeInternal, message: "The sign-in could not be started."}, "")
 			return
@@ -145,16 +143,13 @@ func (m *Module) sameOrAllowedOrigin(r *http.Request) bool {
 	return err == nil && u.Host == r.Host && (u.Scheme == "https" || u.Scheme == "http")
 }
 
-// authURLOf builds the authorization URL of the pending sign-in s again: the
-// same provider, scopes, state and PKCE challenge as build_oauth_url made.
-func (m *Module) authURLOf(s *Session, state string) (string, error) {
+// startURL builds the authorization URL of the pending sign-in s again, as
+// build_oauth_url made it: the same provider, scopes, state, PKCE challenge
+// and dpop_jkt.
+func (m *Module) startURL(s *Session, state string) (string, error) {
 	p, err := m.Registry.Get(s.Provider)
 	if err != nil {
 		return "", err
 	}
-	var opts []oauth2.AuthCodeOption
-	if s.CodeVerifier != "" {
-		opts = append(opts, oauth2.S256ChallengeOption(s.CodeVerifier))
-	}
-	return callBuildAuthURL(p, s.Scopes, state, opts)
+	return m.authURLOf(p, s, state)
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/authserver"
 	"github.com/stretchr/testify/require"
 )
 
@@ -172,4 +173,38 @@ func TestBoundSignIn(t *testing.T) {
 	require.Equal(t, doc.State, done.State, "the state still names the sign-in")
 	require.Empty(t, done.AuthURL, "the spent link is not kept")
 	require.Empty(t, done.Binding, "nor its secret")
+}
+
+// A bound sign-in of a DPoP provider opened through POST /start goes to the
+// authorization URL build_oauth_url made, dpop_jkt included: the code is
+// bound to the sign-in's key (RFC 9449 §10), and the exchange proves it.
+func TestBoundSignInStartKeepsDPoPKeyThumbprint(t *testing.T) {
+	t.Parallel()
+	const app = "https://app.example"
+	env := newFlowEnv(t, envOptions{dpop: true, as: authserver.Options{DPoP: true}, config: func(c *oauthflow.Config) {
+		c.BindSignIns, c.FrontendOrigins = true, []string{app}
+	}})
+	api := env.replicas[0].api.URL
+	_, doc := env.startSignIn(0, "alice")
+	s, err := env.mod(0).Sessions.Peek(t.Context(), doc.State)
+	require.NoError(t, err)
+	require.NotEmpty(t, s.DPoPKey)
+	jkt := thumbprintOf(t, s.DPoPKey)
+
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+	status, _, h := do(t, browser, newRequest(t, "POST", api+oauthflow.StartPath,
+		url.Values{"state": {doc.State}, "binding": {doc.Binding}}.Encode(),
+		"Content-Type", "application/x-www-form-urlencoded", "Origin", app))
+	require.Equal(t, http.StatusSeeOther, status)
+	loc, err := url.Parse(h.Get("Location"))
+	require.NoError(t, err)
+	require.Equal(t, jkt, loc.Query().Get("dpop_jkt"), "the code is bound to the sign-in's key")
+	require.Equal(t, doc.AuthURL, loc.String(), "the URL build_oauth_url made")
+
+	status, _, _ = do(t, browser, newRequest(t, "GET", env.consent(loc.String(), 0), ""))
+	require.Equal(t, http.StatusOK, status)
+	tok, err := env.mod(0).Tokens.GetTokens(t.Context(), "alice", "demo")
+	require.NoError(t, err)
+	require.Equal(t, jkt, thumbprintOf(t, tok.DPoPKey), "the grant is bound to the key the code was")
 }

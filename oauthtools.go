@@ -147,20 +147,17 @@ func (m *Module) buildAuthURL(ctx context.Context, tc ToolContext, a BuildOAuthU
 	state := newState()
 	s := Session{WorkflowID: tc.RunID, UserID: tc.UserID, Provider: p.ProviderID(), Scopes: scopes}
 	s.Issuer, s.IssOptional = issuerOf(p)
-	var opts []oauth2.AuthCodeOption
 	if supportsPKCE(p) {
 		s.CodeVerifier = oauth2.GenerateVerifier()
-		opts = append(opts, oauth2.S256ChallengeOption(s.CodeVerifier))
 	}
 	if usesDPoP(p) {
-		key, enc, err := newGrantKey()
+		_, enc, err := newGrantKey()
 		if err != nil {
 			return nil, err
 		}
 		s.DPoPKey = enc
-		opts = append(opts, oauth2.SetAuthURLParam("dpop_jkt", key.Thumbprint())) // binds the code to the key (RFC 9449 §10)
 	}
-	authURL, err := callBuildAuthURL(p, scopes, state, opts)
+	authURL, err := m.authURLOf(p, &s, state)
 	if err != nil {
 		return nil, err
 	}
@@ -172,6 +169,26 @@ func (m *Module) buildAuthURL(ctx context.Context, tc ToolContext, a BuildOAuthU
 		return nil, err
 	}
 	return &BuildOAuthURLResult{AuthURL: authURL, State: state, Binding: binding}, nil
+}
+
+// authURLOf builds the authorization URL of the sign-in s under state: its
+// scopes, its PKCE challenge and, when it has a DPoP key, the key's
+// thumbprint as dpop_jkt, which binds the code to the key (RFC 9449 §10).
+// build_oauth_url and POST /start both build through it, so a sign-in
+// opened either way asks for the same thing.
+func (m *Module) authURLOf(p Provider, s *Session, state string) (string, error) {
+	var opts []oauth2.AuthCodeOption
+	if s.CodeVerifier != "" {
+		opts = append(opts, oauth2.S256ChallengeOption(s.CodeVerifier))
+	}
+	if s.DPoPKey != "" {
+		key, err := m.Tokens.keys.get(s.DPoPKey) // kept parsed: the exchange signs with it
+		if err != nil {
+			return "", err
+		}
+		opts = append(opts, oauth2.SetAuthURLParam("dpop_jkt", key.Thumbprint()))
+	}
+	return callBuildAuthURL(p, s.Scopes, state, opts)
 }
 
 func callBuildAuthURL(p Provider, scopes []string, state string, opts []oauth2.AuthCodeOption) (u string, err error) {
