@@ -97,15 +97,17 @@ func eventAttrs(e Event) []slog.Attr {
 	return attrs
 }
 
-// logSafeError describes err for a log line. A provider's answer is reduced to its
-// status and RFC 6749 error code: a raw response body is never logged.
+// logSafeError describes err for a log line or a health record. A provider's
+// answer is reduced to its status and RFC 6749 error code, bounded and
+// filtered (serverText): a raw response body is never logged, nor a code a
+// provider made long.
 func logSafeError(err error) string {
 	var pe *ProviderError
 	switch {
 	case errors.As(err, &pe) && pe.StatusCode == 0 && pe.Code != "":
-		return fmt.Sprintf("provider %s redirected with error %s", pe.ProviderID, pe.Code)
+		return fmt.Sprintf("provider %s redirected with error %s", pe.ProviderID, serverText(pe.Code, maxErrorCodeLen))
 	case errors.As(err, &pe):
-		return fmt.Sprintf("provider %s answered HTTP %d %s", pe.ProviderID, pe.StatusCode, pe.Code)
+		return fmt.Sprintf("provider %s answered HTTP %d %s", pe.ProviderID, pe.StatusCode, serverText(pe.Code, maxErrorCodeLen))
 	}
 	var re *oauth2.RetrieveError
 	if errors.As(err, &re) {
@@ -113,9 +115,9 @@ func logSafeError(err error) string {
 		if re.Response != nil {
 			status = re.Response.StatusCode
 		}
-		return fmt.Sprintf("provider answered HTTP %d %s", status, re.ErrorCode)
+		return fmt.Sprintf("provider answered HTTP %d %s", status, serverText(re.ErrorCode, maxErrorCodeLen))
 	}
-	return err.Error()
+	return boundedError(err)
 }
 
 // LogEvents is a hook that writes each event to l as a structured record: the

@@ -2,6 +2,7 @@ package oauthflow
 
 import (
 	"errors"
+	"strings"
 )
 
 // publicMessage is the text of err that may be shown to a user: the message of
@@ -33,3 +34,38 @@ func (e *FlowError) Error() string {
 }
 
 func (e *FlowError) Unwrap() error { return e.Err }
+
+// Bounds of the error text a provider or an authorization server chooses
+// (RFC 6749 §5.2 error, error_description, error_uri) wherever the library
+// keeps, logs or shows it, as the callback's own parameters are bounded
+// (maxParamLen): real codes are a few words, real descriptions a sentence.
+const (
+	maxErrorCodeLen        = 64
+	maxErrorDescriptionLen = 1024
+	maxErrorURILen         = 2048
+	maxLoggedErrorLen      = 1024 // an error described for a log line or a health record
+)
+
+// serverText is s, text a provider or a server chose, as the library keeps,
+// logs or shows it: without the characters that would not show as
+// themselves (unshowable: a terminal acts on a control, a bidi override
+// reorders what a person reads), at most max bytes.
+func serverText(s string, max int) string {
+	if len(s) > 4*max { // what is cut anyway is not scanned
+		s = s[:4*max]
+	}
+	return showable(s, max)
+}
+
+// boundedError is err's text on one line, bounded and filtered (serverText):
+// an error may carry a provider's answer.
+func boundedError(err error) string {
+	return serverText(strings.ReplaceAll(err.Error(), "\n", "; "), maxLoggedErrorLen)
+}
+
+// redirectError is the error a provider's redirect reported (RFC 6749
+// §4.1.2.1), its text bounded and filtered.
+func redirectError(provider, code, description, uri string) *ProviderError {
+	return &ProviderError{ProviderID: provider, Code: serverText(code, maxErrorCodeLen),
+		Description: serverText(description, maxErrorDescriptionLen), URI: serverText(uri, maxErrorURILen)}
+}

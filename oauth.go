@@ -231,9 +231,9 @@ func (e *ProviderError) Error() string {
 	msg := "oauthflow: provider " + e.ProviderID
 	switch {
 	case e.Code != "":
-		msg += ": " + e.Code
-		if e.Description != "" {
-			msg += ": " + e.Description
+		msg += ": " + serverText(e.Code, maxErrorCodeLen)
+		if d := serverText(e.Description, maxErrorDescriptionLen); d != "" {
+			msg += ": " + d
 		}
 	case e.StatusCode != 0:
 		msg += fmt.Sprintf(": HTTP %d", e.StatusCode)
@@ -241,7 +241,7 @@ func (e *ProviderError) Error() string {
 		msg += ": request failed"
 	}
 	if e.Err != nil {
-		msg += ": " + e.Err.Error()
+		msg += ": " + boundedError(e.Err) // x/oauth2's error holds the whole answer
 	}
 	return msg
 }

@@ -230,7 +230,7 @@ func (m *Module) reportErrorTransition(ctx context.Context, tc *TransitionContex
 	if err := tc.DecodeInput(&in); err != nil || in.Error == "" {
 		return invalidArg("reportError needs an error code")
 	}
-	perr := &ProviderError{ProviderID: data.Provider, Code: in.Error, Description: in.ErrorDescription, URI: in.ErrorURI}
+	perr := redirectError(data.Provider, in.Error, in.ErrorDescription, in.ErrorURI)
 	m.events.emit(ctx, Event{Kind: EventFlowFailed, UserID: tc.Run.UserID, ProviderID: data.Provider, RunID: tc.Run.ID, Err: perr})
 	return m.updatePrompt(ctx, tc, PromptError, signInErrorMessage(in.Error, in.ErrorDescription))
 }
@@ -295,19 +295,25 @@ func flowFailureMessage(err error) string {
 		return "The service is temporarily unavailable. Please try again later."
 	case IsTransient(err):
 		return "The provider could not be reached. Please try again later."
-	case providerCode(err) != "":
-		return "The provider did not accept the sign-in (" + providerCode(err) + ")."
+	case shownCode(err) != "":
+		return "The provider did not accept the sign-in (" + shownCode(err) + ")."
 	}
 	return "Sign-in could not be completed."
 }
 
+// shownCode is err's provider error code as a person may read it (serverText).
+func shownCode(err error) string { return serverText(providerCode(err), maxErrorCodeLen) }
+
 // maxMessageRunes bounds a provider's error description shown to the user.
 const maxMessageRunes = 300
 
-// signInErrorMessage says why a provider's redirect reported an error. Pages,
-// the widget and the terminal put their own heading ("Sign-in not completed")
-// before it, so it does not repeat one.
+// signInErrorMessage says why a provider's redirect reported an error, in
+// the server's words filtered and bounded (serverText): the terminal agent
+// prints it, and pages show it. Pages, the widget and the terminal put
+// their own heading ("Sign-in not completed") before it, so it does not
+// repeat one.
 func signInErrorMessage(code, description string) string {
+	code, description = serverText(code, maxErrorCodeLen), serverText(description, maxErrorDescriptionLen)
 	if d := []rune(description); len(d) > maxMessageRunes {
 		description = string(d[:maxMessageRunes]) + "…"
 	}
@@ -316,6 +322,8 @@ func signInErrorMessage(code, description string) string {
 		return description
 	case code == "access_denied":
 		return "Access was denied."
+	case code == "":
+		return "The provider reported an error."
 	}
 	return "The provider reported " + code + "."
 }

@@ -17,6 +17,6 @@ type SignInRefusalHearer interface {
 // page refused with code and description.
 func tellRefused(ctx context.Context, p Provider, code, description string) {
 	if h, ok := p.(SignInRefusalHearer); ok && code != "" {
-		h.SignInRefused(ctx, &ProviderError{ProviderID: p.ProviderID(), Code: code, Description: description})
+		h.SignInRefused(ctx, redirectError(p.ProviderID(), code, description, ""))
 	}
 }

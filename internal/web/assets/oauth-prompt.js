@@ -95,16 +95,27 @@
   }
 
   var MAX_MESSAGE = 300; // characters of a provider's description shown, as the server does
+  var MAX_CODE = 64; // characters of a provider's error code shown, as the server does
+  // UNSHOWN matches what would not show as itself, as the server filters it: a control
+  // character (C0 or C1, which a terminal acts on) or a format character (a bidi override
+  // that reorders what follows, a zero-width one).
+  var UNSHOWN = /[\p{Cc}\p{Cf}]/gu;
+
+  // serverText is text an authorization server chose, as it is shown: filtered, trimmed.
+  function serverText(s) {
+    return String(s || "").replace(UNSHOWN, "").trim();
+  }
 
   function redirectErrorText(f) {
-    if (f.error_description) {
-      var d = String(f.error_description);
+    var d = serverText(f.error_description);
+    if (d) {
       return d.length > MAX_MESSAGE ? d.slice(0, MAX_MESSAGE) + "\u2026" : d;
     }
     if (f.error === "access_denied") {
       return "Access was denied.";
     }
-    return "The provider answered " + String(f.error) + ".";
+    var code = serverText(f.error).slice(0, MAX_CODE);
+    return code ? "The provider answered " + code + "." : "The provider reported an error.";
   }
 
   function readOutcome(res) {

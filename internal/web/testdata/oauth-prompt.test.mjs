@@ -232,6 +232,20 @@ test("an overlong provider description is cut, as the server cuts it", async () 
   assert.equal(t.q("data-role", "message").textContent, "Sign-in not completed: " + "x".repeat(300) + "\u2026");
 });
 
+test("a provider's error text is shown without the characters that would not show as themselves", async () => {
+  // An OSC 8 link, a screen clear, a right-to-left override, a C1 control, a zero-width space.
+  const spoof = "Go to \x1b]8;;https://evil.example\x07example.com\x1b]8;;\x07 \x1b[2J\u202egnp.exe\u202c \u009b31m\u200b.";
+  for (const [fields, want] of [
+    [{ error: "access_denied", error_description: spoof }, "Go to ]8;;https://evil.exampleexample.com]8;; [2Jgnp.exe 31m."],
+    [{ error: "server_error\u202e\x1b[2J" }, "The provider answered server_error[2J."],
+  ]) {
+    const t = setupOpen({ fetch: async () => jsonResponse(200, { ok: true, provider: "github" }) });
+    t.message(callback({ code: "", ...fields }), ORIGIN, t.popup);
+    await settle();
+    assert.equal(t.q("data-role", "message").textContent, "Sign-in not completed: " + want);
+  }
+});
+
 test("a failed exchange shows the server's message", async () => {
   const t = setupOpen({ fetch: async () => jsonResponse(400, { ok: false, error: "invalid_state", message: "This sign-in link has expired or was already used." }) });
   t.message(callback(), ORIGIN, t.popup);
