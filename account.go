@@ -4,7 +4,6 @@ import (
 	"context"
 	"maps"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -190,25 +189,4 @@ func withCallbackFields(ctx context.Context, fields map[string]string) context.C
 func callbackFieldsOf(ctx context.Context) map[string]string {
 	f, _ := ctx.Value(callbackFieldsKey{}).(map[string]string)
 	return f
-}
-
-// extraParams are the parameters of a provider's redirect besides the ones
-// RFC 6749 and RFC 9207 define, at most maxCallbackKept of them (the first
-// by name): the exchange keeps those its provider names (CallbackFielder).
-func extraParams(q url.Values) map[string]string {
-	var out map[string]string
-	for _, k := range slices.Sorted(maps.Keys(q)) {
-		switch k {
-		case "code", "state", "iss", "error", "error_description", "error_uri":
-			continue
-		}
-		if out == nil {
-			out = map[string]string{}
-		}
-		if len(out) == maxCallbackKept {
-			break
-		}
-		out[k] = q.Get(k)
-	}
-	return out
 }

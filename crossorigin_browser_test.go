@@ -20,6 +20,7 @@ import (
 	"github.com/oauthflow/oauthflow"
 	"github.com/oauthflow/oauthflow/internal/browsertest"
 	"github.com/oauthflow/oauthflow/internal/demo"
+	"github.com/oauthflow/oauthflow/providers"
 )
 
 // These tests drive a real headless Chromium through a host app whose frontend
@@ -43,6 +44,13 @@ const crossOriginPage = `<!doctype html>
 
 func startCrossOrigin(t *testing.T, config ...func(*oauthflow.Config)) *crossOrigin {
 	t.Helper()
+	return startCrossOriginWith(t, nil, config...)
+}
+
+// startCrossOriginWith is startCrossOrigin with the demo provider as wrap
+// makes it (nil: as it is).
+func startCrossOriginWith(t *testing.T, wrap func(*providers.OAuth2) oauthflow.Provider, config ...func(*oauthflow.Config)) *crossOrigin {
+	t.Helper()
 	apiSrv, frontSrv := httptest.NewUnstartedServer(nil), httptest.NewUnstartedServer(nil)
 	_, frontPort, err := net.SplitHostPort(frontSrv.Listener.Addr().String())
 	require.NoError(t, err)
@@ -58,7 +66,11 @@ func startCrossOrigin(t *testing.T, config ...func(*oauthflow.Config)) *crossOri
 	apiMux := http.NewServeMux()
 	_, p, err := demo.Mount(apiMux, c.api, demo.Options{AccessTokenTTL: time.Hour})
 	require.NoError(t, err)
-	require.NoError(t, c.mod.Registry.Register(p))
+	var registered oauthflow.Provider = p
+	if wrap != nil {
+		registered = wrap(p)
+	}
+	require.NoError(t, c.mod.Registry.Register(registered))
 	c.mod.Mount(apiMux)
 
 	frontMux := http.NewServeMux()
@@ -222,4 +234,41 @@ func connectWithWidget(t *testing.T, ctx context.Context, c *crossOrigin) {
 	require.Len(t, seen, 1, "the widget reported %+v", seen)
 	assert.Equal(t, crossOriginDone{Status: "success", Message: "Connected to Demo Cloud."}, seen[0])
 	assert.True(t, c.connected(t, "alice"), "the token is stored")
+}
+
+// keepsFields is a provider that keeps the callback parameters fields with
+// the tokens (QuickBooks' realmId), and is otherwise the one it wraps.
+type keepsFields struct {
+	*providers.OAuth2
+	fields []string
+}
+
+func (k keepsFields) CallbackFields() []string { return k.fields }
+
+// The frontend callback page opened directly forwards, besides the answer,
+// the redirect's parameters the provider keeps with the tokens, and the API
+// keeps them; no other parameter goes.
+func TestBrowserCrossOriginDirectCallbackKeepsDeclaredFields(t *testing.T) {
+	t.Parallel()
+	c := startCrossOriginWith(t, func(p *providers.OAuth2) oauthflow.Provider {
+		return keepsFields{OAuth2: p, fields: []string{"realmId"}}
+	})
+	ctx := browsertest.New(t)
+	q := browsertest.ConsentOverHTTP(t, c.startSignIn(t, "dave").AuthURL, browsertest.Allow)
+	require.NotEmpty(t, q.Get("code"), "the consent redirected with %v", q)
+	q.Set("realmId", "4620816365")
+	for i := range 9 {
+		q.Set(fmt.Sprintf("a%d", i), "x") // undeclared, sorting first
+	}
+
+	var status string
+	browsertest.Run(t, ctx, "open the frontend callback page directly",
+		chromedp.Navigate(c.frontend+"/oauth/callback?"+q.Encode()),
+		chromedp.WaitVisible(chromedp.CSS(`#oauth-callback:is([data-status="success"], [data-status="error"])`)),
+		browsertest.Into(chromedp.Evaluate[string](`document.getElementById("oauth-callback").dataset.status`), &status))
+	require.Equal(t, "success", status)
+	conns, err := c.mod.Tokens.Connections(context.Background(), "dave")
+	require.NoError(t, err)
+	require.Len(t, conns, 1)
+	assert.Equal(t, map[string]string{"realmId": "4620816365"}, conns[0].Metadata)
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"mime"
 	"net/http"
+	"net/url"
+	"slices"
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/web"
@@ -49,9 +51,29 @@ func (m *Module) Mount(mux *http.ServeMux) {
 //	mux.Handle("GET /oauth/", m.FrontendHandler(""))
 //
 // apiBase is where the API lives when it is on another origin ("" for the same
-// origin); a malformed apiBase panics, at setup.
+// origin); a malformed apiBase panics, at setup. The callback page forwards,
+// besides the provider's answer, the redirect's parameters that a registered
+// provider keeps with the tokens (CallbackFielder), and no others.
 func (m *Module) FrontendHandler(apiBase string) http.Handler {
-	return web.Handler(web.Options{APIBase: apiBase})
+	return web.Handler(web.Options{APIBase: apiBase, CallbackFields: m.declaredFieldNames})
+}
+
+// declaredFieldNames are the callback parameters the registered providers
+// keep with the tokens (CallbackFielder), each once: the frontend callback
+// page, which does not know the provider, forwards those.
+func (m *Module) declaredFieldNames() []string {
+	var names []string
+	for _, id := range m.Registry.IDs() {
+		p, err := m.Registry.Get(id)
+		if cf, ok := p.(CallbackFielder); ok && err == nil {
+			for _, n := range cf.CallbackFields() {
+				if !slices.Contains(names, n) {
+					names = append(names, n)
+				}
+			}
+		}
+	}
+	return names
 }
 
 // callbackParams is what a provider's redirect (or the frontend page) reports.
@@ -62,9 +84,12 @@ type callbackParams struct {
 	Error            string `json:"error"`
 	ErrorDescription string `json:"error_description"`
 	ErrorURI         string `json:"error_uri"`
-	// Fields are the redirect's other parameters, some of which its
-	// provider keeps with the tokens (CallbackFielder).
+	// Fields are the redirect's other parameters that the frontend callback
+	// page forwards; once the sign-in's provider is known, they are the
+	// ones it keeps with the tokens (declaredFields).
 	Fields map[string]string `json:"fields,omitempty"`
+	// query is the redirect's query when it came to the callback itself.
+	query url.Values
 }
 
 func (p callbackParams) tooLong() bool {
@@ -139,12 +164,50 @@ func (m *Module) complete(r *http.Request, p callbackParams) outcome {
 	owned, cancel := m.serverOwned(ctx)
 	defer cancel()
 	prov, _ := m.Registry.Get(s.Provider)
+	p.Fields = declaredFields(prov, p)
 	err = m.exchangeSession(m.watchCompletion(owned, s), s, p)
 	if err != nil {
 		m.completionDone(owned, s) // a completion that succeeded removed its watch with the run's last save
 		return m.classify(ctx, prov, err)
 	}
 	return outcome{provider: prov, kind: outcomeConnected}
+}
+
+// declaredFields are the redirect's parameters that prov keeps with the
+// tokens (CallbackFielder), from its query or from what the frontend page
+// forwarded: picked by the provider's names, so that no other parameter,
+// however many, crowds one out. At most maxCallbackKept, none of the
+// answer's own, none longer than maxParamLen.
+func declaredFields(prov Provider, p callbackParams) map[string]string {
+	cf, ok := prov.(CallbackFielder)
+	if !ok {
+		return nil
+	}
+	var out map[string]string
+	for _, name := range cf.CallbackFields() {
+		v := p.Fields[name]
+		if p.query != nil {
+			v = p.query.Get(name)
+		}
+		if v == "" || len(v) > maxParamLen || answerParam(name) || len(out) == maxCallbackKept {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string)
+		}
+		out[name] = v
+	}
+	return out
+}
+
+// answerParam reports whether name is one of the parameters of the answer
+// itself (RFC 6749 §4.1.2, RFC 9207), never an extra field.
+func answerParam(name string) bool {
+	switch name {
+	case "code", "state", "iss", "error", "error_description", "error_uri":
+		return true
+	}
+	return false
 }
 
 // defaultCompletionTimeout bounds a completion the server runs after the
@@ -266,7 +329,7 @@ func (m *Module) CallbackHandler() http.Handler {
 		q := r.URL.Query()
 		p := callbackParams{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss"),
 			Error: q.Get("error"), ErrorDescription: q.Get("error_description"), ErrorURI: q.Get("error_uri"),
-			Fields: extraParams(q)}
+			query: q}
 		out := m.complete(r, p)
 		m.renderPage(w, out, p.State)
 	})

@@ -3,6 +3,7 @@ package oauthflow_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -14,6 +15,7 @@ import (
 	"github.com/oauthflow/oauthflow"
 	"github.com/oauthflow/oauthflow/internal/authserver"
 	"github.com/oauthflow/oauthflow/internal/waitfor"
+	"github.com/oauthflow/oauthflow/providers"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/oauth2"
@@ -425,4 +427,38 @@ func setParam(raw, name, value string) string {
 	q.Set(name, value)
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// The callback's extra parameters the provider declares (CallbackFielder)
+// are kept however many others its redirect carries, and whatever their
+// names: undeclared ones never crowd a declared one out. The answer's own
+// parameters are never kept, even declared.
+func TestCallbackKeepsDeclaredFieldsAmongOthers(t *testing.T) {
+	t.Parallel()
+	env := newFlowEnv(t, envOptions{demo: func(c *providers.Config) { c.CallbackFields = []string{"realmId", "code", "zone"} }})
+	extra := url.Values{"realmId": {"4620816365"}, "zone": {"eu"}}
+	for i := range 12 {
+		extra.Set(fmt.Sprintf("a%02d", i), "x") // sorts before both
+	}
+	c, _ := signInAndList(t, env, "&"+extra.Encode())
+	assert.Equal(t, map[string]string{"realmId": "4620816365", "zone": "eu"}, c.Metadata)
+}
+
+// POST /complete carries the extra fields the frontend callback page
+// forwards; the provider's declared ones are kept with the tokens.
+func TestCompleteKeepsDeclaredFields(t *testing.T) {
+	t.Parallel()
+	env := newFlowEnv(t, envOptions{demo: func(c *providers.Config) { c.CallbackFields = []string{"realmId"} }})
+	_, doc := env.startSignIn(0, "alice")
+	q, err := url.Parse(env.consent(doc.AuthURL, 0))
+	require.NoError(t, err)
+	body, err := json.Marshal(map[string]any{"code": q.Query().Get("code"), "state": doc.State,
+		"fields": map[string]string{"realmId": "4620816365", "other": "x"}})
+	require.NoError(t, err)
+	status, out := env.postComplete(0, "application/json", string(body))
+	require.Equal(t, http.StatusOK, status, out)
+	conns, err := env.mod(0).Tokens.Connections(context.Background(), "alice")
+	require.NoError(t, err)
+	require.Len(t, conns, 1)
+	assert.Equal(t, map[string]string{"realmId": "4620816365"}, conns[0].Metadata)
 }

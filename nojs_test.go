@@ -14,6 +14,8 @@ import (
 
 	"github.com/oauthflow/oauthflow"
 	"github.com/oauthflow/oauthflow/internal/authserver"
+	"github.com/oauthflow/oauthflow/providers"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -223,4 +225,36 @@ func TestSignInWithoutJavaScriptKeepsTheBindingCookie(t *testing.T) {
 	done := opener.submit(own)
 	require.Equal(t, http.StatusOK, done.status, done.body)
 	require.Equal(t, "Demo <Cloud> account connected", done.title())
+}
+
+// Without script, the frontend page's form carries the redirect's parameters
+// the provider keeps with the tokens (QuickBooks' realmId) with the answer,
+// and the API keeps them; the redirect's other parameters stay behind.
+func TestSignInWithoutJavaScriptKeepsDeclaredFields(t *testing.T) {
+	t.Parallel()
+	_, mod, _ := noJSApp(t, envOptions{demo: func(c *providers.Config) { c.CallbackFields = []string{"realmId"} }})
+	_, doc, err := mod.StartSignIn(t.Context(), "alice", "demo")
+	require.NoError(t, err)
+
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Get(doc.AuthURL)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	redirect, err := url.Parse(resp.Header.Get("Location"))
+	require.NoError(t, err)
+	q := redirect.Query()
+	q.Set("realmId", "4620816365")
+	q.Set("other", "LEAKED")
+	redirect.RawQuery = q.Encode()
+
+	b := newTextBrowser(t)
+	page := b.open(http.MethodGet, redirect.String(), nil)
+	require.Equal(t, "/oauth/callback", page.url.Path)
+	require.NotContains(t, page.body, "LEAKED")
+	done := b.submit(page)
+	require.Equal(t, http.StatusOK, done.status, done.body)
+	conns, err := mod.Tokens.Connections(t.Context(), "alice")
+	require.NoError(t, err)
+	require.Len(t, conns, 1)
+	assert.Equal(t, map[string]string{"realmId": "4620816365"}, conns[0].Metadata)
 }

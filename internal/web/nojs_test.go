@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"html"
 	"net/http"
 	"net/url"
@@ -112,4 +113,52 @@ func TestCallbackPageFormActionIsTheAPIOnly(t *testing.T) {
 		assert.Contains(t, csp, tt.formAction, tt.apiBase)
 		assert.Equal(t, 1, strings.Count(csp, "form-action"), csp)
 	}
+}
+
+// dataCallbackFields is the page's list of the extra fields its script forwards.
+var dataCallbackFields = regexp.MustCompile(`data-callback-fields="([^"]*)"`)
+
+// The form and the script carry, besides the answer, the extra fields the
+// providers declare (Options.CallbackFields: QuickBooks' realmId, Zoho's
+// accounts-server), as the provider sent them, escaped; no other parameter,
+// a name that is not one, no value longer than any real one, and no more
+// than the API callback keeps, whatever sorts first.
+func TestCallbackPageCarriesDeclaredFields(t *testing.T) {
+	t.Parallel()
+	declared := []string{"realmId", "accounts-server", `bad"name`, "", "code", strings.Repeat("n", 65)}
+	for i := range 10 {
+		declared = append(declared, fmt.Sprintf("z%02d", i))
+	}
+	h := Handler(Options{CallbackFields: func() []string { return declared }})
+	q := url.Values{"code": {"C1"}, "state": {"S1"}, "realmId": {`4620816365"><b>`},
+		"accounts-server": {"https://accounts.zoho.eu"}, "other": {"LEAKED"}, "bad\"name": {"LEAKED"},
+		"z00": {strings.Repeat("v", maxFieldLen+1)}}
+	for i := range 9 {
+		q.Set(fmt.Sprintf("a%02d", i), "LEAKED") // undeclared, sorting first
+	}
+	for i := 1; i < 10; i++ {
+		q.Set(fmt.Sprintf("z%02d", i), "z")
+	}
+	page := body(t, get(t, h, http.MethodGet, "/oauth/callback?"+q.Encode()))
+	_, fields, ok := formOf(t, page)
+	require.True(t, ok, page)
+	want := url.Values{"code": {"C1"}, "state": {"S1"}, "realmId": {`4620816365"><b>`}, "accounts-server": {"https://accounts.zoho.eu"}}
+	for i := 1; len(want) < 4+maxExtraFields-2; i++ {
+		want.Set(fmt.Sprintf("z%02d", i), "z")
+	}
+	assert.Equal(t, want, fields, "the declared fields, in the declared order, at most %d", maxExtraFields)
+	assert.NotContains(t, page, "LEAKED")
+	assert.NotContains(t, page, `"><b>`)
+	assert.NotContains(t, page, strings.Repeat("v", 64))
+
+	m := dataCallbackFields.FindStringSubmatch(page)
+	require.NotNil(t, m, "the script learns the names from the page")
+	names := strings.Fields(html.UnescapeString(m[1]))
+	assert.Equal(t, []string{"realmId", "accounts-server", "z00", "z01"}, names[:4], "only names that are names")
+	assert.Len(t, names, 2+10)
+
+	static := body(t, get(t, Handler(Options{}), http.MethodGet, "/oauth/callback?"+q.Encode()))
+	_, fields, _ = formOf(t, static)
+	assert.Equal(t, url.Values{"code": {"C1"}, "state": {"S1"}}, fields, "none declared: the answer only")
+	assert.NotContains(t, static, "data-callback-fields")
 }

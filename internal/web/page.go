@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"html/template"
+	"strings"
 )
 
 // callbackPage is the frontend callback page. It has no inline script or style
@@ -11,14 +12,16 @@ import (
 // Its no-script form (answer.go) carries the provider's answer when there is one.
 var callbackPage = template.Must(template.ParseFS(assets, "assets/callback.html"))
 
-// renderCallbackPage renders the page for apiBase and form (nil: no answer to
-// send, the page every request without one gets).
-func renderCallbackPage(apiBase string, form *answerForm) ([]byte, error) {
+// renderCallbackPage renders the page for apiBase, the extra fields its
+// script forwards (fieldNames; nil: none) and form (nil: no answer to send,
+// the page every request without one gets).
+func renderCallbackPage(apiBase string, extra []string, form *answerForm) ([]byte, error) {
 	var buf bytes.Buffer
 	data := struct {
 		APIBase string
+		Fields  string
 		Form    *answerForm
-	}{apiBase, form}
+	}{apiBase, strings.Join(extra, " "), form}
 	if err := callbackPage.Execute(&buf, data); err != nil {
 		return nil, err
 	}

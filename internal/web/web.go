@@ -18,6 +18,9 @@
 // that depends on the request's query is the page's <noscript> form (answer.go):
 // the provider's answer, escaped into hidden inputs, for a browser that runs no
 // script to send to the API callback, which completes the sign-in without script.
+// Both the form and the script carry, besides the answer, the redirect's
+// parameters named by Options.CallbackFields (those the providers keep with the
+// tokens), and no others.
 package web
 
 import (
@@ -45,6 +48,11 @@ type Options struct {
 	// through that API and accepts the API callback page's result from its origin.
 	// Anything else is a setup error and makes Handler panic.
 	APIBase string
+	// CallbackFields names the parameters of a provider's redirect, besides
+	// the answer's own, that the callback page forwards to the API: those the
+	// registered providers keep with the tokens (QuickBooks' realmId). It is
+	// asked on each request to the page; nil forwards none.
+	CallbackFields func() []string
 }
 
 // asset is one response body with the headers that depend on it.
@@ -59,7 +67,8 @@ type asset struct {
 type handler struct {
 	routes  map[string]asset
 	csp     string
-	apiBase string // the checked Options.APIBase, for the callback page's form
+	apiBase string          // the checked Options.APIBase, for the callback page's form
+	fields  func() []string // Options.CallbackFields
 }
 
 var _ http.Handler = (*handler)(nil)
@@ -75,7 +84,7 @@ func Handler(opts Options) http.Handler {
 	if err != nil {
 		panic("web: " + err.Error())
 	}
-	page, err := renderCallbackPage(base.URL, nil)
+	page, err := renderCallbackPage(base.URL, nil, nil)
 	if err != nil {
 		panic("web: rendering the callback page: " + err.Error())
 	}
@@ -88,6 +97,7 @@ func Handler(opts Options) http.Handler {
 		},
 		csp:     contentSecurityPolicy(base.Origin),
 		apiBase: base.URL,
+		fields:  opts.CallbackFields,
 	}
 }
 

@@ -4,8 +4,11 @@
  * oauth-prompt.js loaded before it (for OAuthFlow.complete).
  *
  * Opened as a popup by a same-origin page, it posts
- *   {type: "oauthflow:callback", code, state, iss, error, error_description}
- * to its opener with the strict target origin location.origin, then closes.
+ *   {type: "oauthflow:callback", code, state, iss, error, error_description[, fields]}
+ * to its opener with the strict target origin location.origin, then closes. fields holds
+ * the extra parameters of the provider's redirect that the page names in its
+ * data-callback-fields (those the providers keep with the tokens, QuickBooks' realmId),
+ * as given, at most eight, none longer than 4096 characters; nothing else is forwarded.
  * Opened directly (no opener, e.g. from a link a CLI printed), it posts the fields to
  * {data-api-base}/api/v1/oauth/complete, shows the outcome and announces it on the
  * "oauthflow" BroadcastChannel, so a widget whose popup lost its opener still learns it.
@@ -19,15 +22,34 @@
   var document = window.document;
   var location = window.location;
 
-  function readFields(search) {
+  var MAX_FIELD = 4096; // characters of an extra field, as the API bounds a callback's
+  var MAX_EXTRA = 8; // extra fields forwarded, as the API keeps at most
+
+  // readFields reads the provider's answer from search, and the extra fields named in
+  // names (space-separated), when search holds any.
+  function readFields(search, names) {
     var q = new window.URLSearchParams(search);
-    return {
+    var fields = {
       code: q.get("code") || "",
       state: q.get("state") || "",
       iss: q.get("iss") || "",
       error: q.get("error") || "",
       error_description: q.get("error_description") || ""
     };
+    var extra = null;
+    var kept = 0;
+    String(names || "").split(/\s+/).forEach(function (name) {
+      var v = name ? q.get(name) : null;
+      if (v && v.length <= MAX_FIELD && kept < MAX_EXTRA && !(extra && name in extra)) {
+        extra = extra || Object.create(null);
+        extra[name] = v;
+        kept++;
+      }
+    });
+    if (extra) {
+      fields.fields = extra;
+    }
+    return fields;
   }
 
   // sameOriginOpener returns the window that opened this one when it is open and on this
@@ -55,7 +77,7 @@
     if (!root) {
       return;
     }
-    var fields = readFields(location.search);
+    var fields = readFields(location.search, root.getAttribute("data-callback-fields"));
     // First of all, take the code out of the address bar and the history.
     window.history.replaceState(null, "", location.pathname);
 
@@ -67,14 +89,18 @@
     if (opener) {
       root.setAttribute("data-mode", "popup");
       show(root, "working", "Working…", "Returning to the application…");
-      opener.postMessage({
+      var message = {
         type: "oauthflow:callback",
         code: fields.code,
         state: fields.state,
         iss: fields.iss,
         error: fields.error,
         error_description: fields.error_description
-      }, location.origin);
+      };
+      if (fields.fields) {
+        message.fields = fields.fields;
+      }
+      opener.postMessage(message, location.origin);
       window.close();
       return;
     }

@@ -76,8 +76,9 @@
   }
 
   // completionBody is the JSON body of POST /complete for a callback's fields:
-  // {code, state, iss?} or, for an error redirect, {state, error, error_description?, iss?}.
-  // The iss goes with an error too: the server checks it on denials (RFC 9207).
+  // {code, state, iss?, fields?} or, for an error redirect, {state, error, error_description?, iss?}.
+  // The iss goes with an error too: the server checks it on denials (RFC 9207). fields are
+  // the redirect's extra parameters the provider keeps with the tokens (callbackExtra).
   function completionBody(f) {
     var body;
     if (f.error) {
@@ -87,11 +88,40 @@
       }
     } else {
       body = { code: f.code, state: f.state };
+      var extra = callbackExtra(f.fields);
+      if (extra) {
+        body.fields = extra;
+      }
     }
     if (f.iss) {
       body.iss = f.iss;
     }
     return body;
+  }
+
+  var MAX_EXTRA = 8; // extra callback fields sent, as the server keeps at most
+  var MAX_EXTRA_NAME = 64; // characters of an extra field's name
+  var MAX_EXTRA_VALUE = 4096; // characters of an extra field's value, as the server bounds it
+
+  // callbackExtra is the extra fields of a callback (the callback page's fields: those
+  // the providers keep with the tokens) as they are sent: string values, bounded, at most
+  // MAX_EXTRA of them; null when there are none.
+  function callbackExtra(given) {
+    if (!given || typeof given !== "object") {
+      return null;
+    }
+    var out = null;
+    var kept = 0;
+    Object.keys(given).forEach(function (name) {
+      var v = given[name];
+      if (typeof v === "string" && v !== "" && v.length <= MAX_EXTRA_VALUE && name.length <= MAX_EXTRA_NAME &&
+          kept < MAX_EXTRA) {
+        out = out || Object.create(null);
+        out[name] = v;
+        kept++;
+      }
+    });
+    return out;
   }
 
   var MAX_MESSAGE = 300; // characters of a provider's description shown, as the server does
@@ -985,7 +1015,8 @@
         state: String(data.state),
         iss: data.iss ? String(data.iss) : "",
         error: data.error ? String(data.error) : "",
-        error_description: data.error_description ? String(data.error_description) : ""
+        error_description: data.error_description ? String(data.error_description) : "",
+        fields: data.fields
       };
       var attempt = ++this.attempt;
       var self = this;

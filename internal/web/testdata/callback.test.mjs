@@ -7,12 +7,15 @@ import { makeBrowser, settle, jsonResponse } from "./fakedom.mjs";
 const ORIGIN = "https://app.example";
 
 // page builds the DOM of assets/callback.html (the Go tests pin those hooks).
-function page(apiBase) {
+function page(apiBase, callbackFields) {
   return (document) => {
     const main = document.createElement("main");
     main.setAttribute("id", "oauth-callback");
     main.setAttribute("data-status", "pending");
     main.setAttribute("data-api-base", apiBase);
+    if (callbackFields !== undefined) {
+      main.setAttribute("data-callback-fields", callbackFields);
+    }
     const h1 = document.createElement("h1");
     h1.setAttribute("id", "oauth-callback-title");
     h1.setAttribute("data-role", "title");
@@ -27,7 +30,7 @@ function page(apiBase) {
 
 // open loads the page at search with the given opener and fetch.
 function open(search, opts = {}) {
-  const b = makeBrowser({ origin: ORIGIN, search, pageRoot: page(opts.apiBase || ""), ...opts });
+  const b = makeBrowser({ origin: ORIGIN, search, pageRoot: page(opts.apiBase || "", opts.callbackFields), ...opts });
   b.load("oauth-prompt.js");
   b.load("callback.js");
   const root = b.document.getElementById("oauth-callback");
@@ -129,6 +132,27 @@ test("a direct error redirect posts the error form and shows the description as 
   assert.equal(t.root.getAttribute("data-status"), "error");
   assert.equal(t.text("title"), "Sign-in not completed");
   assert.equal(t.text("message"), "<img src=x> denied");
+});
+
+test("the extra fields the page names go with the code, as given; no other parameter, none too long, at most eight", async () => {
+  const names = "realmId accounts-server z0 z1 z2 z3 z4 z5 z6 z7";
+  const q = "?code=C1&state=S1&realmId=4620816365&accounts-server=https%3A%2F%2Faccounts.zoho.eu&other=LEAKED" +
+    "&z0=" + "v".repeat(4097) + "&z1=1&z2=2&z3=3&z4=4&z5=5&z6=6&z7=7&a=LEAKED";
+  const want = { realmId: "4620816365", "accounts-server": "https://accounts.zoho.eu", z1: "1", z2: "2", z3: "3", z4: "4", z5: "5", z6: "6" };
+
+  const opener = makeOpener();
+  open(q, { opener, callbackFields: names });
+  assert.deepEqual(plain(opener.posted[0]).data, {
+    type: "oauthflow:callback", code: "C1", state: "S1", iss: "", error: "", error_description: "", fields: want,
+  });
+
+  const t = open(q, { callbackFields: names });
+  await settle();
+  assert.deepEqual(t.fetchCalls[0].body, { code: "C1", state: "S1", fields: want });
+
+  const none = open("?code=C1&state=S1&realmId=4620816365", { callbackFields: "" });
+  await settle();
+  assert.deepEqual(none.fetchCalls[0].body, { code: "C1", state: "S1" }, "a page that names none forwards none");
 });
 
 test("a failed completion shows the server's message", async () => {

@@ -198,6 +198,21 @@ test("a callback message is completed through POST /complete", async () => {
   assert.equal(t.timers.pending(), 0, "no poll or timeout left running");
 });
 
+test("a callback message's extra fields go to POST /complete: strings only, bounded", async () => {
+  const t = setupOpen({ fetch: async () => jsonResponse(200, { ok: true, provider: "github" }) });
+  const fields = { realmId: "4620816365", n: 5, o: { x: 1 }, long: "v".repeat(4097) };
+  for (let i = 0; i < 10; i++) fields["z" + i] = String(i);
+  t.message(callback({ fields }), ORIGIN, t.popup);
+  await settle();
+  assert.deepEqual(t.fetchCalls[0].body, { code: "C1", state: "S1", iss: "https://auth.example",
+    fields: { realmId: "4620816365", z0: "0", z1: "1", z2: "2", z3: "3", z4: "4", z5: "5", z6: "6" } });
+
+  const e = setupOpen({ fetch: async () => jsonResponse(200, { ok: true, provider: "github" }) });
+  e.message(callback({ fields: "realmId=1" }), ORIGIN, e.popup);
+  await settle();
+  assert.deepEqual(e.fetchCalls[0].body, { code: "C1", state: "S1", iss: "https://auth.example" }, "not an object: none");
+});
+
 test("the same-origin default and the omitted iss", async () => {
   const t = setupOpen({}, {});
   t.message(callback({ iss: undefined }), ORIGIN, t.popup);
