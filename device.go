@@ -153,7 +153,7 @@ func (m *Module) initiateDevice(ctx context.Context, tc *TransitionContext, args
 	}
 	return tc.SaveDocument(ctx, PromptDocumentName, promptWidget, OAuthPromptDocument{
 		Provider: args.Provider, Status: PromptPending, UserCode: auth.UserCode, VerificationURI: auth.VerificationURI,
-		VerificationURIComplete: auth.VerificationURIComplete, ExpiresAt: run.ExpiresAt})
+		VerificationURIComplete: linkedCompleteURI(auth.VerificationURI, auth.VerificationURIComplete), ExpiresAt: run.ExpiresAt})
 }
 
 func callDeviceAuth(ctx context.Context, d DeviceAuthorizer, scopes []string) (a *DeviceAuthorization, err error) {

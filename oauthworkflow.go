@@ -3,6 +3,9 @@ package oauthflow
 import (
 	"context"
 	"errors"
+	"net"
+	"net/url"
+	"strings"
 )
 
 // The OAuth workflow, its states, transitions and prompt document.
@@ -39,9 +42,11 @@ type OAuthPromptDocument struct {
 	Binding string `json:"binding,omitempty"`
 	// A device sign-in (OAuthWorkflowArgs.Grant "device") has no AuthURL or
 	// State: the user opens VerificationURI on any device and types
-	// UserCode there, or opens VerificationURIComplete (empty when the server
-	// gives none), which carries the code. Both are shown as the server gave
-	// them. ExpiresAt is when the code expires, in Unix milliseconds.
+	// UserCode there, or opens VerificationURIComplete, which carries the
+	// code: empty when the server gives none, or one that is not on
+	// VerificationURI's origin over https (http on a loopback host). Both are
+	// shown as the server gave them. ExpiresAt is when the code expires, in
+	// Unix milliseconds.
 	UserCode                string `json:"userCode,omitempty"`
 	VerificationURI         string `json:"verificationUri,omitempty"`
 	VerificationURIComplete string `json:"verificationUriComplete,omitempty"`
@@ -326,4 +331,49 @@ func signInErrorMessage(code, description string) string {
 		return "The provider reported an error."
 	}
 	return "The provider reported " + code + "."
+}
+
+// linkedCompleteURI is a device sign-in's complete verification URI as its
+// prompt carries it: complete when it leads where uri, the address the user
+// reads, does, "" otherwise. The complete URI carries the code and is
+// opened without being read (a QR code, a terminal's link), so it must be
+// on uri's origin, over https (or http on a loopback host, in development),
+// with no user info to pose as another host.
+func linkedCompleteURI(uri, complete string) string {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return ""
+	}
+	c, err := url.Parse(complete)
+	if err != nil || c.User != nil || !strings.EqualFold(c.Scheme, u.Scheme) ||
+		!strings.EqualFold(c.Hostname(), u.Hostname()) || portOf(c) != portOf(u) {
+		return ""
+	}
+	if strings.EqualFold(c.Scheme, "https") || strings.EqualFold(c.Scheme, "http") && loopbackHost(c.Hostname()) {
+		return complete
+	}
+	return ""
+}
+
+// portOf is u's port, its scheme's default when it names none.
+func portOf(u *url.URL) string {
+	switch p := u.Port(); {
+	case p != "":
+		return p
+	case strings.EqualFold(u.Scheme, "https"):
+		return "443"
+	case strings.EqualFold(u.Scheme, "http"):
+		return "80"
+	}
+	return ""
+}
+
+// loopbackHost reports whether host names this machine: localhost or a
+// loopback address.
+func loopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -112,5 +112,29 @@ func pagesGuards() []mutant {
 			Run:  "^(TestCallbackPageCarriesDeclaredFields)$",
 			Why:  "the no-script form carries at most eight extra fields, none longer than a real one",
 		},
+		{
+			Name: "pages/device-complete-uri-as-given",
+			File: "device.go",
+			Old:  "VerificationURIComplete: linkedCompleteURI(auth.VerificationURI, auth.VerificationURIComplete),",
+			New:  "VerificationURIComplete: auth.VerificationURIComplete,",
+			Run:  "^(TestDevicePromptCompleteURIOnlyOnTheVerificationOrigin)$",
+			Why:  "a device prompt carries the complete URI only where it leads where the verification URI does",
+		},
+		{
+			Name: "pages/device-complete-uri-any-host",
+			File: "oauthworkflow.go",
+			Old:  "\t\t!strings.EqualFold(c.Hostname(), u.Hostname()) || portOf(c) != portOf(u) {",
+			New:  "\t\tportOf(c) != portOf(u) {",
+			Run:  "^(TestDevicePromptCompleteURIOnlyOnTheVerificationOrigin)$",
+			Why:  "a complete verification URI on another host than the verification URI is left out",
+		},
+		{
+			Name: "pages/device-complete-uri-plain-http",
+			File: "oauthworkflow.go",
+			Old:  "strings.EqualFold(c.Scheme, \"http\") && loopbackHost(c.Hostname())",
+			New:  "strings.EqualFold(c.Scheme, \"http\")",
+			Run:  "^(TestDevicePromptCompleteURIOnlyOnTheVerificationOrigin)$",
+			Why:  "a complete verification URI over plain http is kept only on a loopback host",
+		},
 	}
 }

@@ -20,7 +20,8 @@
  * where: the user code as given; the verification URI as given, a link (new tab) only when
  * it is an http: or https: URL; a button that copies the code; the time left until
  * expiresAt (Unix milliseconds); and, where the page can draw SVG, a QR code of
- * verificationUriComplete (or of verificationUri when there is none) for a phone. The
+ * verificationUriComplete when it is on verificationUri's origin and https (or http on a
+ * loopback host), or else of verificationUri, for a phone. The
  * widget cannot see the user act: the host polls the run's document and calls update(),
  * and a pending device sign-in that an update() settles ends with "oauthflow:done".
  *
@@ -348,6 +349,25 @@
     } catch (e) {
       return false;
     }
+  }
+
+  // completeLink is a device sign-in's complete URI when it leads where uri, the address
+  // shown, does: on uri's origin, https: (or http: on a loopback host, in development),
+  // with no user info; "" otherwise. It carries the code and is opened from a QR code
+  // without being read. The server leaves out any other; the widget checks again.
+  function completeLink(uri, complete) {
+    try {
+      var u = new window.URL(String(uri));
+      var c = new window.URL(String(complete));
+      var loopback = /^(localhost|127(\.\d{1,3}){3}|\[::1\])$/i.test(c.hostname);
+      if (c.origin === u.origin && !c.username && !c.password &&
+          (c.protocol === "https:" || c.protocol === "http:" && loopback)) {
+        return String(complete);
+      }
+    } catch (e) {
+      // not a URL: no link
+    }
+    return "";
   }
 
   // ---- QR codes (ISO/IEC 18004) ----------------------------------------------------------
@@ -1168,7 +1188,7 @@
       copy.addEventListener("click", this.copyCode.bind(this, code, copy));
       root.appendChild(copy);
       this.startCountdown();
-      var target = [doc.verificationUriComplete, uri].filter(isLinkURL)[0];
+      var target = [completeLink(uri, doc.verificationUriComplete), uri].filter(isLinkURL)[0];
       var image = target ? qrImage(target) : null;
       if (image) {
         root.appendChild(image);

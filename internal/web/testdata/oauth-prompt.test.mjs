@@ -687,6 +687,26 @@ test("the QR code is of verificationUri when there is no http(s) complete URI", 
   }
 });
 
+test("the QR code is of the complete URI only where it leads where the shown address does", () => {
+  const uri = deviceDoc.verificationUri; // https://example.com/device
+  for (const [verificationUri, complete, drawn] of [
+    [uri, "https://EXAMPLE.com:443/device?user_code=WDJB-MJHT", "https://EXAMPLE.com:443/device?user_code=WDJB-MJHT"],
+    ["http://127.0.0.1:8080/device", "http://127.0.0.1:8080/device?user_code=A", "http://127.0.0.1:8080/device?user_code=A"],
+    ["http://localhost:8080/device", "http://localhost:8080/device?user_code=A", "http://localhost:8080/device?user_code=A"],
+    [uri, "https://evil.example/device?user_code=WDJB-MJHT", uri],
+    [uri, "https://example.com.evil.example/device", uri],
+    [uri, "https://example.com@evil.example/device", uri],
+    [uri, "https://user@example.com/device", uri],
+    [uri, "https://example.com:8443/device", uri],
+    [uri, "http://example.com/device?user_code=WDJB-MJHT", uri],
+    ["http://example.com/device", "http://example.com/device?user_code=A", "http://example.com/device"],
+  ]) {
+    const t = setupDevice({ verificationUri, verificationUriComplete: complete });
+    assert.deepEqual(qrModules(t.q("data-role", "qr")), plain(t.window.OAuthFlow.qrCode(drawn).modules), complete);
+    assert.equal(t.q("data-role", "verification-uri").textContent, verificationUri);
+  }
+});
+
 test("no QR code where the page cannot draw SVG, or for a URI too long for one", () => {
   const plain = setupDevice({}, { svg: false });
   assert.equal(plain.q("data-role", "qr"), null);
