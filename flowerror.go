@@ -3,6 +3,8 @@ package oauthflow
 import (
 	"errors"
 	"strings"
+
+	"github.com/oauthflow/oauthflow/internal/clip"
 )
 
 // publicMessage is the text of err that may be shown to a user: the message of
@@ -40,9 +42,9 @@ func (e *FlowError) Unwrap() error { return e.Err }
 // keeps, logs or shows it, as the callback's own parameters are bounded
 // (maxParamLen): real codes are a few words, real descriptions a sentence.
 const (
-	maxErrorCodeLen        = 64
-	maxErrorDescriptionLen = 1024
-	maxErrorURILen         = 2048
+	maxErrorCodeLen        = clip.ErrorCode
+	maxErrorDescriptionLen = clip.ErrorDescription
+	maxErrorURILen         = clip.ErrorURI
 	maxLoggedErrorLen      = 1024 // an error described for a log line or a health record
 )
 

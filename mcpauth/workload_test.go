@@ -479,3 +479,30 @@ func TestWorkloadAcrossInstances(t *testing.T) {
 		t.Errorf("%d token requests (%v), %d sign-in requests; want two JWT bearer grants and no sign-in", len(reqs), reqs, signIns)
 	}
 }
+
+// A refusal's error text is the server's choice: what the workload grant
+// keeps of it for five minutes, and the error the agent is given, are
+// bounded however long the server makes it.
+func TestWorkloadRefusalTextIsBounded(t *testing.T) {
+	t.Parallel()
+	f, p := newWorkloadAS(t), &platform{}
+	f.refusal = &tokenRefusal{http.StatusBadRequest, "invalid_grant" + strings.Repeat("x", 50_000)}
+	kv := newWrittenKV("")
+	in := newWorkloadInstance(t, kv, f, p, nil)
+	ctx := context.Background()
+	for i := range 2 { // the server's refusal, then the kept one
+		_, err := in.conn.ConnectAsWorkload(ctx, f.srv.URL+"/mcp", "agent", mcpauth.Challenge{})
+		var pe *oauthflow.ProviderError
+		if !errors.As(err, &pe) || len(pe.Code) > 64 || len(pe.Description) > 1024 {
+			t.Fatalf("grant %d: %v; want a refusal whose code keeps at most 64 bytes", i+1, err)
+		}
+	}
+	if reqs, _ := f.seen(); len(reqs) != 1 {
+		t.Fatalf("%d token requests, want 1 (the refusal kept)", len(reqs))
+	}
+	for k := range kv.live(t) {
+		if v, err := kv.Get(ctx, k); err == nil && len(v) > 4096 {
+			t.Errorf("%s keeps %d bytes", k, len(v))
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"golang.org/x/oauth2"
 
@@ -446,5 +447,33 @@ func TestDPoPTokenType(t *testing.T) {
 	_, err = f.generic(t, nil).ExchangeCode(context.Background(), "code-1")
 	if !errors.Is(err, ErrTokenType) {
 		t.Errorf("a provider without DPoP took a DPoP token: %v", err)
+	}
+}
+
+// TestProviderErrorTextIsBoundedWhereParsed: the error code, description and
+// URI a token endpoint chooses are cut where its answer is parsed, so the
+// ProviderError an app's OnEvent or its own logging sees is as bounded as the
+// library's own pages and records.
+func TestProviderErrorTextIsBoundedWhereParsed(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", 300_000)
+	body := `{"error":"` + long + `","error_description":"` + long + `","error_uri":"https://p.example/` + long + `"}`
+	f := newFake(t, jsonReply(400, body))
+	_, err := f.generic(t, nil).ExchangeCode(context.Background(), "c")
+	var pe *oauthflow.ProviderError
+	if !errors.As(err, &pe) {
+		t.Fatalf("err = %v, want a ProviderError", err)
+	}
+	if len(pe.Code) > 64 || len(pe.Description) > 1024 || len(pe.URI) > 2048 {
+		t.Fatalf("kept %d, %d and %d bytes of the code, description and URI; want at most 64, 1024 and 2048",
+			len(pe.Code), len(pe.Description), len(pe.URI))
+	}
+	if pe.Code != long[:64] {
+		t.Fatalf("code = %q, want its first 64 bytes", pe.Code)
+	}
+	f = newFake(t, jsonReply(400, `{"error":"invalid_grant","error_description":"d\u00e9j\u00e0 `+strings.Repeat("\u00e9", 600)+`"}`))
+	_, err = f.generic(t, nil).ExchangeCode(context.Background(), "c")
+	if !errors.As(err, &pe) || pe.Code != "invalid_grant" || !utf8.ValidString(pe.Description) || len(pe.Description) > 1024 {
+		t.Fatalf("err = %#v, want invalid_grant with a valid, bounded description", err)
 	}
 }

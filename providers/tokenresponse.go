@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/clip"
 )
 
 // tokenResponse is an RFC 6749 §5.1/§5.2 answer plus the quirks of the
@@ -214,7 +215,9 @@ func (tr *tokenResponse) field(name string) flexString {
 func (p *OAuth2) fail(a *answer, tr *tokenResponse, err error) *oauthflow.ProviderError {
 	pe := &oauthflow.ProviderError{ProviderID: p.cfg.ID, StatusCode: a.status, Err: err}
 	if tr != nil {
-		pe.Code, pe.Description, pe.URI = string(tr.Error), string(tr.ErrorDescription), string(tr.ErrorURI)
+		pe.Code = clip.String(string(tr.Error), clip.ErrorCode)
+		pe.Description = clip.String(string(tr.ErrorDescription), clip.ErrorDescription)
+		pe.URI = clip.String(string(tr.ErrorURI), clip.ErrorURI)
 	}
 	if pe.Code == "" && (pe.Err == nil || tr != nil && tr.OK != nil) {
 		pe.Err = joinErr(ErrMalformedResponse, err) // e.g. Slack ok:false without an error name
