@@ -21,7 +21,12 @@ import (
 // The fleet-wide rate is a bucket of permits kept in the store as a due
 // index per provider (oauth:sys:rate:{provider}): PerSecond members, each
 // claimed for one second by the refresh that uses it, with the same atomic
-// Claim the worker takes its work with. The slow-down is one key per
+// Claim the worker takes its work with. When a claim finds no permit, the
+// instance looks the bucket over (at most once a second): it puts back the
+// permits missing, as after a failover or an eviction, and frees those
+// leased into the future by a clock running ahead. A permit numbered at or
+// beyond the instance's own PerSecond is removed when claimed, so a limit
+// lowered on every instance lowers the rate. The slow-down is one key per
 // provider (oauth:sys:slow:{provider}) whose value is when it ends.
 
 // RefreshLimit bounds the refreshes ahead of one provider's tokens.
@@ -60,9 +65,9 @@ func WithRefreshLimits(limits map[string]RefreshLimit) TokenStoreOption {
 type refreshLimiter struct {
 	limits map[string]RefreshLimit
 
-	mu     sync.Mutex
-	slots  map[string]chan struct{} // per provider: one per refresh in flight here
-	primed map[string]int           // per provider: the permits this process has put in the bucket
+	mu      sync.Mutex
+	slots   map[string]chan struct{} // per provider: one per refresh in flight here
+	buckets map[string]bucketSeen    // per provider: what this process did to its bucket of permits
 
 	onQueue func() // tests: called as a refresh starts waiting for a slot
 }
@@ -165,21 +170,145 @@ func (s *TokenStore) slowDown(ctx context.Context, providerID string) {
 	}
 }
 
+// Permit bucket timings.
+const (
+	permitLease = time.Second // a permit is one refresh ahead in one second
+	// permitSkew is how far another instance's clock may run ahead of this
+	// one's: a permit leased further ahead than permitLease+permitSkew was
+	// leased by a clock out of step, and is free again.
+	permitSkew = time.Second
+	// maxStalePermits bounds the permits of a higher, older limit one take
+	// removes before it gives up for this second.
+	maxStalePermits = 64
+)
+
+// bucketSeen is what this process did to a provider's bucket of permits.
+type bucketSeen struct {
+	filled  int       // the permits put in (a KV that cannot read the bucket)
+	checked time.Time // when the bucket was last looked over
+}
+
 // takePermit claims one of the fleet's perSecond permits for providerID,
-// leased for one second; none left is an *errSlowedDown for a second on.
+// leased for permitLease; none left is an *errSlowedDown for a second on.
+// When none is left the bucket is looked over (mendBucket) and the claim
+// made once more.
 func (s *TokenStore) takePermit(ctx context.Context, providerID string, perSecond int) error {
 	index, now := rateIndexPrefix+providerID, s.now()
-	if err := s.primeBucket(ctx, providerID, index, perSecond); err != nil {
-		return err
+	r, reads := bucketReader(s.kv)
+	if !reads {
+		if err := s.primeBucket(ctx, providerID, index, perSecond); err != nil {
+			return err
+		}
 	}
-	got, err := s.kv.Claim(ctx, index, now, time.Second, 1)
+	for range 2 {
+		ok, err := s.claimPermit(ctx, index, now, perSecond)
+		if ok || err != nil {
+			return err
+		}
+		if !reads || !s.limiter.lookOver(providerID, now) {
+			break
+		}
+		mended, err := s.mendBucket(ctx, r, index, perSecond, now)
+		if err != nil {
+			return err
+		}
+		if !mended {
+			break
+		}
+	}
+	return &errSlowedDown{until: now.Add(permitLease)}
+}
+
+// claimPermit claims one permit of the bucket index. A permit numbered
+// perSecond or beyond was put there under a higher limit: it is taken out
+// of the bucket rather than used, so that lowering PerSecond on every
+// instance lowers the fleet's rate.
+func (s *TokenStore) claimPermit(ctx context.Context, index string, now time.Time, perSecond int) (bool, error) {
+	for range maxStalePermits {
+		got, err := s.kv.Claim(ctx, index, now, permitLease, 1)
+		if err != nil {
+			return false, storeErr(ctx, "take a refresh permit", err)
+		}
+		if len(got) == 0 {
+			return false, nil
+		}
+		if k, err := strconv.Atoi(got[0]); err == nil && k < perSecond && strconv.Itoa(k) == got[0] {
+			return true, nil
+		}
+		if err := s.kv.Unschedule(ctx, index, got[0]); err != nil {
+			return false, storeErr(ctx, "remove a stale refresh permit", err)
+		}
+	}
+	return false, nil
+}
+
+// lookOver reports whether this process may look providerID's bucket over
+// at now: at most once a second.
+func (l *refreshLimiter) lookOver(providerID string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.buckets[providerID]
+	if since := now.Sub(b.checked); !b.checked.IsZero() && since < time.Second && since > -time.Second {
+		return false
+	}
+	b.checked = now
+	l.setBucket(providerID, b)
+	return true
+}
+
+// setBucket records b for providerID. l.mu is held.
+func (l *refreshLimiter) setBucket(providerID string, b bucketSeen) {
+	if l.buckets == nil {
+		l.buckets = map[string]bucketSeen{}
+	}
+	l.buckets[providerID] = b
+}
+
+// bucketReader returns kv as an indexReader when the store under any key
+// prefix can list an index and add members only where absent.
+func bucketReader(kv KV) (indexReader, bool) {
+	under := kv
+	if p, ok := kv.(*prefixKV); ok {
+		under = p.kv
+	}
+	_, lists := under.(indexReader)
+	_, absent := under.(absentScheduler)
+	r, ok := kv.(indexReader)
+	return r, lists && absent && ok
+}
+
+// mendBucket puts back what the bucket of permits lacks, and reports
+// whether it changed it: when permits are missing (never put in, or lost
+// with the store's data in a failover or an eviction) they are all put in
+// again, only where absent, so a permit another instance took keeps its
+// lease; and a permit leased further ahead than a clock in step with this
+// one leases it (an instance whose clock runs ahead took it) is made free,
+// instead of holding the whole fleet off until that clock's future.
+func (s *TokenStore) mendBucket(ctx context.Context, r indexReader, index string, perSecond int, now time.Time) (bool, error) {
+	held, err := r.members(ctx, index)
 	if err != nil {
-		return storeErr(ctx, "take a refresh permit", err)
+		return false, storeErr(ctx, "read a refresh permit bucket", err)
 	}
-	if len(got) == 0 {
-		return &errSlowedDown{until: now.Add(time.Second)}
+	permits := make([]string, perSecond)
+	mended, missing, farthest := false, false, now.Add(permitLease+permitSkew).UnixMilli()
+	for i := range permits {
+		permits[i] = strconv.Itoa(i)
+		due, ok := held[permits[i]]
+		missing = missing || !ok
+		if ok && due > farthest {
+			if err := s.kv.Schedule(ctx, index, permits[i], now); err != nil {
+				return false, storeErr(ctx, "free a refresh permit", err)
+			}
+			mended = true
+		}
 	}
-	return nil
+	if !missing {
+		return mended, nil
+	}
+	if err := scheduleAbsent(ctx, s.kv, index, permits, time.UnixMilli(0)); err != nil {
+		return false, storeErr(ctx, "fill a refresh permit bucket", err)
+	}
+	return true, nil
 }
 
 // absentScheduler is a KV that can add members to an index only where they
@@ -202,18 +331,15 @@ func scheduleAbsent(ctx context.Context, kv KV, index string, members []string, 
 	return nil
 }
 
-// primeBucket puts the permits of a provider's bucket in the store once per
-// process (and again when the limit grows), adding only those missing: a
-// permit another instance took this second keeps its lease. (A KV of the
-// app's own that cannot add only where absent fills them all, so a process
-// that starts may grant one second's permits twice.)
+// primeBucket, for a KV of the app's own that cannot list an index, puts
+// the permits of a provider's bucket in the store once per process (and
+// again when the limit grows). Such a KV sets them all, so a process that
+// starts may grant one second's permits twice, and a bucket it loses is
+// filled again only when a process starts.
 func (s *TokenStore) primeBucket(ctx context.Context, providerID, index string, perSecond int) error {
 	l := &s.limiter
 	l.mu.Lock()
-	if l.primed == nil {
-		l.primed = map[string]int{}
-	}
-	have := l.primed[providerID]
+	have := l.buckets[providerID].filled
 	l.mu.Unlock()
 	if have >= perSecond {
 		return nil
@@ -226,7 +352,9 @@ func (s *TokenStore) primeBucket(ctx context.Context, providerID, index string, 
 		return storeErr(ctx, "fill a refresh permit bucket", err)
 	}
 	l.mu.Lock()
-	l.primed[providerID] = max(l.primed[providerID], perSecond)
+	b := l.buckets[providerID]
+	b.filled = max(b.filled, perSecond)
+	l.setBucket(providerID, b)
 	l.mu.Unlock()
 	return nil
 }
