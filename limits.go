@@ -99,6 +99,31 @@ func (l *refreshLimiter) slotsOf(providerID string, n int) chan struct{} {
 	return c
 }
 
+// forgetDropped lets go of what l keeps for providers reg no longer holds
+// (those its resolvers built are let go beyond maxResolved), once l keeps
+// as many as reg can hold: the slots of a provider with no refresh in
+// flight here, and what this process did to its bucket.
+func (l *refreshLimiter) forgetDropped(reg *Registry) {
+	if reg == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if bound := reg.bound(); len(l.slots) < bound && len(l.buckets) < bound {
+		return
+	}
+	for id, c := range l.slots {
+		if len(c) == 0 && !reg.Has(id) {
+			delete(l.slots, id)
+		}
+	}
+	for id := range l.buckets {
+		if !reg.Has(id) {
+			delete(l.buckets, id)
+		}
+	}
+}
+
 // errSlowedDown is admit's answer while the fleet waits on a provider.
 type errSlowedDown struct{ until time.Time }
 
@@ -114,6 +139,7 @@ func (e *errSlowedDown) Error() string {
 func (s *TokenStore) admit(ctx context.Context, providerID string) (release func(), err error) {
 	l := &s.limiter
 	lim := l.limit(providerID)
+	l.forgetDropped(s.reg)
 	slots := l.slotsOf(providerID, lim.Concurrency)
 	if l.onQueue != nil {
 		l.onQueue()

@@ -341,3 +341,41 @@ func TestRefreshPermitsNotLeasedIntoTheFutureByAFastClock(t *testing.T) {
 		})
 	}
 }
+
+// The refresh limiter keeps its bookkeeping only for providers the registry
+// holds: with more providers resolved than the registry keeps, what it kept
+// for those the registry let go is let go too.
+func TestRefreshLimiterBoundedWithTheRegistry(t *testing.T) {
+	t.Parallel()
+	reg := NewRegistry()
+	reg.AddResolver("mcp-", func(id string) (Provider, error) { return idOnly(id), nil })
+	s := NewTokenStore(NewMemoryKV(), reg, WithRefreshLimits(map[string]RefreshLimit{"": {PerSecond: 1}}))
+	ctx := context.Background()
+	var busy func() // a refresh of the first provider stays in flight throughout
+	for i := range maxResolved + 300 {
+		id := fmt.Sprintf("mcp-server-%d", i)
+		if _, err := reg.Get(id); err != nil {
+			t.Fatal(err)
+		}
+		release, err := s.admit(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			busy = release
+			continue
+		}
+		release()
+	}
+	defer busy()
+	l := &s.limiter
+	if held := len(l.slotsOf("mcp-server-0", defaultRefreshConcurrency)); held != 1 {
+		t.Fatalf("the slots of a provider with a refresh in flight were let go: %d held, want 1", held)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.slots) > maxResolved+1 || len(l.buckets) > maxResolved {
+		t.Fatalf("the limiter keeps slots for %d providers and buckets for %d; the registry holds at most %d",
+			len(l.slots), len(l.buckets), maxResolved)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 )
 
@@ -105,7 +106,7 @@ func (m *Module) renderPage(w http.ResponseWriter, out outcome, state string) {
 	setPageHeaders(w.Header(), d.Nonce)
 	w.WriteHeader(status)
 	if out.kind == outcomeConnected && d.State != "" {
-		m.pages.write(w, d)
+		m.pages.write(w, d, m.Registry)
 		return
 	}
 	_ = pageTemplate.Execute(w, d)
@@ -114,13 +115,16 @@ func (m *Module) renderPage(w http.ResponseWriter, out outcome, state string) {
 // pageCache keeps the success page per provider and title rendered once, cut
 // where the per-request nonce and state go: a burst of sign-ins pays for
 // html/template's escaping once, not per callback. Only success pages are kept:
-// they carry no message, so their number is bounded by the providers.
+// they carry no message, one per provider, and no more than the registry
+// holds providers: the pages of providers it let go are let go too.
 // The zero value is ready.
 type pageCache struct {
 	once  sync.Once
-	holes [2]string // the stand-ins for the nonce and the state
-	m     sync.Map  // title + "\x00" + provider ID -> []pagePart
-	bufs  sync.Pool // *[]byte: the buffers pages are put together in
+	holes [2]string  // the stand-ins for the nonce and the state
+	m     sync.Map   // provider ID + "\x00" + title -> []pagePart
+	mu    sync.Mutex // held while a page is added
+	n     int        // the pages in m
+	bufs  sync.Pool  // *[]byte: the buffers pages are put together in
 }
 
 // pagePart is a run of rendered bytes, followed by the nonce (hole 0), the
@@ -132,28 +136,28 @@ type pagePart struct {
 
 // write writes the success page d in one Write, put together in a buffer
 // that the next page reuses.
-func (c *pageCache) write(w io.Writer, d pageData) {
+func (c *pageCache) write(w io.Writer, d pageData, reg *Registry) {
 	b, _ := c.bufs.Get().(*[]byte)
 	if b == nil {
 		b = new([]byte)
 	}
-	*b = c.appendPage((*b)[:0], d)
+	*b = c.appendPage((*b)[:0], d, reg)
 	_, _ = w.Write(*b)
 	c.bufs.Put(b)
 }
 
 // render is pageTemplate.Execute(d) for a success page.
-func (c *pageCache) render(d pageData) []byte { return c.appendPage(make([]byte, 0, 2048), d) }
+func (c *pageCache) render(d pageData) []byte { return c.appendPage(make([]byte, 0, 2048), d, nil) }
 
 // appendPage appends the success page d to b. Nonce and state are put in as
 // they are: both are of the characters html/template leaves alone in an
 // attribute (hex, base64url), which is how the stand-ins were rendered.
-func (c *pageCache) appendPage(b []byte, d pageData) []byte {
+func (c *pageCache) appendPage(b []byte, d pageData, reg *Registry) []byte {
 	c.once.Do(func() { c.holes = [2]string{"n" + randomHex(16), "s" + randomHex(16)} })
-	key := d.Title + "\x00" + d.ProviderID
+	key := d.ProviderID + "\x00" + d.Title
 	v, ok := c.m.Load(key)
 	if !ok {
-		v, _ = c.m.LoadOrStore(key, c.cut(d))
+		v = c.add(key, d, reg)
 	}
 	parts := v.([]pagePart)
 	fill := [2]string{d.Nonce, d.State}
@@ -164,6 +168,50 @@ func (c *pageCache) appendPage(b []byte, d pageData) []byte {
 		}
 	}
 	return b
+}
+
+// add renders and keeps the success page d under key, unless another
+// caller did first. Once the cache holds as many pages as reg holds
+// providers (maxResolved without a registry), it first lets go of the pages
+// of providers reg no longer holds, or of any page when reg holds them all.
+func (c *pageCache) add(key string, d pageData, reg *Registry) any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v, ok := c.m.Load(key); ok {
+		return v
+	}
+	bound := maxResolved
+	if reg != nil {
+		bound = reg.bound()
+	}
+	if c.n >= bound {
+		c.forgetDropped(reg)
+	}
+	v := c.cut(d)
+	c.m.Store(key, v)
+	c.n++
+	return v
+}
+
+// forgetDropped lets go of the pages of providers reg no longer holds, or
+// of one page when it holds them all. c.mu is held.
+func (c *pageCache) forgetDropped(reg *Registry) {
+	before := c.n
+	c.m.Range(func(k, _ any) bool {
+		if id, _, _ := strings.Cut(k.(string), "\x00"); reg == nil || !reg.Has(id) {
+			c.m.Delete(k)
+			c.n--
+		}
+		return reg != nil // without a registry, one page is enough
+	})
+	if c.n < before {
+		return
+	}
+	c.m.Range(func(k, _ any) bool {
+		c.m.Delete(k)
+		c.n--
+		return false
+	})
 }
 
 // cut renders d with the stand-ins and splits the page where they are.

@@ -2,6 +2,9 @@ package oauthflow
 
 import (
 	"bytes"
+	"fmt"
+	"io"
+	"strings"
 	"testing"
 )
 
@@ -27,5 +30,38 @@ func TestCachedSuccessPageIsTheTemplates(t *testing.T) {
 				t.Fatalf("cached page for %q differs from the template's:\n%s\nwant:\n%s", d.ProviderID, got, want.Bytes())
 			}
 		}
+	}
+}
+
+// The success pages kept are those of providers the registry holds: with
+// more providers resolved than the registry keeps, the pages of those it let
+// go are let go too.
+func TestSuccessPagesBoundedWithTheRegistry(t *testing.T) {
+	t.Parallel()
+	reg := NewRegistry()
+	if err := reg.Register(idOnly("github")); err != nil {
+		t.Fatal(err)
+	}
+	reg.AddResolver("mcp-", func(id string) (Provider, error) { return idOnly(id), nil })
+	var c pageCache
+	for i := range maxResolved + 300 {
+		id := fmt.Sprintf("mcp-server-%d", i)
+		if _, err := reg.Get(id); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{id, "github"} {
+			c.write(io.Discard, pageData{Title: id + " account connected", ProviderID: id, Status: "success", Nonce: "n", State: "s"}, reg)
+		}
+	}
+	kept := 0
+	c.m.Range(func(key, _ any) bool {
+		kept++
+		if id, _, _ := strings.Cut(key.(string), "\x00"); !reg.Has(id) {
+			t.Errorf("a success page is kept for %s, which the registry let go", id)
+		}
+		return true
+	})
+	if kept > maxResolved+1 {
+		t.Fatalf("%d success pages kept for a registry that holds at most %d providers", kept, maxResolved+1)
 	}
 }

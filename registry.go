@@ -208,6 +208,16 @@ func (r *Registry) Has(id string) bool {
 	return ok || r.resolved[id] != nil
 }
 
+// bound is the most providers the registry holds at once: the app's own
+// and maxResolved of those its resolvers built. A cache kept per provider
+// (success pages, refresh limits) holds no more than this: it lets go of
+// what it kept for the providers the registry let go.
+func (r *Registry) bound() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.providers) + maxResolved
+}
+
 // IDs returns the registered provider IDs, sorted: the app's own, and those
 // its resolvers built that the registry keeps now.
 func (r *Registry) IDs() []string {

@@ -29,5 +29,29 @@ func workerGuards() []mutant {
 			Run:  permits,
 			Why:  "a permit leased into the future by a clock running ahead is freed for the rest of the fleet",
 		},
+		{
+			Name: "worker/success-pages-unbounded",
+			File: "pages.go",
+			Old:  "\tif c.n >= bound {\n",
+			New:  "\tif c.n < 0 {\n",
+			Run:  "^(TestSuccessPagesBoundedWithTheRegistry)$",
+			Why:  "the success page cache keeps no more pages than the registry holds providers",
+		},
+		{
+			Name: "worker/limiter-unbounded",
+			File: "limits.go",
+			Old:  "\tif bound := reg.bound(); len(l.slots) < bound && len(l.buckets) < bound {\n",
+			New:  "\tif bound := reg.bound(); bound > 0 {\n",
+			Run:  "^(TestRefreshLimiterBoundedWithTheRegistry)$",
+			Why:  "the refresh limiter lets go of what it kept for providers the registry let go",
+		},
+		{
+			Name: "worker/limiter-drops-busy-slots",
+			File: "limits.go",
+			Old:  "\t\tif len(c) == 0 && !reg.Has(id) {\n",
+			New:  "\t\tif !reg.Has(id) {\n",
+			Run:  "^(TestRefreshLimiterBoundedWithTheRegistry)$",
+			Why:  "a provider's slots are kept while a refresh holds one, so its Concurrency still bounds it",
+		},
 	}
 }
