@@ -74,6 +74,13 @@ type connRef struct{ userID, providerID string }
 // hold ":", so it splits one way only.
 func aheadMember(userID, providerID string) string { return providerID + ":" + userID }
 
+// aheadProvider is the provider of a refresh ahead's entry
+// "{provider}:{user}": the worker's share of one provider's refreshes ahead.
+func aheadProvider(member string) string {
+	providerID, _, _ := strings.Cut(member, ":")
+	return providerID
+}
+
 // markEvery is how often one process marks a connection read.
 func (a *aheadState) markEvery() time.Duration { return a.idle / 8 }
 

@@ -23,6 +23,7 @@ type heldProvider struct {
 	countingProvider
 	gate           chan struct{}
 	inFlight, most atomic.Int64
+	ended          atomic.Int64 // refreshes that returned, answered or not
 	status         atomic.Int64
 	full           chan struct{} // closed when fullAt refreshes are in flight
 	fullAt         int64
@@ -31,7 +32,7 @@ type heldProvider struct {
 
 func (p *heldProvider) RefreshToken(ctx context.Context, rt string) (*TokenSet, error) {
 	n := p.inFlight.Add(1)
-	defer p.inFlight.Add(-1)
+	defer func() { p.inFlight.Add(-1); p.ended.Add(1) }()
 	for m := p.most.Load(); n > m && !p.most.CompareAndSwap(m, n); m = p.most.Load() {
 	}
 	if n == p.fullAt {

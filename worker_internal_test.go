@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/oauthflow/oauthflow/internal/fakeclock"
 	"github.com/oauthflow/oauthflow/internal/waitfor"
 )
 
@@ -92,5 +94,161 @@ func TestWorkerDrainsBulkWork(t *testing.T) {
 	}
 	if left, err := kv.Claim(ctx, dueIndex, now, workLease, 1); err != nil || len(left) != 0 {
 		t.Fatalf("left due: %v, %v", left, err)
+	}
+}
+
+// otherProvider is a second provider beside heldProvider's "acme": it
+// reports, as it refreshes, how many of acme's refreshes have returned.
+type otherProvider struct {
+	countingProvider
+	acme *heldProvider
+	seen chan int64
+}
+
+func (p *otherProvider) ProviderID() string { return "beta" }
+func (p *otherProvider) RefreshToken(ctx context.Context, rt string) (*TokenSet, error) {
+	select {
+	case p.seen <- p.acme.ended.Load():
+	default:
+	}
+	return p.countingProvider.RefreshToken(ctx, rt)
+}
+
+// A provider whose token endpoint hangs holds only its share of the worker:
+// with more of its connections due than the worker has slots, another
+// provider's refresh ahead and a sign-in's lapse still run while every one
+// of the hanging provider's slots waits on its endpoint.
+func TestWorkerNotStarvedByAHangingProvider(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
+	acme := &heldProvider{gate: make(chan struct{}), full: make(chan struct{}), fullAt: defaultRefreshConcurrency}
+	beta := &otherProvider{acme: acme, seen: make(chan int64, 1)}
+	reg := NewRegistry()
+	for _, p := range []Provider{acme, beta} {
+		if err := reg.Register(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kv, quiet := NewMemoryKV(), slog.New(slog.DiscardHandler)
+	s := NewTokenStore(kv, reg, WithClock(clock.Now), WithLogger(quiet), WithRefreshAhead(5*time.Minute, 3*time.Hour))
+	w := newWorker(kv, clock.Now, quiet, time.Hour)
+	w.handle(jobAhead, s.refreshAhead)
+	lapsed := make(chan int64, 1)
+	var lapses atomic.Int64
+	w.handle(jobLapse, func(context.Context, string) error {
+		lapses.Add(1)
+		lapsed <- acme.ended.Load()
+		return nil
+	})
+	ctx := context.Background()
+	connect := func(user, provider string, expires time.Duration) {
+		t.Helper()
+		if err := s.StoreTokens(ctx, user, provider, StoredTokens{AccessToken: "a", RefreshToken: "r",
+			ExpiresAt: clock.Now().Add(expires).UnixMilli()}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.GetValidAccessToken(ctx, user, provider); err != nil { // marks it read: due
+			t.Fatal(err)
+		}
+	}
+	const due = maxInFlight + 44
+	for i := range due {
+		connect(fmt.Sprintf("u%d", i), "acme", 4*time.Minute)
+	}
+	connect("v", "beta", 4*time.Minute+time.Second) // due after every one of acme's
+	if err := w.schedule(ctx, jobLapse, "run-1", clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	drained := make(chan struct{})
+	go func() { defer close(drained); w.drain(ctx) }()
+	waitfor.Recv(t, acme.full, "acme's slots all waiting on its endpoint")
+	if n := waitfor.Recv(t, beta.seen, "beta's refresh ahead"); n != 0 {
+		t.Fatalf("beta's refresh ran once %d of acme's refreshes had given up, want while all of them hang", n)
+	}
+	if n := waitfor.Recv(t, lapsed, "the sign-in's lapse"); n != 0 {
+		t.Fatalf("the lapse ran once %d of acme's refreshes had given up, want while all of them hang", n)
+	}
+	if n := acme.inFlight.Load(); n != defaultRefreshConcurrency {
+		t.Fatalf("%d of acme's refreshes at its endpoint, want %d", n, defaultRefreshConcurrency)
+	}
+	close(acme.gate)
+	waitfor.Recv(t, drained, "the drain")
+	waitfor.Group(t, &w.running, "the worker's pieces")
+	if n, most := acme.calls.Load(), acme.most.Load(); n != due || most != defaultRefreshConcurrency {
+		t.Fatalf("acme: %d refreshes, at most %d at once; want %d, at most %d", n, most, due, defaultRefreshConcurrency)
+	}
+	if b, l := beta.calls.Load(), lapses.Load(); b != 1 || l != 1 {
+		t.Fatalf("beta refreshed %d times, the lapse ran %d times; want once each", b, l)
+	}
+}
+
+// One kind of work that hangs holds only its share of the worker: the
+// pieces beyond it wait here up to maxHeld, the rest go back to the index
+// due in a second or so (not a lease away), another kind of work still runs,
+// and a piece held for half a lease is let go rather than started late.
+func TestWorkerHoldsBackWhatItsShareHasNoRoomFor(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
+	kv := NewMemoryKV()
+	w := newWorker(kv, clock.Now, slog.New(slog.DiscardHandler), time.Hour)
+	hang := make(chan struct{})
+	var started, ended atomic.Int64
+	w.handle(jobDevice, func(ctx context.Context, _ string) error { // a device endpoint that hangs
+		started.Add(1)
+		defer ended.Add(1)
+		select {
+		case <-hang:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	lapsed := make(chan int64, 1)
+	w.handle(jobLapse, func(context.Context, string) error {
+		lapsed <- ended.Load()
+		return nil
+	})
+	ctx := context.Background()
+	const over = 100
+	const due = kindShare + maxHeld + over
+	for i := range due {
+		if err := w.schedule(ctx, jobDevice, fmt.Sprint(i), clock.Now().Add(-time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.schedule(ctx, jobLapse, "run-1", clock.Now()); err != nil { // due after every poll
+		t.Fatal(err)
+	}
+	w.drain(ctx)
+	if n := waitfor.Recv(t, lapsed, "the lapse"); n != 0 {
+		t.Fatalf("the lapse ran once %d device polls had given up, want while all of them hang", n)
+	}
+	w.mu.Lock()
+	running, held := w.busy[jobDevice], w.nHeld
+	w.mu.Unlock()
+	if running != kindShare || held != maxHeld {
+		t.Fatalf("%d device polls in flight and %d held, want %d and %d", running, held, kindShare, maxHeld)
+	}
+	index, err := kv.members(ctx, dueIndex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := 0
+	for _, at := range index {
+		if at > clock.Now().UnixMilli() && at <= clock.Now().Add(2*busyRetry).UnixMilli() {
+			back++
+		}
+	}
+	if back != over {
+		t.Fatalf("%d device polls put back due within %s, want the %d beyond what is held", back, 2*busyRetry, over)
+	}
+	clock.Advance(workLease / 2) // the held polls could no longer end within their lease
+	close(hang)
+	waitfor.Group(t, &w.running, "the worker's pieces")
+	if n := started.Load(); n != kindShare {
+		t.Fatalf("%d device polls ran, want the %d in flight: the held ones are let go", n, kindShare)
+	}
+	if w.nHeld != 0 {
+		t.Fatalf("%d pieces still held", w.nHeld)
 	}
 }

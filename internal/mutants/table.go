@@ -866,8 +866,8 @@ func coreTable() []mutant {
 		{
 			Name: "worker/one-piece-at-a-time",
 			File: "worker.go",
-			Old:  "\t\twg.Go(func() { w.do(ctx, member) })\n",
-			New:  "\t\tw.do(ctx, member)\n",
+			Old:  "\t\tgo w.run(ctx, p)\n",
+			New:  "\t\tw.run(ctx, p)\n",
 			Why:  "a pass does its pieces side by side, so refreshes ahead that wait on providers do not queue behind each other",
 			Run:  "TestWorkerPassRunsPiecesSideBySide",
 		},
