@@ -267,21 +267,25 @@ func (w *worker) unhold(key string) {
 }
 
 // run does p and then, on the same slot, each held piece that the end of
-// the one before makes room for.
+// the one before makes room for, until the worker stops.
 func (w *worker) run(ctx context.Context, p piece) {
 	defer func() { <-w.slots; w.running.Done() }()
-	for ok := true; ok; p, ok = w.next(p) {
+	for ok := true; ok; p, ok = w.next(ctx, p) {
 		w.do(ctx, p.member)
 	}
 }
 
 // next counts done ended and returns a held piece that its end makes room
-// for, counted in flight. A piece held for half a lease is let go instead:
-// it could not end before its lease lapses, when it is claimed again.
-func (w *worker) next(done piece) (piece, bool) {
+// for, counted in flight; none once ctx is done. A piece held for half a
+// lease is let go instead: it could not end before its lease lapses, when
+// it is claimed again.
+func (w *worker) next(ctx context.Context, done piece) (piece, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.count(done, -1)
+	if ctx.Err() != nil {
+		return piece{}, false // the worker stops: what is held waits out its lease
+	}
 	now := w.now()
 	for _, key := range [...]string{done.group, done.kind} {
 		for len(w.held[key]) > 0 {

@@ -252,3 +252,34 @@ func TestWorkerHoldsBackWhatItsShareHasNoRoomFor(t *testing.T) {
 		t.Fatalf("%d pieces still held", w.nHeld)
 	}
 }
+
+// Once the worker stops, the pieces it holds back are left to their leases:
+// the end of a piece in flight starts none of them.
+func TestWorkerStartsNoHeldPieceOnceStopped(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
+	kv := NewMemoryKV()
+	w := newWorker(kv, clock.Now, slog.New(slog.DiscardHandler), time.Hour)
+	var started atomic.Int64
+	full := make(chan struct{})
+	w.handle(jobDevice, func(ctx context.Context, _ string) error {
+		if started.Add(1) == kindShare {
+			close(full)
+		}
+		<-ctx.Done() // hangs until the worker stops
+		return ctx.Err()
+	})
+	ctx, stop := context.WithCancel(context.Background())
+	for i := range kindShare + 10 {
+		if err := w.schedule(ctx, jobDevice, fmt.Sprint(i), clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.drain(ctx)
+	waitfor.Recv(t, full, "the device polls' share in flight")
+	stop()
+	waitfor.Group(t, &w.running, "the worker's pieces")
+	if n := started.Load(); n != kindShare {
+		t.Fatalf("%d device polls started, want %d: held ones started after the worker stopped", n, kindShare)
+	}
+}

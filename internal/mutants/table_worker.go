@@ -101,5 +101,13 @@ func workerGuards() []mutant {
 			Run:  "^(TestWorkerHoldsBackWhatItsShareHasNoRoomFor)$",
 			Why:  "a piece held for half a lease is let go, not started where it could outlive its lease",
 		},
+		{
+			Name: "worker/held-started-after-stop",
+			File: "worker.go",
+			Old:  "\tif ctx.Err() != nil {\n\t\treturn piece{}, false // the worker stops: what is held waits out its lease\n\t}\n",
+			New:  "",
+			Run:  "^(TestWorkerStartsNoHeldPieceOnceStopped)$",
+			Why:  "once the worker stops, the pieces it holds back are not started (Close would wait on them)",
+		},
 	}
 }
