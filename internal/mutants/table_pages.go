@@ -136,5 +136,32 @@ func pagesGuards() []mutant {
 			Run:  "^(TestDevicePromptCompleteURIOnlyOnTheVerificationOrigin)$",
 			Why:  "a complete verification URI over plain http is kept only on a loopback host",
 		},
+		{
+			Name: "pages/widget-text-unfiltered",
+			File: "internal/web/assets/oauth-prompt.js",
+			Pkg:  "./internal/web",
+			Old:  "return String(s || \"\").replace(UNSHOWN, \"\").trim();",
+			New:  "return String(s || \"\").trim();",
+			Run:  "^TestJavaScript$",
+			Why:  "the widget shows a server's error text without control, format or bidi characters",
+		},
+		{
+			Name: "pages/widget-complete-link-any-origin",
+			File: "internal/web/assets/oauth-prompt.js",
+			Pkg:  "./internal/web",
+			Old:  "if (c.origin === u.origin && !c.username",
+			New:  "if (!c.username",
+			Run:  "^TestJavaScript$",
+			Why:  "the widget draws a QR code of the complete URI only on the verification URI's origin",
+		},
+		{
+			Name: "pages/widget-complete-link-plain-http",
+			File: "internal/web/assets/oauth-prompt.js",
+			Pkg:  "./internal/web",
+			Old:  "(c.protocol === \"https:\" || c.protocol === \"http:\" && loopback)",
+			New:  "(c.protocol === \"https:\" || c.protocol === \"http:\")",
+			Run:  "^TestJavaScript$",
+			Why:  "the widget draws a plain-http complete URI only on a loopback host",
+		},
 	}
 }

@@ -4,7 +4,11 @@
 import fs from "node:fs";
 import vm from "node:vm";
 
-const assetsDir = new URL("../assets/", import.meta.url);
+// The assets are read from OAUTHFLOW_ASSETS_DIR when it is set: TestJavaScript sets it to a
+// copy of the assets the Go package embeds, so the scripts tested are the ones it serves.
+const assetsDir = process.env.OAUTHFLOW_ASSETS_DIR
+  ? new URL("file://" + process.env.OAUTHFLOW_ASSETS_DIR.replace(/\/*$/, "/"))
+  : new URL("../assets/", import.meta.url);
 
 export function asset(name) {
   return fs.readFileSync(new URL(name, assetsDir), "utf8");
