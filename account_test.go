@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/authserver"
-	"github.com/oauthflow/oauthflow/internal/oidcpeer"
+	"github.com/oauthflow/oauthflow/internal/testkit/authserver"
+	"github.com/oauthflow/oauthflow/internal/testkit/oidcpeer"
 	"github.com/oauthflow/oauthflow/providers"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oauthflow/oauthflow/internal/fakeclock"
+	"github.com/oauthflow/oauthflow/internal/testkit/fakeclock"
 	"golang.org/x/oauth2"
 )
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/oauthflow/oauthflow"
 	"github.com/oauthflow/oauthflow/internal/dpop"
-	"github.com/oauthflow/oauthflow/internal/redistest"
+	"github.com/oauthflow/oauthflow/internal/testkit/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

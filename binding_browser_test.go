@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/browsertest"
+	"github.com/oauthflow/oauthflow/internal/testkit/browsertest"
 )
 
 // With BindSignIns, in a real Chromium: the widget on the frontend's origin

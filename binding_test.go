@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/authserver"
+	"github.com/oauthflow/oauthflow/internal/testkit/authserver"
 	"github.com/stretchr/testify/require"
 )
 

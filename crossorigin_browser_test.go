@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/browsertest"
-	"github.com/oauthflow/oauthflow/internal/demo"
+	"github.com/oauthflow/oauthflow/internal/testkit/browsertest"
+	"github.com/oauthflow/oauthflow/internal/testkit/demo"
 	"github.com/oauthflow/oauthflow/providers"
 )
 

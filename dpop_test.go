@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/authserver"
-	"github.com/oauthflow/oauthflow/internal/fakeclock"
-	"github.com/oauthflow/oauthflow/internal/waitfor"
+	"github.com/oauthflow/oauthflow/internal/testkit/authserver"
+	"github.com/oauthflow/oauthflow/internal/testkit/fakeclock"
+	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
 	"github.com/stretchr/testify/require"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oauthflow/oauthflow/internal/redistest"
+	"github.com/oauthflow/oauthflow/internal/testkit/redistest"
 )
 
 // The wait answers on a single node and on a Cluster, where it runs on the

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/oauthflow/oauthflow/internal/waitfor"
+	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
 )
 
 // fuzzRing is a fixed two-key ring: "cur" seals, "old" also opens.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/redistest"
+	"github.com/oauthflow/oauthflow/internal/testkit/redistest"
 )
 
 // A Redis master acknowledges the write of a rotated refresh token and dies

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oauthflow/oauthflow/internal/fakeclock"
-	"github.com/oauthflow/oauthflow/internal/redistest"
-	"github.com/oauthflow/oauthflow/internal/waitfor"
+	"github.com/oauthflow/oauthflow/internal/testkit/fakeclock"
+	"github.com/oauthflow/oauthflow/internal/testkit/redistest"
+	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
 )
 
 // Guards of issue 26 that no test noticed: the run lock's owner check at its

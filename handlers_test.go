@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/authserver"
-	"github.com/oauthflow/oauthflow/internal/waitfor"
+	"github.com/oauthflow/oauthflow/internal/testkit/authserver"
+	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
 	"github.com/oauthflow/oauthflow/providers"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/redistest"
+	"github.com/oauthflow/oauthflow/internal/testkit/redistest"
 	"golang.org/x/oauth2"
 )
 

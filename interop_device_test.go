@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/oidcpeer"
+	"github.com/oauthflow/oauthflow/internal/testkit/oidcpeer"
 	"github.com/oauthflow/oauthflow/providers"
 )
 

@@ -21,8 +21,8 @@ import (
 
 	"github.com/oauthflow/oauthflow"
 	"github.com/oauthflow/oauthflow/internal/dpop"
-	"github.com/oauthflow/oauthflow/internal/oidcpeer"
-	"github.com/oauthflow/oauthflow/internal/redistest"
+	"github.com/oauthflow/oauthflow/internal/testkit/oidcpeer"
+	"github.com/oauthflow/oauthflow/internal/testkit/redistest"
 	"github.com/oauthflow/oauthflow/providers"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oauthflow/oauthflow/internal/redistest"
+	"github.com/oauthflow/oauthflow/internal/testkit/redistest"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/fakeclock"
-	"github.com/oauthflow/oauthflow/internal/kvtest"
-	"github.com/oauthflow/oauthflow/internal/redistest"
+	"github.com/oauthflow/oauthflow/internal/testkit/fakeclock"
+	"github.com/oauthflow/oauthflow/internal/testkit/kvtest"
+	"github.com/oauthflow/oauthflow/internal/testkit/redistest"
 	"github.com/stretchr/testify/assert"
 )
 

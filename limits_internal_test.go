@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oauthflow/oauthflow/internal/fakeclock"
-	"github.com/oauthflow/oauthflow/internal/waitfor"
+	"github.com/oauthflow/oauthflow/internal/testkit/fakeclock"
+	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
 )
 
 // heldProvider holds every refresh until the test opens the gate, and

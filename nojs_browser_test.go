@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/browsertest"
+	"github.com/oauthflow/oauthflow/internal/testkit/browsertest"
 )
 
 // Chromium with JavaScript turned off, on the frontend callback page of a

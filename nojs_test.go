@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/authserver"
+	"github.com/oauthflow/oauthflow/internal/testkit/authserver"
 	"github.com/oauthflow/oauthflow/providers"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

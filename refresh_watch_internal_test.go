@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oauthflow/oauthflow/internal/redistest"
-	"github.com/oauthflow/oauthflow/internal/waitfor"
+	"github.com/oauthflow/oauthflow/internal/testkit/redistest"
+	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/oauth2"
 )

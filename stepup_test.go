@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/oidcpeer"
+	"github.com/oauthflow/oauthflow/internal/testkit/oidcpeer"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

@@ -20,7 +20,7 @@ import (
 // statements and WaitGroup.Go is left out: a goroutine stuck there holds up
 // nothing unless the test waits for it, and that wait is checked. Receives
 // from a context's Done, a timer's C and time.After are deadlines
-// themselves. internal/waitfor has the helpers to wait with a deadline.
+// themselves. internal/testkit/waitfor has the helpers to wait with a deadline.
 
 // blockingWait is one place a test can block forever.
 type blockingWait struct {
@@ -53,7 +53,7 @@ func TestEveryWaitHasADeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, w := range found {
-		t.Errorf("%s: %s: wait with a deadline (internal/waitfor, or a select with a timeout or ctx case)", w.pos, w.what)
+		t.Errorf("%s: %s: wait with a deadline (internal/testkit/waitfor, or a select with a timeout or ctx case)", w.pos, w.what)
 	}
 }
 

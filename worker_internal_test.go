@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oauthflow/oauthflow/internal/fakeclock"
-	"github.com/oauthflow/oauthflow/internal/waitfor"
+	"github.com/oauthflow/oauthflow/internal/testkit/fakeclock"
+	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
 )
 
 // A pass does its pieces of work side by side, all of them up to maxInFlight:

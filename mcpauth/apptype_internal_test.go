@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/waitfor"
+	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
 )
 
 // A dynamic registration names its application_type, as the MCP 2026-07-28

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/waitfor"
+	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
 	"github.com/oauthflow/oauthflow/mcpauth"
 )
 

@@ -20,10 +20,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"github.com/oauthflow/oauthflow"
 	"github.com/oauthflow/oauthflow/internal/dpop"
-	"github.com/oauthflow/oauthflow/internal/fakeclock"
-	"github.com/oauthflow/oauthflow/internal/oidcpeer"
-	"github.com/oauthflow/oauthflow/internal/redistest"
-	"github.com/oauthflow/oauthflow/internal/waitfor"
+	"github.com/oauthflow/oauthflow/internal/testkit/fakeclock"
+	"github.com/oauthflow/oauthflow/internal/testkit/oidcpeer"
+	"github.com/oauthflow/oauthflow/internal/testkit/redistest"
+	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
 	"github.com/oauthflow/oauthflow/mcpauth"
 )
 

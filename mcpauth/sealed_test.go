@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/redistest"
+	"github.com/oauthflow/oauthflow/internal/testkit/redistest"
 	"github.com/oauthflow/oauthflow/mcpauth"
 	"github.com/redis/go-redis/v9"
 )

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/authserver"
+	"github.com/oauthflow/oauthflow/internal/testkit/authserver"
 	"github.com/oauthflow/oauthflow/otelevents"
 	"github.com/oauthflow/oauthflow/providers"
 	"go.opentelemetry.io/otel/attribute"

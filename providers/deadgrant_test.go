@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/redistest"
+	"github.com/oauthflow/oauthflow/internal/testkit/redistest"
 )
 
 // Dead grants through the whole path: a catalog provider behind a fake token

@@ -26,7 +26,7 @@ import (
 // page is answered by posting its form; in terminal mode the frontend page
 // /oauth/callback is answered as a browser that runs no script would: by
 // submitting its <noscript> form, which sends the provider's answer to the API
-// callback. The Chromium tests (internal/browsertest) cover the page's script
+// callback. The Chromium tests (internal/testkit/browsertest) cover the page's script
 // and the widget themselves.
 
 // waitLimit bounds every wait of a test; nothing asserts on time.

@@ -11,7 +11,7 @@ import (
 	"net/http"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/demo"
+	"github.com/oauthflow/oauthflow/internal/testkit/demo"
 )
 
 //go:embed static

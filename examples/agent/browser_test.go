@@ -5,7 +5,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/oauthflow/oauthflow/internal/browsertest"
+	"github.com/oauthflow/oauthflow/internal/testkit/browsertest"
 )
 
 // TestBrowserAgentResumesAfterSignIn drives the agent page in headless Chromium:

@@ -36,7 +36,7 @@ import (
 	"os/signal"
 	"time"
 
-	"github.com/oauthflow/oauthflow/internal/demo"
+	"github.com/oauthflow/oauthflow/internal/testkit/demo"
 )
 
 // terminalUser is the user the terminal mode runs as.

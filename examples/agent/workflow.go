@@ -9,7 +9,7 @@ import (
 	"net/http"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/authserver"
+	"github.com/oauthflow/oauthflow/internal/testkit/authserver"
 )
 
 // The consumer workflow: its name, its transitions and its arguments.

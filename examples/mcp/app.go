@@ -15,8 +15,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/authserver"
-	"github.com/oauthflow/oauthflow/internal/demo"
+	"github.com/oauthflow/oauthflow/internal/testkit/authserver"
+	"github.com/oauthflow/oauthflow/internal/testkit/demo"
 	"github.com/oauthflow/oauthflow/mcpauth"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/demo"
+	"github.com/oauthflow/oauthflow/internal/testkit/demo"
 )
 
 // The example as a user runs it: the agent asks the MCP server, waits for a

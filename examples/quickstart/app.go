@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/authserver"
-	"github.com/oauthflow/oauthflow/internal/demo"
+	"github.com/oauthflow/oauthflow/internal/testkit/authserver"
+	"github.com/oauthflow/oauthflow/internal/testkit/demo"
 )
 
 //go:embed static

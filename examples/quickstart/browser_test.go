@@ -17,7 +17,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
-	"github.com/oauthflow/oauthflow/internal/browsertest"
+	"github.com/oauthflow/oauthflow/internal/testkit/browsertest"
 )
 
 // These tests drive the quickstart page in a real headless Chromium: the

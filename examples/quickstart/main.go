@@ -26,7 +26,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/demo"
+	"github.com/oauthflow/oauthflow/internal/testkit/demo"
 	"github.com/redis/go-redis/v9"
 )
 

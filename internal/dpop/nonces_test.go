@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/oauthflow/oauthflow/internal/dpop"
-	"github.com/oauthflow/oauthflow/internal/waitfor"
+	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
 )
 
 func mustURL(t testing.TB, s string) *url.URL {

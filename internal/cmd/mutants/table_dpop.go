@@ -1,0 +1,167 @@
+package main
+
+// boundTokens are the guards of DPoP-bound grants (RFC 9449, issue 22).
+func boundTokens() []mutant {
+	return []mutant{
+		{
+			Name: "dpop/no-jkt",
+			File: "oauthtools.go",
+			Old:  "\t\topts = append(opts, oauth2.SetAuthURLParam(\"dpop_jkt\", key.Thumbprint()))",
+			New:  "\t\t_ = key",
+			Run:  "TestDPoPBindsASignInToAKeyEveryInstanceHolds",
+			Why:  "the authorization request names the key the code is bound to",
+		},
+		{
+			Name: "dpop/exchange-unproven",
+			File: "oauthtools.go",
+			Old:  "ctx = withProofs(ctx, key, &m.Tokens.nonces)",
+			New:  "_ = key",
+			Run:  "TestDPoPBindsASignInToAKeyEveryInstanceHolds",
+			Why:  "a bound sign-in's code exchange proves the key",
+		},
+		{
+			Name: "dpop/refresh-unproven",
+			File: "refresh.go",
+			Old:  "ctx = withProofs(ctx, key, &s.nonces)",
+			New:  "_ = key",
+			Run:  "TestDPoPRefreshStormMakesOneProviderCall",
+			Why:  "a bound grant's refresh proves the key its record keeps",
+		},
+		{
+			Name: "dpop/refresh-drops-key",
+			File: "refresh.go",
+			Old:  "Scope: old.Scope, DPoPKey: old.DPoPKey,\n",
+			New:  "Scope: old.Scope,\n",
+			Run:  "TestDPoPRefreshStormMakesOneProviderCall",
+			Why:  "a refresh keeps the grant's key in the record",
+		},
+		{
+			Name: "dpop/sent-as-bearer",
+			File: "client.go",
+			Old:  "\tif tok.key == \"\" {\n",
+			New:  "\tif true {\n",
+			Run:  "TestDPoPBindsASignInToAKeyEveryInstanceHolds",
+			Why:  "a bound token is sent with the DPoP scheme and a proof",
+		},
+		{
+			Name: "dpop/nonces-forgotten",
+			File: "client.go",
+			Old:  "Nonces: &t.src.s.nonces,",
+			New:  "Nonces: nil,",
+			Run:  "TestDPoPNonceChallengesGetOneRetryEach",
+			Why:  "the store remembers each origin's nonce, so one challenge is answered once",
+		},
+		{
+			Name: "dpop/proof-follows-redirect",
+			File: "dpop.go",
+			Old:  "Origin: firstRequest(req).URL}",
+			New:  "Origin: req.URL}",
+			Run:  "TestProofTransportSignsTheFirstOriginOnly",
+			Why:  "a token request's proof goes to the origin it was sent to, never with a redirect elsewhere",
+		},
+		{
+			Name: "dpop/unsendable-type-stored",
+			File: "tokenstore.go",
+			Old:  "if t.TokenType != \"\" && (t.TokenType != tokenTypeDPoP || t.DPoPKey == \"\") {",
+			New:  "if false {",
+			Run:  "TestStoreTokensRefusesATokenTypeItCannotSend",
+			Why:  "a stored token is Bearer, or DPoP with the key it is bound to",
+		},
+		{
+			Name: "dpop/keyless-answer-stored",
+			File: "tokenstore.go",
+			Old:  "\t\tif key == \"\" {\n",
+			New:  "\t\tif false {\n",
+			Run:  "TestStoreFromTokenSetRefusesABoundToken",
+			Why:  "a DPoP answer is stored only with the key its request proved",
+		},
+		{
+			Name: "dpop/any-provider-takes-dpop",
+			File: "providers/config.go",
+			Old:  "|| c.DPoP && strings.EqualFold(t, \"DPoP\")",
+			New:  "|| strings.EqualFold(t, \"DPoP\")",
+			Pkg:  "./providers",
+			Run:  "TestDPoPTokenType",
+			Why:  "a provider that sent no proof refuses a DPoP token",
+		},
+		{
+			Name: "dpop/discover-any-alg",
+			File: "providers/discover.go",
+			Old:  "slices.Contains(md.DPoPSigningAlgs, \"ES256\")",
+			New:  "len(md.DPoPSigningAlgs) > 0",
+			Pkg:  "./providers",
+			Run:  "TestDiscoverCapabilities",
+			Why:  "Discover turns DPoP on only for a server that takes ES256 proofs, the only ones we sign",
+		},
+		{
+			Name: "iss/discover-unrecorded",
+			File: "providers/discover.go",
+			Old:  "cfg.Issuer, cfg.IssOptional = issuer, !md.IssParameterSupported",
+			New:  "if md.IssParameterSupported {\n\t\tcfg.Issuer = issuer\n\t}",
+			Pkg:  "./providers",
+			Run:  "TestDiscoverCapabilities",
+			Why:  "a discovered provider records its issuer even when the server does not send iss (SEP-2468)",
+		},
+	}
+}
+
+// mcpBoundTokens are the guards of DPoP-bound MCP grants and the 2026-07-28
+// client requirements (issue 22), proved by the official conformance suite.
+func mcpBoundTokens() []mutant {
+	return []mutant{
+		{
+			Name: "mcp/dpop-challenge-unread",
+			File: "mcpauth/discovery.go",
+			Old:  "params, found = challengeParams(v, \"dpop\")",
+			New:  "found = false",
+			Pkg:  "./mcpauth",
+			Run:  "TestParseChallenge",
+			Why:  "a DPoP challenge (RFC 9449 §7.1) names the resource metadata and the error as a Bearer one does",
+		},
+		{
+			Name: "mcp/dpop-not-passed-on",
+			File: "mcpauth/provider.go",
+			Old:  "func (p *serverProvider) UsesDPoP() bool          { return p.lastInner().UsesDPoP() }",
+			New:  "func (p *serverProvider) UsesDPoP() bool          { return false }",
+			Pkg:  "./internal/cmd/mcpconformance",
+			Run:  "TestConformanceSuite/auth/^dpop$",
+			Why:  "an MCP server's provider binds its grants when its authorization server takes DPoP",
+		},
+		{
+			Name: "mcp/dpop-metadata-ignored",
+			File: "mcpauth/connector.go",
+			Old:  "cfg.DPoP = slices.Contains(d.AS.DPoPSigningAlgValuesSupported, \"ES256\")",
+			New:  "cfg.DPoP = false",
+			Pkg:  "./internal/cmd/mcpconformance",
+			Run:  "TestConformanceSuite/auth/^dpop$",
+			Why:  "an authorization server that lists ES256 for DPoP gets bound grants",
+		},
+		{
+			Name: "mcp/sdk-token-as-bearer",
+			File: "mcpauth/sdk.go",
+			Old:  "\tif !carriesToken(req, t.h.ServerURL) {\n",
+			New:  "\tif true {\n",
+			Pkg:  "./internal/cmd/mcpconformance",
+			Run:  "TestConformanceSuite/auth/^dpop$",
+			Why:  "the SDK's requests carry a bound token with the DPoP scheme and a proof, not as the SDK's Bearer",
+		},
+		{
+			Name: "mcp/sdk-401-swallowed",
+			File: "mcpauth/sdk.go",
+			Old:  "\tif errors.Is(err, oauthflow.ErrNoToken) && req.GetBody != nil {\n",
+			New:  "\tif false {\n",
+			Pkg:  "./internal/cmd/mcpconformance",
+			Run:  "TestConformanceSuite/auth/^authorization-server-migration$",
+			Why:  "a 401 the store's refresh does not cure reaches the SDK as the server's 401, so Authorize runs (and follows a moved server)",
+		},
+		{
+			Name: "mcp/application-type-native-only",
+			File: "mcpauth/register.go",
+			Old:  "\t\t\"application_type\": \"web\",\n",
+			New:  "",
+			Pkg:  "./mcpauth",
+			Run:  "TestRegistrationNamesItsApplicationType",
+			Why:  "a registration always names its application_type (SEP-837)",
+		},
+	}
+}
