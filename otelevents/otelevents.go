@@ -1,6 +1,6 @@
-// Package otelevents counts oauthflow events as OpenTelemetry metrics. The
-// oauthflow package does not import it, so an app that does not use
-// OpenTelemetry does not build it:
+// Package otelevents counts oauthflow events as OpenTelemetry metrics. It is
+// a module of its own, so an app that does not use OpenTelemetry does not
+// require it:
 //
 //	hook, err := otelevents.Hook(otel.Meter("oauthflow"))
 //	m, err := oauthflow.New(ctx, oauthflow.Config{OnEvent: oauthflow.AllEvents(hook, oauthflow.LogEvents(audit))})
