@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"time"
 
 	"github.com/oauthflow/oauthflow"
 	"github.com/oauthflow/oauthflow/internal/testkit/authserver"
+	"github.com/oauthflow/oauthflow/internal/testkit/fakeclock"
 	"github.com/oauthflow/oauthflow/providers"
 )
 
@@ -27,6 +31,7 @@ func Example_mount() {
 	if err != nil {
 		panic(err)
 	}
+	defer m.Close()
 	p, _ := providers.NewOAuth2(providers.Config{ID: "demo", DisplayName: "Demo",
 		AuthURL: demo.AuthURL(), TokenURL: demo.TokenURL(), Scopes: []string{"read"}},
 		providers.Credentials{ClientID: "demo-client", ClientSecret: "demo-secret", RedirectURL: api.URL + oauthflow.CallbackPath})
@@ -59,6 +64,7 @@ func Example_consumerWorkflow() {
 	api := httptest.NewServer(mux)
 	defer api.Close()
 	m, _ := oauthflow.New(ctx, oauthflow.Config{KV: oauthflow.NewMemoryKV()})
+	defer m.Close()
 	p, _ := providers.NewOAuth2(providers.Config{ID: "demo", AuthURL: demo.AuthURL(), TokenURL: demo.TokenURL()},
 		providers.Credentials{ClientID: "demo-client", ClientSecret: "demo-secret", RedirectURL: api.URL + oauthflow.CallbackPath})
 	_ = m.Registry.Register(p)
@@ -110,4 +116,68 @@ func Example_consumerWorkflow() {
 	// Output:
 	// awaiting_auth
 	// completed "demo-user"
+}
+
+// New wires the whole library from one Config, whose zero fields mean the
+// defaults: a zero Config takes Redis from KVSTORE_* (memory when it cannot be
+// reached) and logs to slog.Default. New checks the Config once and starts the
+// module's background worker, which Close stops.
+func ExampleNew() {
+	ctx := context.Background()
+	m, err := oauthflow.New(ctx, oauthflow.Config{
+		KV:        oauthflow.NewMemoryKV(), // or oauthflow.NewRedisKV(client), shared by every instance
+		KeyPrefix: "myapp:",                // so that several apps can share one Redis
+		Logger:    slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close()
+	for _, tool := range m.Tools() { // what an agent is handed
+		fmt.Println(tool.Name)
+	}
+
+	_, err = oauthflow.New(ctx, oauthflow.Config{KV: oauthflow.NewMemoryKV(), FrontendOrigins: []string{"*"}})
+	fmt.Println(err)
+	// Output:
+	// build_oauth_url
+	// exchange_oauth_token
+	// oauthflow: invalid argument: Config.FrontendOrigins[0] "*": a wildcard is not allowed; list each origin
+}
+
+// An agent without a browser signs its user in with a code (RFC 8628): it
+// shows the prompt's VerificationURI and UserCode, the user approves on any
+// device, and the module's worker, polling at the interval the provider asks
+// for, stores the tokens and ends the run. Here the local authorization
+// server plays the provider, and a clock the example moves stands in for the
+// seconds between polls.
+func ExampleModule_StartDeviceSignIn() {
+	ctx := context.Background()
+	clock := fakeclock.New(time.Now())
+	demo := authserver.Start(authserver.Options{Now: clock.Now})
+	defer demo.Close()
+	m, _ := oauthflow.New(ctx, oauthflow.Config{KV: oauthflow.NewMemoryKV(), Now: clock.Now, WorkerInterval: time.Millisecond})
+	defer m.Close()
+	p, _ := providers.NewOAuth2(providers.Config{ID: "demo", AuthURL: demo.AuthURL(), TokenURL: demo.TokenURL(),
+		DeviceAuthURL: demo.DeviceAuthorizationURL()}, providers.Credentials{ClientID: "demo-client", ClientSecret: "demo-secret"})
+	_ = m.Registry.Register(p)
+	done := make(chan *oauthflow.Run, 1)
+	m.Engine.OnRunDone(func(_ context.Context, r *oauthflow.Run) { done <- r })
+
+	_, prompt, err := m.StartDeviceSignIn(ctx, "alice", "demo")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(prompt.Status, strings.TrimPrefix(prompt.VerificationURI, demo.URL())) // show it with prompt.UserCode
+
+	_ = demo.ApproveDevice(prompt.UserCode, "") // the user enters the code on their phone
+	clock.Advance(authserver.DefaultDeviceInterval)
+	run := <-done
+	fmt.Println(run.Status, string(run.Result))
+	token, err := m.Tokens.GetValidAccessToken(ctx, "alice", "demo")
+	fmt.Println(token != "", err)
+	// Output:
+	// pending /device
+	// completed {"authenticated":true}
+	// true <nil>
 }
