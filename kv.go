@@ -57,7 +57,7 @@ type KV interface {
 	Claim(ctx context.Context, index string, now time.Time, lease time.Duration, n int) ([]string, error)
 }
 
-// Env variables KVFromEnv reads, with SPEC's defaults.
+// Env variables KVFromEnv reads, with their defaults.
 const (
 	envKVHost     = "KVSTORE_HOST"     // default localhost
 	envKVPort     = "KVSTORE_PORT"     // default 6379
@@ -66,9 +66,9 @@ const (
 
 // KVFromEnv connects to the Redis named by KVSTORE_HOST, KVSTORE_PORT and
 // KVSTORE_PASSWORD and pings it once. When it cannot be reached, it logs a warning
-// and returns a memory KV for the life of the process (SPEC rule 3), together with
-// an error wrapping ErrStoreUnavailable that a caller who needs Redis can act on;
-// the KV it returns is never nil.
+// and returns a memory KV, which serves for the life of the process (it never
+// tries Redis again), together with an error wrapping [ErrStoreUnavailable] that
+// a caller who needs Redis can act on; the KV it returns is never nil.
 func KVFromEnv(ctx context.Context, log *slog.Logger) (KV, error) {
 	return kvFromLookup(ctx, log, os.LookupEnv)
 }

@@ -33,15 +33,19 @@ type Config struct {
 	// opens the provider through POST /api/v1/oauth/start, which sets a
 	// short-lived HttpOnly SameSite=Lax cookie, and a completion without it is
 	// refused. A link opened any other way (printed in a terminal, sent in a
-	// chat) cannot complete. See binding.go.
+	// chat) cannot complete. The secret is in [BuildOAuthURLResult].Binding
+	// and the prompt document, never in a link; [Module.StartHandler] serves
+	// the endpoint. A refusal is 403, leaves the sign-in usable by the right
+	// browser until it expires, and emits [EventSignInRefused].
 	BindSignIns bool
 	// WithholdTokens leaves the tokens out of exchange_oauth_token's result,
-	// which then only says the user is connected (ExchangeOAuthTokenReceipt).
-	// SPEC's result carries the access and refresh tokens; set this whenever
-	// the result can reach a model (Tools hands the tool to an agent), where
-	// a prompt injection could have them repeated or sent on. The tokens are
-	// stored for the user either way, and nothing in the library reads them
-	// from the result. See oauthtools.go.
+	// which then only says the user is connected ([ExchangeOAuthTokenReceipt]).
+	// By default the result carries the access and refresh tokens
+	// ([ExchangeOAuthTokenResult]); set this whenever the result can reach a
+	// model (Tools hands the tool to an agent), where a prompt injection could
+	// have them repeated or sent on. The tokens are stored for the user either
+	// way, nothing in the library reads them from the result, and the tool's
+	// description tells the model which result it gets.
 	WithholdTokens bool
 
 	// Encryption seals token records and pending sign-ins at rest (AES-256-GCM;

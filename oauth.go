@@ -92,7 +92,7 @@ import (
 	"golang.org/x/oauth2"
 )
 
-// Provider is the contract an OAuth 2.0 provider implements (SPEC: OAuthProviderInterface).
+// Provider is the contract an OAuth 2.0 provider implements.
 //
 // ExchangeCode and RefreshToken should report the provider's answer as a
 // *ProviderError or an *oauth2.RetrieveError so the library can tell a dead grant

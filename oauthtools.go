@@ -102,9 +102,9 @@ func (m *Module) newTools() (build, exchange *Tool) {
 // know the user is connected, never the token, and whatever is in its
 // context a prompt injection can have it repeat or send on. The library
 // itself never reads the result (the sign-in stores the tokens for the
-// user). SPEC defines the result with the tokens, and code is written
-// against it, so it stays the default; Config.WithholdTokens gives the safe
-// result, and the description tells the model which one it gets.
+// user). The result with the tokens is the default, and code is written
+// against it, so it stays; Config.WithholdTokens gives the safe result, and
+// the description tells the model which one it gets.
 
 func (m *Module) exchangeDescription() string {
 	const does = "Validates the state, exchanges an authorization code for tokens and stores them for the current user."

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 )
 
-// Records are strict JSON: unknown fields are refused, as SPEC requires.
+// Records are strict JSON: a record with an unknown field is refused.
 // StoredTokens is read on every API call, so its decoder has a fast path for the
 // exact form encodeStoredTokens writes (plain ASCII strings, no escapes) and falls
 // back to encoding/json for anything else; both accept and refuse the same inputs

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// defaultSessionTTL is how long a pending sign-in waits for its callback (SPEC: 10 minutes).
+// defaultSessionTTL is how long a pending sign-in waits for its callback.
 const defaultSessionTTL = 10 * time.Minute
 
 // maxStateLen bounds the state tokens accepted from a request; ours are 43 bytes.

@@ -14,7 +14,7 @@ import (
 	"github.com/oauthflow/oauthflow/internal/dpop"
 )
 
-// Token lifetimes and timings (SPEC "Limits", DESIGN "Token rules").
+// Token lifetimes and timings.
 const (
 	// refreshableTokenTTL keeps a record with a refresh token, or one that never expires.
 	refreshableTokenTTL   = 30 * 24 * time.Hour
