@@ -99,7 +99,7 @@ func (m *Module) StartHandler() http.Handler {
 		}
 		state := r.PostFormValue("state")
 		ttl := m.signInTTL - m.now().Sub(time.UnixMilli(s.CreatedAt))
-		http.SetCookie(w, bindingCookie(r, state, r.PostFormValue("binding"), ttl)) // binding_cookie.go
+		http.SetCookie(w, bindingCookie(r, state, r.PostFormValue("binding"), ttl))
 		authURL, err := m.startURL(s, state)
 		if err != nil {
 			m.renderPage(w, outcome{kind: outcomeInternal, message: "The sign-in could not be started."}, "")

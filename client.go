@@ -51,10 +51,11 @@ func (ts *storeTokenSource) Token() (*oauth2.Token, error) {
 
 // Client returns an *http.Client that sends "Authorization: Bearer <token>" with
 // every request, reading (and refreshing) the user's token each time under that
-// request's own context. A DPoP-bound token is sent as "Authorization: DPoP
-// <token>" with a fresh proof of its key in the DPoP header (dpop.go); a
-// use_dpop_nonce challenge is answered by one retry with the API's nonce. ctx gives those reads its values (trace IDs) only,
-// never its lifetime, so a Client made in one request serves later ones.
+// request's own context. A DPoP-bound token (see [DPoPProvider]) is sent as
+// "Authorization: DPoP <token>" with a fresh proof of its key in the DPoP
+// header; a use_dpop_nonce challenge is answered by one retry with the API's
+// nonce. ctx gives those reads its values (trace IDs) only, never its
+// lifetime, so a Client made in one request serves later ones.
 //
 // When the API answers 401 to the token just sent (revoked early, say), the
 // Client forces one refresh, shared with every other caller that met the same
@@ -63,7 +64,7 @@ func (ts *storeTokenSource) Token() (*oauth2.Token, error) {
 // bodies). A refresh that finds the grant dead fails the request with
 // ErrNoToken; any other refresh failure leaves the caller the API's 401.
 //
-// The token goes only to the origin of the request the caller made: see Transport.
+// The token goes only to the origin of the request the caller made: see [TokenStore.Transport].
 func (s *TokenStore) Client(ctx context.Context, userID, providerID string) *http.Client {
 	return &http.Client{Transport: s.Transport(ctx, userID, providerID, nil)}
 }
@@ -87,7 +88,7 @@ type bearerTransport struct {
 
 func (t *bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !SameOrigin(req.URL, firstRequest(req).URL) {
-		return t.base.RoundTrip(WithoutCredentials(req)) // a redirect elsewhere: see redirects.go
+		return t.base.RoundTrip(WithoutCredentials(req)) // a redirect to another origin
 	}
 	ctx := withValuesOf(req.Context(), t.src.values)
 	tok, err := t.src.s.validToken(ctx, t.src.userID, t.src.providerID, nil)

@@ -39,7 +39,7 @@ type Connection struct {
 
 	// While Health is HealthRefreshFailing: failed refreshes in a row, the
 	// last one's error (as logged) and when a refresh may call the provider
-	// again (health.go).
+	// again (see [WithRefreshBackoff]).
 	Attempts    int
 	LastError   string
 	NextAttempt time.Time

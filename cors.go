@@ -14,7 +14,8 @@ type frontendOrigins struct {
 	list []string            // in the order configured, without duplicates
 	set  map[string]struct{} // the same, for lookups by a request's Origin
 	// credentials allows credentialed requests (cookies) from these origins:
-	// set when completions are checked against the user (binding.go).
+	// set when completions are checked against the user (Config.VerifyUser
+	// or Config.BindSignIns).
 	credentials bool
 }
 

@@ -25,7 +25,7 @@ const (
 	EventFlowFailed      EventKind = "flow_failed"      // a sign-in flow ended without tokens
 	EventSignInRefused   EventKind = "sign_in_refused"  // a completion did not come from the user or browser that started the sign-in
 
-	// A connection's health (health.go): the first of a run of transient
+	// A connection's health ([Connection].Health): the first of a run of transient
 	// refresh failures, and the refresh that ends one. Attempts counts the
 	// failures; each failure is also an EventRefreshFailed.
 	EventConnectionFailing   EventKind = "connection_failing"

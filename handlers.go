@@ -239,7 +239,8 @@ func (m *Module) exchangeSession(ctx context.Context, s *Session, p callbackPara
 }
 
 // verify checks, when the module verifies completions, that r may complete
-// the sign-in under state (binding.go), before anything is consumed. A
+// the sign-in under state ([Config.VerifyUser], [Config.BindSignIns]),
+// before anything is consumed. A
 // sign-in that cannot be read is refused: the check fails closed.
 func (m *Module) verify(r *http.Request, state string) (outcome, bool) {
 	if !m.verifies() {

@@ -15,7 +15,7 @@ import (
 //	oauth:lock:run:{runId}             run lock
 //	oauth:doc:{runId}:{name}           run document
 //	oauth:conn:{user}                  the user's connection index (a sorted set), with seen:{providerId}, its last read
-//	oauth:meta:{user}:{providerId}     the connection's health (health.go)
+//	oauth:meta:{user}:{providerId}     the connection's health (connMeta)
 //
 // {user} is the user ID itself (the seed's key names, so existing data stays
 // readable) unless the ID could be mistaken for another kind: when its first

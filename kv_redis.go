@@ -14,9 +14,9 @@ import (
 type RedisKV struct {
 	c     redis.UniversalClient
 	owned bool
-	hub   pubsubHub // watchers of lock releases (lockwatch.go)
+	hub   pubsubHub // watchers of lock releases (watchRelease)
 	// channelTag tells this store's release channels from those of stores on
-	// other databases of the same server (lockwatch.go).
+	// other databases of the same server (releaseChannel).
 	channelTag string
 }
 

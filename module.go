@@ -121,7 +121,7 @@ type Module struct {
 	ExchangeOAuthToken *Tool // exchange_oauth_token
 	KV                 KV
 
-	ring        *KeyRing // seals records at rest (encryption.go); nil: plain
+	ring        *KeyRing // seals records at rest; nil: plain
 	verifyUser  func(r *http.Request, userID string) error
 	bindSignIns bool
 	withhold    bool // exchange_oauth_token's result has no tokens (Config.WithholdTokens)
@@ -130,7 +130,7 @@ type Module struct {
 	events      notifier
 	ownsKV      bool
 	origins     frontendOrigins
-	pages       pageCache // rendered success pages (pages.go)
+	pages       pageCache // rendered success pages
 	now         func() time.Time
 	signInTTL   time.Duration
 	work        *worker

@@ -201,7 +201,7 @@ type Session struct {
 	Issuer       string   `json:"issuer,omitempty"`
 	IssOptional  bool     `json:"issOptional,omitempty"` // Issuer does not advertise RFC 9207: iss may be absent, never another
 	CreatedAt    int64    `json:"createdAt,omitempty"`   // Unix milliseconds
-	Binding      string   `json:"binding,omitempty"`     // SHA-256 (hex) of the secret a bound sign-in's browser holds (binding.go)
+	Binding      string   `json:"binding,omitempty"`     // SHA-256 (hex) of the secret a bound sign-in's browser holds (Config.BindSignIns)
 	DPoPKey      string   `json:"dpopKey,omitempty"`     // the key the grant will be bound to (DPoPProvider), encoded; it never leaves the server
 }
 

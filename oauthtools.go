@@ -32,8 +32,8 @@ type BuildOAuthURLArgs struct {
 type BuildOAuthURLResult struct {
 	AuthURL string `json:"authUrl"`
 	State   string `json:"state"`
-	// Binding is the sign-in's secret when Config.BindSignIns is set: the
-	// oauth-prompt widget posts it to /api/v1/oauth/start (binding.go).
+	// Binding is the sign-in's secret when [Config.BindSignIns] is set: the
+	// oauth-prompt widget posts it to /api/v1/oauth/start ([Module.StartHandler]).
 	Binding string `json:"binding,omitempty"`
 }
 

@@ -253,5 +253,5 @@ type tokenMemo struct {
 	expiresAt int64
 	key       string // the DPoP key the token is bound to, encoded; "" for Bearer
 	ring      *KeyRing
-	marked    atomic.Int64 // when a read of this value last marked its connection (Unix ms; ahead.go)
+	marked    atomic.Int64 // when a read of this value last marked its connection (Unix ms; markMemo)
 }

@@ -47,7 +47,7 @@ const (
 
 // Reencrypt seals every token record, pending sign-in and MCP dynamic
 // client registration of the module's store under the current key of its
-// key ring: plain records and records under older keys alike. See the package function Reencrypt.
+// key ring: plain records and records under older keys alike. See the package function [Reencrypt].
 func (m *Module) Reencrypt(ctx context.Context, opts ReencryptOptions) (ReencryptProgress, error) {
 	return Reencrypt(ctx, m.KV, m.ring, opts)
 }

@@ -56,7 +56,7 @@ func (s *TokenStore) refreshRejected(ctx context.Context, userID, providerID, re
 // to within the skew).
 type refreshWhen struct {
 	rejected string // an access token an API refused: due, whatever its expiry
-	ahead    bool   // due though valid, unless rewritten since it was seen (refresh ahead, ahead.go)
+	ahead    bool   // due though valid, unless rewritten since it was seen (WithRefreshAhead)
 }
 
 // runRefresh is refresh, where a record is also due as when says.

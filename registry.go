@@ -41,7 +41,7 @@ type resolver struct {
 func NewRegistry() *Registry { return &Registry{providers: make(map[string]Provider)} }
 
 // validProviderID keeps IDs (and document names) safe inside keys (see
-// keys.go): ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$, written out by hand because the
+// tokenKey): ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$, written out by hand because the
 // hot read checks every provider ID it is given and a regexp match costs more
 // than the read. No ':' means a user ID can never make one user's key collide
 // with another's.

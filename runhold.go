@@ -1,7 +1,7 @@
 package oauthflow
 
 // Taking, holding and releasing a run: a run's transitions step under its
-// lock (a lease, lease.go), a call that already holds it joins it, and the
+// lock (a lease), a call that already holds it joins it, and the
 // lock is released with the hold's final writes in one batch, the run saved
 // before the lock is free.
 

@@ -41,13 +41,13 @@ type TokenStore struct {
 	pending        pendingWrites
 	direct         directKV       // kv without its key prefix, for the hot read
 	ring           *KeyRing       // seals records at rest; nil: plain
-	backoff        Backoff        // between transient refresh failures (health.go)
-	ahead          *aheadState    // refresh ahead (ahead.go); nil: off
-	limiter        refreshLimiter // bounds on refreshes ahead per provider (limits.go)
-	acks           int            // replicas a rotated refresh token must reach (durability.go)
+	backoff        Backoff        // between transient refresh failures
+	ahead          *aheadState    // refresh ahead (WithRefreshAhead); nil: off
+	limiter        refreshLimiter // bounds on refreshes ahead per provider (WithRefreshLimits)
+	acks           int            // replicas a rotated refresh token must reach (WithReplicaAcks)
 	ackTimeout     time.Duration  // how long a write waits for them
-	keys           keyCache       // DPoP keys of bound grants, parsed (dpop.go)
-	nonces         dpop.Nonces    // the last DPoP nonce of each origin (dpop.go)
+	keys           keyCache       // DPoP keys of bound grants, parsed
+	nonces         dpop.Nonces    // the last DPoP nonce of each origin
 }
 
 // TokenStoreOption configures a TokenStore.
@@ -103,7 +103,8 @@ func WithLockLease(d time.Duration) TokenStoreOption {
 }
 
 // WithRefreshBackoff sets how long a connection whose refresh failed
-// transiently waits before a refresh calls the provider again (health.go).
+// transiently waits before a refresh calls the provider again; until then a
+// refresh fails at once with a [RefreshFailingError].
 // A zero field takes the default's: First 2 s, Max 5 min, Jitter 0.2.
 func WithRefreshBackoff(b Backoff) TokenStoreOption {
 	return func(s *TokenStore) { s.backoff = b.orDefault() }
@@ -240,7 +241,7 @@ func (s *TokenStore) ttl(t StoredTokens) time.Duration {
 }
 
 // write stores t and, in the same round trip, enters the provider in the
-// user's connection index (connections.go). An index write that fails is
+// user's connection index ([TokenStore.Connections]). An index write that fails is
 // repaired by the next listing.
 func (s *TokenStore) write(ctx context.Context, userID, providerID string, t StoredTokens) error {
 	key, now := tokenKey(userID, providerID), s.now()
@@ -377,8 +378,8 @@ func validOf(t StoredTokens) validRead {
 }
 
 // validToken is the token valid now and its expiry; need, when given, are
-// scopes the grant must hold (scopes.go). With refresh ahead, a read marks
-// the connection read (ahead.go).
+// scopes the grant must hold (a [ScopeError] when it lacks some). With
+// refresh ahead, a read marks the connection read (markRead).
 func (s *TokenStore) validToken(ctx context.Context, userID, providerID string, need []string) (validRead, error) {
 	if err := checkIDs(userID, providerID); err != nil {
 		return validRead{}, err
@@ -444,7 +445,7 @@ func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 // always wins over a refresh in flight and leaves none of the grant's tokens
 // valid: it deletes only the record it read and revokes that record's
 // tokens (a refresh that wrote meanwhile is read again), and a refresh that
-// then finds the record gone revokes the tokens it got (refresh.go).
+// then finds the record gone revokes the tokens it got.
 func (s *TokenStore) DeleteTokens(ctx context.Context, userID, providerID string) error {
 	if err := checkIDs(userID, providerID); err != nil {
 		return err

@@ -40,7 +40,7 @@ const ccRefreshMark = "client_credentials"
 const ccSuffix = "-cc"
 
 // ccProvider is an MCP server reached by a grant of the agent's own: client
-// credentials, cross-app access, or the workload's JWT (workload.go).
+// credentials, cross-app access, or the workload's JWT ([Connector.ConnectAsWorkload]).
 type ccProvider struct {
 	id       string
 	conn     *Connector // its clients are read at each grant, so a rotated secret is used at once

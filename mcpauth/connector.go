@@ -45,7 +45,7 @@ type Config struct {
 	Workload *Workload
 	// HTTPClient makes discovery and registration requests and every call
 	// of the providers it builds (default: a client with a 30 s timeout),
-	// under the outbound policy (outbound.go): https only (plain http to
+	// under the outbound policy ([ErrOutbound]): https only (plain http to
 	// loopback hosts only, for local development), no redirects, no
 	// private, link-local or other non-public address, a deadline on each
 	// call. Its *http.Transport is cloned with its TLS and proxy settings;

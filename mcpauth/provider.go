@@ -25,8 +25,9 @@ import (
 // across instances. The call that met the refusal still
 // fails (a code or a refresh token belongs to the client it was issued to);
 // the next sign-in uses the new client. A server record that names another
-// authorization server than the one the provider serves (the server moved,
-// migration.go) is followed at the next use: a new client, registered there.
+// authorization server than the one the provider serves (the server moved:
+// see Connector.recheck) is followed at the next use: a new client,
+// registered there.
 type serverProvider struct {
 	c  *Connector
 	id string

@@ -39,7 +39,7 @@ type server struct {
 	// Moved is when the server was last found at another authorization
 	// server than its record named, or rebuilt without the record that
 	// named one; zero: every token and sign-in for it is its issuer's
-	// (migration.go).
+	// (see Connector.recheck).
 	Moved time.Time `json:"moved,omitzero"`
 }
 

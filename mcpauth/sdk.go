@@ -78,7 +78,8 @@ func (h *OAuthHandler) TokenSource(ctx context.Context) (oauth2.TokenSource, err
 // from the challenge, and signs the user in for the scopes the server asks
 // for (added to those granted, on a 403 insufficient_scope) when SignIn is
 // set. A 401 to the user's token first has the server checked for a move to
-// another authorization server (migration.go): the sign-in then goes there.
+// another authorization server (SEP-2352): the sign-in then goes there, and
+// a credential of the old one fails with [ErrIssuerChanged].
 // The SDK then sends the request again.
 func (h *OAuthHandler) Authorize(ctx context.Context, req *http.Request, resp *http.Response) error {
 	discard(resp)

@@ -18,8 +18,8 @@ import (
 // 401 to the token it sent, as Tokens.Client does), connects the server on
 // its first 401, follows the server to another authorization server when a
 // 401 to the user's token comes from a server whose metadata names another
-// now (migration.go), and turns what the store cannot fix into errors the rest
-// of oauthflow understands: ErrNoToken when the user must sign in (a tool
+// now (SEP-2352; see recheck), and turns what the store cannot fix into
+// errors the rest of oauthflow understands: ErrNoToken when the user must sign in (a tool
 // reports "unauthorized" and the "oauth" workflow runs its sign-in), and a
 // *oauthflow.ScopeError when the server wants scopes the grant lacks (the
 // workflow signs in again for the granted and the missing scopes).

@@ -19,7 +19,7 @@ import (
 // OAuth2 is an oauthflow.Provider over golang.org/x/oauth2. Besides the
 // Provider methods it implements the optional interfaces oauthflow looks for:
 // SupportsPKCE, Issuer, RevokeToken, DisplayName, DeadGrantCodes and the
-// device authorization grant (DeviceAuthorizer, device.go). It is
+// device authorization grant ([oauthflow.DeviceAuthorizer]). It is
 // safe for concurrent use; build it with NewOAuth2, New, FromEnv or Discover.
 type OAuth2 struct {
 	cfg     Config
