@@ -17,12 +17,13 @@ import (
 //	oauth:conn:{user}                  the user's connection index (a sorted set), with seen:{providerId}, its last read
 //	oauth:meta:{user}:{providerId}     the connection's health (connMeta)
 //
-// {user} is the user ID itself (the seed's key names, so existing data stays
-// readable) unless the ID could be mistaken for another kind: when its first
-// ":"-separated segment is a reserved word (see reservedSegment) or it starts
-// with "~", it is written as "~" + base64url(user ID). Provider IDs, run IDs and
-// document names never contain ":", so a key splits one way only, and no user
-// ID, whatever its bytes, reaches another user's key or another kind's.
+// {user} is the user ID itself (the key names of earlier versions, so
+// existing data stays readable) unless the ID could be mistaken for another
+// kind: when its first ":"-separated segment is a reserved word (see
+// reservedSegment) or it starts with "~", it is written as "~" +
+// base64url(user ID). Provider IDs, run IDs and document names never contain
+// ":", so a key splits one way only, and no user ID, whatever its bytes,
+// reaches another user's key or another kind's.
 // New record kinds must take a reserved word (or live under "oauth:sys:").
 
 // escapeMark starts an escaped user segment; plain user IDs never start with it.

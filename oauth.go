@@ -38,7 +38,7 @@
 // other, and an expired token is refreshed once between them.
 //
 // No user ID can reach another user's key or another kind of record. A user ID
-// is written into keys as it is, as in the seed, unless its first
+// is written into keys as it is, as in earlier versions, unless its first
 // ":"-separated segment is a word that names a record kind (session, run, doc,
 // lock, sys, due, idx, mcp, conn, meta) or it starts with "~": such an ID is
 // written as "~" followed by its base64url encoding, so user "lock:alice" keeps
@@ -167,7 +167,7 @@ type TokenSet struct {
 // A DPoP-bound grant (TokenType "DPoP") also keeps the connection's private
 // key, encoded, in DPoPKey: every instance signs its proofs with it, and it is
 // sealed with the rest of the record when encryption is on. Both fields are
-// absent from a Bearer grant's record, which reads as the seed's.
+// absent from a Bearer grant's record, which reads as in earlier versions.
 //
 // Account names the account the grant is for ("octocat"), read once after
 // the sign-in (AccountReader); Metadata keeps what the provider's API needs

@@ -12,8 +12,8 @@ import (
 //
 // Providers under a resolver's prefix (AddResolver: an MCP server's, one
 // per server URL an agent meets) are a cache of what their resolver builds
-// from the store: at most maxResolved of them are kept, and the one used
-// least recently is let go for a new one (Get builds it again when asked).
+// from the store: at most 1024 of them are kept, and the one used least
+// recently is dropped for a new one (Get builds it again when asked).
 type Registry struct {
 	mu        sync.RWMutex
 	providers map[string]Provider

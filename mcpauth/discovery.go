@@ -147,9 +147,9 @@ func indexFold(s, word string) int {
 // metadata names the authorization server and that server's own metadata
 // names the same issuer (RFC 8414 §3.3). For a 2025-03-26 server (PRM nil)
 // the metadata comes from the server's origin, which is the only identity
-// proven, whatever issuer it claims: verifiedIssuer(d) is that origin, and
-// credentials (Config.Clients), stored registrations and a client
-// assertion's audience are chosen by verifiedIssuer, never by a claim.
+// proven, whatever issuer it claims: credentials (Config.Clients), stored
+// registrations and a client assertion's audience are chosen by that
+// origin, never by a claim.
 type Discovered struct {
 	Resource string            // the resource indicator to send (RFC 8707): the server's canonical URL
 	PRM      *ResourceMetadata // nil for a 2025-03-26 server without resource metadata
