@@ -427,7 +427,7 @@ func (s *TokenStore) storedToken(ctx context.Context, userID, providerID string,
 	if s.fresh(v.expiresAt) {
 		// raw (or what it opened to) is this call's own and nothing writes it
 		// (KV.Get's contract): the token can be a view of it instead of a copy.
-		return validRead{access: view(v.access), expiresAt: v.expiresAt, key: view(v.boundKey())}, nil
+		return validRead{access: unsafeString(v.access), expiresAt: v.expiresAt, key: unsafeString(v.boundKey())}, nil
 	}
 	if len(v.refresh) == 0 {
 		return validRead{}, fmt.Errorf("%w: the access token expired and there is no refresh token", ErrNoToken)
@@ -436,8 +436,8 @@ func (s *TokenStore) storedToken(ctx context.Context, userID, providerID string,
 	return validOf(t), err
 }
 
-// view is b as a string without a copy: b must never be written again.
-func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+// unsafeString is b as a string without a copy: b must never be written again.
+func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // DeleteTokens disconnects the user from the provider: the record is deleted,
 // and the provider is asked to revoke the grant where it can (RFC 7009), even
