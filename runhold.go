@@ -33,10 +33,10 @@ func (e *Engine) locked(ctx context.Context, id string, readRun bool, fn func(ct
 	l.proveAt(sent)
 	hctx := holding(ctx, id, l)
 	var r *Run
-	if err = e.tookWith(hctx, id, extra); err == nil {
+	if err = e.checkTakeOps(hctx, id, extra); err == nil {
 		r, err = fn(hctx, read)
 	}
-	err = errors.Join(err, e.letGo(hctx, id, l))
+	err = errors.Join(err, e.saveAndRelease(hctx, id, l))
 	if r != nil && r.State == StateEnd && !errors.Is(err, ErrTransitionNotAllowed) {
 		e.finished(ctx, ch, r)
 	}
@@ -70,9 +70,9 @@ func takeOpsFor(ctx context.Context, id string) []*kvOp {
 	return nil
 }
 
-// tookWith checks the commands sent with the take and keeps their reads for
-// the hold.
-func (e *Engine) tookWith(ctx context.Context, id string, ops []*kvOp) error {
+// checkTakeOps checks the commands sent with the take and keeps their reads
+// for the hold.
+func (e *Engine) checkTakeOps(ctx context.Context, id string, ops []*kvOp) error {
 	f := finalOf(ctx, id)
 	for _, op := range ops {
 		if op.kind != opGet {
@@ -109,12 +109,12 @@ func stillHeld(ctx context.Context, id string) error {
 	return nil
 }
 
-// letGo releases l after sending the hold's final writes, all in one batch:
-// the store runs them in order, so the run is saved before the lock is free.
-// The fence holds as for any write: the lock is proven (or confirmed) first.
-// A run that cannot be saved (the lock lost, its delivery not owed) keeps its
-// due work: only the lock is released.
-func (e *Engine) letGo(ctx context.Context, id string, l *lease) error {
+// saveAndRelease sends the hold's final writes and then releases l, all in
+// one batch: the store runs them in order, so the run is saved before the
+// lock is free. The fence holds as for any write: the lock is proven (or
+// confirmed) first. A run that cannot be saved (the lock lost, its delivery
+// not owed) keeps its due work: only the lock is released.
+func (e *Engine) saveAndRelease(ctx context.Context, id string, l *lease) error {
 	l.stop()
 	ctx = context.WithoutCancel(ctx)
 	f := finalOf(ctx, id)
@@ -139,7 +139,7 @@ func (e *Engine) letGo(ctx context.Context, id string, l *lease) error {
 	if err != nil {
 		return err
 	}
-	return savedOrNot(ctx, save)
+	return saveError(ctx, save)
 }
 
 // tidyAtRelease removes member from the due-work index with the release of

@@ -20,11 +20,11 @@ func (e *Engine) save(ctx context.Context, r *Run) error {
 		return err
 	}
 	runBatch(ctx, e.kv, ops...)
-	return savedOrNot(ctx, ops)
+	return saveError(ctx, ops)
 }
 
 // saveLast saves r with the release of its lock when ctx's call path holds it
-// (letGo sends both in one batch), at once otherwise.
+// (saveAndRelease sends both in one batch), at once otherwise.
 func (e *Engine) saveLast(ctx context.Context, r *Run) error {
 	if f := finalOf(ctx, r.ID); f != nil {
 		f.run = r
@@ -53,8 +53,8 @@ func (e *Engine) saveOps(ctx context.Context, r *Run) ([]*kvOp, error) {
 	return append(ops, expire...), err
 }
 
-// savedOrNot is the error of the first save op that failed.
-func savedOrNot(ctx context.Context, ops []*kvOp) error {
+// saveError is the error of the first save op that failed; nil when all landed.
+func saveError(ctx context.Context, ops []*kvOp) error {
 	for i, op := range ops {
 		if op.err == nil {
 			continue

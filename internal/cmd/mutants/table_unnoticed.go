@@ -18,7 +18,7 @@ func unnoticedGuards() []mutant {
 			Old:  "&kvOp{kind: opCompareAndDelete, key: l.key, value: l.owner})\n\trunBatch(ctx, e.kv, ops...)\n",
 			New:  "&kvOp{kind: opGet, key: l.key})\n\trunBatch(ctx, e.kv, ops...)\n\t_ = e.kv.Del(ctx, l.key) // mutant: a plain DEL\n",
 			Run:  "TestRunLockFreedOnlyByItsHolder",
-			Why:  "letGo frees the run's lock only while it holds it: a holder that outlived its lease leaves the next holder's lock alone",
+			Why:  "saveAndRelease frees the run's lock only while it holds it: a holder that outlived its lease leaves the next holder's lock alone",
 		},
 		{
 			Name: "worker/claim-without-lease",
