@@ -8,19 +8,20 @@ import (
 
 // A child's end reaches its parent's callback transition exactly once in
 // effect. Before a child's end is saved, its delivery is written to the
-// due-work index (owe); an end that cannot be owed is not saved, so no
-// failure after the save (a store blip, a crash) leaves an ended child whose
-// parent nothing will resume. The delivery is tried once the child's lock is
-// released; until one try lands, the Module's worker tries again, on any
-// instance. The parent records every child it heard, so a try after one that
-// landed changes nothing.
+// due-work index (recordDelivery); an end whose delivery cannot be recorded
+// is not saved, so no failure after the save (a store blip, a crash) leaves
+// an ended child whose parent nothing will resume. The delivery is tried once
+// the child's lock is released; until one try lands, the Module's worker
+// tries again, on any instance. The parent records every child it heard, so
+// a try after one that landed changes nothing.
 
 // jobDeliver is the worker's job that delivers a child's end to its parent.
 const jobDeliver = "deliver"
 
-// owe records that r's result is due to its parent, when r is an ended child
-// with a callback. Called before r's end is saved, which fails with it.
-func (e *Engine) owe(ctx context.Context, r *Run) error {
+// recordDelivery records that r's result is due to its parent, when r is an
+// ended child with a callback. Called before r's end is saved, which fails
+// with it.
+func (e *Engine) recordDelivery(ctx context.Context, r *Run) error {
 	if r.State != StateEnd || !reportsToParent(r) {
 		return nil
 	}
@@ -42,13 +43,13 @@ func reportsToParent(r *Run) bool {
 func (e *Engine) deliver(ctx context.Context, child string) error {
 	r, err := e.Get(ctx, child)
 	if errors.Is(err, ErrRunNotFound) {
-		return e.settle(ctx, child)
+		return e.removeDelivery(ctx, child)
 	}
 	if err != nil {
 		return err
 	}
 	if !reportsToParent(r) {
-		return e.settle(ctx, child)
+		return e.removeDelivery(ctx, child)
 	}
 	if r.State != StateEnd {
 		// Owed before the end's save landed (or the save failed): the entry
@@ -67,11 +68,11 @@ func (e *Engine) deliver(ctx context.Context, child string) error {
 		e.log.LogAttrs(ctx, slog.LevelWarn, "oauthflow: a child's result cannot reach its parent",
 			slog.String("run", r.ID), slog.String("parent", r.ParentID), slog.String("error", logSafeError(err)))
 	}
-	return e.settle(ctx, child)
+	return e.removeDelivery(ctx, child)
 }
 
-// settle removes child's delivery from the due work.
-func (e *Engine) settle(ctx context.Context, child string) error {
+// removeDelivery removes child's delivery from the due work.
+func (e *Engine) removeDelivery(ctx context.Context, child string) error {
 	if err := e.kv.Unschedule(ctx, dueIndex, jobDeliver+":"+child); err != nil {
 		return storeErr(ctx, "settle a delivery", err)
 	}

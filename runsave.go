@@ -46,7 +46,7 @@ func (e *Engine) saveOps(ctx context.Context, r *Run) ([]*kvOp, error) {
 	if r.State != StateEnd {
 		return ops, nil
 	}
-	if err := e.owe(ctx, r); err != nil {
+	if err := e.recordDelivery(ctx, r); err != nil {
 		return nil, err
 	}
 	expire, err := e.shortenOps(ctx, r)

@@ -38,7 +38,7 @@ func edges() []mutant {
 		{
 			Name: "edges/owed-after-save",
 			File: "runsave.go",
-			Old:  "\tif err := e.owe(ctx, r); err != nil {\n\t\treturn nil, err\n\t}\n",
+			Old:  "\tif err := e.recordDelivery(ctx, r); err != nil {\n\t\treturn nil, err\n\t}\n",
 			New:  "",
 			Why:  "a child's delivery is owed before its end is saved, so a crash after the save leaves it to the worker",
 			Run:  "TestChildResultSurvivesACrashAfterItsEnd",
@@ -46,8 +46,8 @@ func edges() []mutant {
 		{
 			Name: "edges/owe-failure-ignored",
 			File: "runsave.go",
-			Old:  "\tif err := e.owe(ctx, r); err != nil {\n\t\treturn nil, err\n\t}\n",
-			New:  "\t_ = e.owe(ctx, r)\n",
+			Old:  "\tif err := e.recordDelivery(ctx, r); err != nil {\n\t\treturn nil, err\n\t}\n",
+			New:  "\t_ = e.recordDelivery(ctx, r)\n",
 			Why:  "a child's end that cannot be owed to its parent is not saved",
 			Run:  "TestChildResultSurvivesACrashAfterItsEnd",
 		},
