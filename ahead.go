@@ -102,7 +102,7 @@ func (a *aheadState) next(now time.Time, expiresAt int64) time.Time {
 
 // markOps are the commands that mark a connection read at now, its tokens
 // expiring at expiresAt: when it was seen first, so that a worker that finds
-// the due entry moved can tell a read came (see park).
+// the due entry moved can tell a read came (see postponeIdle).
 func (a *aheadState) markOps(userID, providerID string, now time.Time, expiresAt int64) []*kvOp {
 	return []*kvOp{
 		{kind: opSchedule, key: connIndexKey(userID), member: seenMember(providerID), due: now},
@@ -178,7 +178,7 @@ func (a *aheadState) remember(ref connRef, now time.Time) {
 func (s *TokenStore) refreshAhead(ctx context.Context, member string) error {
 	providerID, userID, _ := strings.Cut(member, ":")
 	if s.ahead == nil || checkIDs(userID, providerID) != nil {
-		return s.leave(ctx, member) // refresh ahead was turned off, or the entry is not ours
+		return s.removeFromRefreshAhead(ctx, member) // refresh ahead was turned off, or the entry is not ours
 	}
 	a, now := s.ahead, s.now()
 	seen, ok, err := s.seenAt(ctx, member)
@@ -187,18 +187,18 @@ func (s *TokenStore) refreshAhead(ctx context.Context, member string) error {
 	}
 	switch {
 	case !ok:
-		return s.leave(ctx, member) // never marked read (a race with leave): marked anew if it is still there
+		return s.removeFromRefreshAhead(ctx, member) // never marked read (a race with a removal): marked anew if it is still there
 	case now.Sub(seen) > a.idle:
-		return s.park(ctx, member, seen)
+		return s.postponeIdle(ctx, member, seen)
 	}
 	raw, v, err := s.read(ctx, tokenKey(userID, providerID))
 	switch {
 	case errors.Is(err, ErrNoToken), errors.Is(err, ErrCorruptRecord), errors.Is(err, ErrUnknownKey):
-		return s.leave(ctx, member)
+		return s.removeFromRefreshAhead(ctx, member)
 	case err != nil:
 		return err
 	case v.expiresAt == 0 || len(v.refresh) == 0:
-		return s.leave(ctx, member)
+		return s.removeFromRefreshAhead(ctx, member)
 	}
 	due := a.due(v.expiresAt)
 	if m := s.readMeta(ctx, userID, providerID); m.RefreshedAt > 0 && m.about(fingerprint(v.tokens())) {
@@ -222,7 +222,7 @@ func (s *TokenStore) refreshAhead(ctx context.Context, member string) error {
 	case err == nil && t.ExpiresAt != 0:
 		return s.reschedule(ctx, member, a.next(now, t.ExpiresAt))
 	case err == nil, errors.Is(err, ErrNoToken):
-		return s.leave(ctx, member)
+		return s.removeFromRefreshAhead(ctx, member)
 	case errors.As(err, &failing):
 		return s.reschedule(ctx, member, failing.NextAttempt)
 	}
@@ -248,12 +248,12 @@ func (s *TokenStore) reschedule(ctx context.Context, member string, due time.Tim
 	return errHandled
 }
 
-// park puts off an idle connection until its record would have lapsed
+// postponeIdle puts off an idle connection until its record would have lapsed
 // without a refresh; a read brings it forward again. seen is the last read
-// the worker saw: if another came while it parked the entry, the entry may
+// the worker saw: if another came while it postponed the entry, the entry may
 // have been moved by that read's mark and overwritten here, so it is made
 // due again.
-func (s *TokenStore) park(ctx context.Context, member string, seen time.Time) error {
+func (s *TokenStore) postponeIdle(ctx context.Context, member string, seen time.Time) error {
 	if err := s.reschedule(ctx, member, seen.Add(refreshableTokenTTL)); !errors.Is(err, errHandled) {
 		return err
 	}
@@ -264,9 +264,9 @@ func (s *TokenStore) park(ctx context.Context, member string, seen time.Time) er
 	return s.reschedule(ctx, member, s.now())
 }
 
-// leave takes a connection out of refresh ahead: it is gone, or cannot be
-// refreshed. A sign-in that wrote it meanwhile is put back.
-func (s *TokenStore) leave(ctx context.Context, member string) error {
+// removeFromRefreshAhead takes a connection out of refresh ahead: it is
+// gone, or cannot be refreshed. A sign-in that wrote it meanwhile is put back.
+func (s *TokenStore) removeFromRefreshAhead(ctx context.Context, member string) error {
 	providerID, userID, _ := strings.Cut(member, ":")
 	ops := []*kvOp{{kind: opUnschedule, key: dueIndex, member: jobAhead + ":" + member}}
 	if checkIDs(userID, providerID) == nil {

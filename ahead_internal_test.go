@@ -123,7 +123,7 @@ func TestParkKeepsARaceWithARead(t *testing.T) {
 	kv.before = func(string, string, time.Time) { // the read's mark, just before the park's write
 		runBatch(ctx, kv.MemoryKV, s.ahead.markOps("u", "acme", clock.Now(), clock.Now().Add(time.Hour).UnixMilli())...)
 	}
-	if err := s.park(ctx, member, seen); err != errHandled {
+	if err := s.postponeIdle(ctx, member, seen); err != errHandled {
 		t.Fatal(err)
 	}
 	due, ok := dueOf(t, kv, member)
@@ -145,7 +145,7 @@ func TestLeaveKeepsARaceWithASignIn(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if err := s.leave(ctx, member); err != errHandled {
+	if err := s.removeFromRefreshAhead(ctx, member); err != errHandled {
 		t.Fatal(err)
 	}
 	if _, ok := dueOf(t, kv, member); !ok {

@@ -730,7 +730,7 @@ func coreTable() []mutant {
 		{
 			Name: "ahead/off-keeps-entries",
 			File: "ahead.go",
-			Old:  "\t\treturn s.leave(ctx, member) // refresh ahead was turned off, or the entry is not ours\n",
+			Old:  "\t\treturn s.removeFromRefreshAhead(ctx, member) // refresh ahead was turned off, or the entry is not ours\n",
 			New:  "\t\treturn nil\n",
 			Why:  "an instance without refresh ahead takes the entries out",
 			Run:  "TestRefreshAheadOffTakesEntriesOut",
