@@ -246,14 +246,14 @@ func (r *refreshRun) round(ctx context.Context, l *lease, raw []byte, base Store
 // get t at once, the tokens are kept in this process, and the write is retried
 // until the refresh's deadline; whatever is still unwritten then is written by
 // the next refresh of this record in this process. A record deleted meanwhile
-// (a disconnect) gets nothing written, and t is revoked (gone).
+// (a disconnect) gets nothing written, and t is revoked.
 func (r *refreshRun) save(ctx context.Context, l *lease, raw []byte, t StoredTokens) (StoredTokens, bool, error) {
 	w := pendingWrite{conn: connRef{r.userID, r.providerID}, old: raw, oldPlain: r.s.plainOf(raw, r.key), new: r.s.seal(t, r.key), t: t}
 	switch err := r.write(ctx, l, &w); {
 	case err == nil:
 		return t, false, nil
 	case errors.Is(err, errRecordGone):
-		return StoredTokens{}, false, r.gone(ctx, t)
+		return StoredTokens{}, false, r.revokeAfterDisconnect(ctx, t)
 	case errors.Is(err, errSuperseded):
 		return StoredTokens{}, true, nil
 	case errors.Is(err, errLeaseLost):
@@ -267,11 +267,11 @@ func (r *refreshRun) save(ctx context.Context, l *lease, raw []byte, t StoredTok
 	return t, false, nil
 }
 
-// gone revokes t, refreshed for a record that a disconnect deleted while the
-// refresh was at the provider: the disconnect revoked the refresh token it
-// found, which the provider had already rotated away, so t is the grant's
-// only live token and nothing else would ever revoke it.
-func (r *refreshRun) gone(ctx context.Context, t StoredTokens) error {
+// revokeAfterDisconnect revokes t, refreshed for a record that a disconnect
+// deleted while the refresh was at the provider: the disconnect revoked the
+// refresh token it found, which the provider had already rotated away, so t
+// is the grant's only live token and nothing else would ever revoke it.
+func (r *refreshRun) revokeAfterDisconnect(ctx context.Context, t StoredTokens) error {
 	r.s.pending.drop(r.key)
 	r.s.revoke(ctx, r.userID, r.providerID, t)
 	return fmt.Errorf("%w: the connection was removed during the refresh", ErrNoToken)
@@ -352,7 +352,7 @@ func (r *refreshRun) retry(ctx context.Context, l *lease, w pendingWrite) {
 		case err == nil, errors.Is(err, errSuperseded):
 			return
 		case errors.Is(err, errRecordGone):
-			_ = r.gone(ctx, w.t)
+			_ = r.revokeAfterDisconnect(ctx, w.t)
 			return
 		case errors.Is(err, errLeaseLost):
 			r.unsaved = err
