@@ -111,7 +111,7 @@ func (m *Module) exchangeDescription() string {
 	if m.withhold {
 		return does + " The result says the user is connected; it never carries the tokens."
 	}
-	return does + " The result carries the access and refresh tokens; an app that hands tool results to a model sets Config.WithholdTokens."
+	return does + " The result carries the access and refresh tokens: never repeat them or send them anywhere."
 }
 
 // withheld is res without its tokens.

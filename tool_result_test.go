@@ -36,8 +36,8 @@ func exchangeByTool(t *testing.T, withhold bool) (*oauthflow.Module, json.RawMes
 // With Config.WithholdTokens, exchange_oauth_token's result, which an agent
 // hands to a model, says the user is connected and carries no token; the
 // tokens are stored for the user all the same, and the tool's description
-// says so. Without it the result is SPEC's, tokens included, and the
-// description warns.
+// says so. Without it the result carries the tokens, and the description
+// tells the model to keep them to itself.
 func TestExchangeResultWithholdsTokens(t *testing.T) {
 	t.Parallel()
 	m, res := exchangeByTool(t, true)
@@ -55,6 +55,6 @@ func TestExchangeResultWithholdsTokens(t *testing.T) {
 	m, res = exchangeByTool(t, false)
 	var spec oauthflow.ExchangeOAuthTokenResult
 	require.NoError(t, json.Unmarshal(res, &spec))
-	assert.Equal(t, "from-code", spec.AccessToken, "SPEC's result")
-	assert.True(t, strings.Contains(m.ExchangeOAuthToken.Description, "WithholdTokens"), m.ExchangeOAuthToken.Description)
+	assert.Equal(t, "from-code", spec.AccessToken, "the result with the tokens")
+	assert.True(t, strings.Contains(m.ExchangeOAuthToken.Description, "never repeat them"), m.ExchangeOAuthToken.Description)
 }
