@@ -172,8 +172,13 @@ func ExampleModule_StartDeviceSignIn() {
 
 	_ = demo.ApproveDevice(prompt.UserCode, "") // the user enters the code on their phone
 	clock.Advance(authserver.DefaultDeviceInterval)
-	run := <-done
-	fmt.Println(run.Status, string(run.Result))
+	select {
+	case run := <-done:
+		fmt.Println(run.Status, string(run.Result))
+	case <-time.After(time.Minute):
+		fmt.Println("the sign-in did not end")
+		return
+	}
 	token, err := m.Tokens.GetValidAccessToken(ctx, "alice", "demo")
 	fmt.Println(token != "", err)
 	// Output:
