@@ -88,19 +88,14 @@ func (g *grantTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return g.t.send(req, req.Body, g.tok)
 }
 
-// keepCallbackFields adds to ts.Metadata the callback parameters p keeps.
-func keepCallbackFields(p Provider, ts *TokenSet, given map[string]string) {
-	cf, ok := p.(CallbackFielder)
-	if !ok {
-		return
-	}
-	for _, name := range cf.CallbackFields() {
-		if v := given[name]; v != "" {
-			if ts.Metadata == nil {
-				ts.Metadata = map[string]string{}
-			}
-			ts.Metadata[name] = v
+// keepCallbackFields adds to ts.Metadata the callback parameters given: the
+// ones its provider declares, which the callback picked (declaredFields).
+func keepCallbackFields(ts *TokenSet, given map[string]string) {
+	for name, v := range given {
+		if ts.Metadata == nil {
+			ts.Metadata = map[string]string{}
 		}
+		ts.Metadata[name] = v
 	}
 }
 

@@ -225,7 +225,7 @@ func (m *Module) exchangeCode(ctx context.Context, tc ToolContext, a ExchangeOAu
 		ts.Scope = strings.Join(s.Scopes, " ")
 	}
 	if p, err := m.Registry.Get(s.Provider); err == nil {
-		keepCallbackFields(p, ts, callbackFieldsOf(ctx))
+		keepCallbackFields(ts, callbackFieldsOf(ctx))
 		m.readAccount(ctx, p, ts, s.DPoPKey)
 	}
 	if err := m.storeSignIn(ctx, s.UserID, s.Provider, ts, s.DPoPKey); err != nil {

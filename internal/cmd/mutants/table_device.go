@@ -176,10 +176,10 @@ func connectionAccounts() []mutant {
 		},
 		{
 			Name: "account/every-callback-field",
-			File: "account.go",
-			Old:  "\tfor _, name := range cf.CallbackFields() {\n\t\tif v := given[name]; v != \"\" {",
-			New:  "\tfor name, v := range given {\n\t\tif _ = cf; v != \"\" {",
-			Run:  run,
+			File: "handlers.go",
+			Old:  "\tfor _, name := range cf.CallbackFields() {\n\t\tv := p.Fields[name]\n",
+			New:  "\tfor name := range p.query {\n\t\t_ = cf\n\t\tv := p.Fields[name]\n",
+			Run:  "^(TestSignInKeepsCallbackFields|TestCallbackKeepsDeclaredFieldsAmongOthers|TestCompleteKeepsDeclaredFields)$",
 			Why:  "only the callback parameters the provider names are kept",
 		},
 	}
