@@ -3,6 +3,7 @@ package oauthflow_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/oauth2"
 
 	"github.com/oauthflow/oauthflow"
 	"github.com/oauthflow/oauthflow/internal/testkit/authserver"
@@ -163,4 +165,46 @@ func TestProviderErrorTextIsFiltered(t *testing.T) {
 	requireShowable(t, prompt.Message, "the prompt's message")
 	requireShowable(t, env.run(run.ID).Error, "the run's error")
 	requireShowable(t, page, "the page")
+}
+
+// hostileProvider is an app's own Provider whose refresh fails with an error
+// of its server's choosing, carried whole: the library bounds what it keeps
+// and logs of any provider, not only of those that bound their answers.
+type hostileProvider struct{ code string }
+
+func (hostileProvider) ProviderID() string      { return "own" }
+func (hostileProvider) DefaultScopes() []string { return nil }
+func (hostileProvider) BuildAuthURL([]string, string, ...oauth2.AuthCodeOption) string {
+	return "https://own.example/authorize"
+}
+func (hostileProvider) ExchangeCode(context.Context, string, ...oauth2.AuthCodeOption) (*oauthflow.TokenSet, error) {
+	return nil, errors.New("not used")
+}
+func (p hostileProvider) RefreshToken(context.Context, string) (*oauthflow.TokenSet, error) {
+	return nil, &oauthflow.ProviderError{ProviderID: "own", StatusCode: http.StatusServiceUnavailable, Code: p.code, Description: p.code}
+}
+
+func TestAppProvidersErrorIsBoundedWhereKept(t *testing.T) {
+	t.Parallel()
+	logs := &lockedBuffer{}
+	ctx := context.Background()
+	m, err := oauthflow.New(ctx, oauthflow.Config{KV: oauthflow.NewMemoryKV(),
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	require.NoError(t, m.Registry.Register(hostileProvider{code: hostileCode}))
+	require.NoError(t, m.Tokens.StoreTokens(ctx, "carol", "own", oauthflow.StoredTokens{AccessToken: "at", RefreshToken: "rt", ExpiresAt: 1}))
+	_, err = m.Tokens.GetValidAccessToken(ctx, "carol", "own")
+	require.Error(t, err)
+	assert.Less(t, len(err.Error()), maxLogLineLen, "the error the caller gets")
+	conns, err := m.Tokens.Connections(ctx, "carol")
+	require.NoError(t, err)
+	require.Len(t, conns, 1)
+	assert.NotEmpty(t, conns[0].LastError)
+	assert.Less(t, len(conns[0].LastError), maxShownLen, "the health record's last error")
+	lines := logs.lines()
+	require.NotEmpty(t, lines)
+	for _, line := range lines {
+		assert.Less(t, len(line), maxLogLineLen, "a log line: %.200s", line)
+	}
 }

@@ -27,7 +27,7 @@ func pagesGuards() []mutant {
 			File: "events.go",
 			Old:  "pe.ProviderID, pe.StatusCode, serverText(pe.Code, maxErrorCodeLen))",
 			New:  "pe.ProviderID, pe.StatusCode, pe.Code)",
-			Run:  "^(TestHostileTokenErrorIsBounded)$",
+			Run:  "^(TestHostileTokenErrorIsBounded|TestAppProvidersErrorIsBoundedWhereKept)$",
 			Why:  "a provider's error code reaches the log lines and the health record's LastError bounded",
 		},
 		{
