@@ -345,25 +345,11 @@ func linkedCompleteURI(uri, complete string) string {
 		return ""
 	}
 	c, err := url.Parse(complete)
-	if err != nil || c.User != nil || !strings.EqualFold(c.Scheme, u.Scheme) ||
-		!strings.EqualFold(c.Hostname(), u.Hostname()) || portOf(c) != portOf(u) {
+	if err != nil || c.User != nil || !SameOrigin(c, u) {
 		return ""
 	}
-	if strings.EqualFold(c.Scheme, "https") || strings.EqualFold(c.Scheme, "http") && loopbackHost(c.Hostname()) {
+	if c.Scheme == "https" || c.Scheme == "http" && loopbackHost(c.Hostname()) {
 		return complete
-	}
-	return ""
-}
-
-// portOf is u's port, its scheme's default when it names none.
-func portOf(u *url.URL) string {
-	switch p := u.Port(); {
-	case p != "":
-		return p
-	case strings.EqualFold(u.Scheme, "https"):
-		return "443"
-	case strings.EqualFold(u.Scheme, "http"):
-		return "80"
 	}
 	return ""
 }
