@@ -256,7 +256,8 @@ func IsGrantDead(err error) bool {
 }
 
 // IsTransient reports whether err is worth retrying later: a network failure, a
-// timeout, HTTP 429 or 5xx from the provider, or an unavailable store.
+// timeout, HTTP 408, 429 or 5xx from the provider, its temporarily_unavailable
+// (RFC 6749 §4.1.2.1, §5.2 in practice), or an unavailable store.
 func IsTransient(err error) bool {
 	if err == nil || IsGrantDead(err) {
 		return false
@@ -265,7 +266,10 @@ func IsTransient(err error) bool {
 	if errors.Is(err, ErrStoreUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &failing) {
 		return true
 	}
-	if status := providerStatus(err); status == http.StatusTooManyRequests || status >= 500 {
+	if status := providerStatus(err); status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500 {
+		return true
+	}
+	if providerCode(err) == "temporarily_unavailable" {
 		return true
 	}
 	var pe *ProviderError

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"slices"
 	"time"
@@ -130,7 +129,7 @@ func refusalKey(id, userID string) string { return issuerKey("wifrefused", id+" 
 // id for workloadRefusalHold. It returns err.
 func (c *Connector) keepRefusal(ctx context.Context, id, userID string, err error) error {
 	var pe *oauthflow.ProviderError
-	if !errors.As(err, &pe) || pe.StatusCode == 0 || pe.StatusCode >= 500 || comeBackLater(pe) {
+	if !errors.As(err, &pe) || pe.StatusCode == 0 || oauthflow.IsTransient(err) {
 		return err
 	}
 	b, _ := json.Marshal(workloadRefusal{Status: pe.StatusCode, Code: pe.Code, Description: pe.Description,
@@ -139,14 +138,6 @@ func (c *Connector) keepRefusal(ctx context.Context, id, userID string, err erro
 		return errors.Join(err, fmt.Errorf("mcpauth: the refusal could not be kept: %w", serr))
 	}
 	return err
-}
-
-// comeBackLater reports whether the token endpoint's answer pe asks to be
-// asked again later rather than refusing: 408 Request Timeout, 429 Too Many
-// Requests, or temporarily_unavailable (RFC 6749 §4.1.2.1) under any status.
-func comeBackLater(pe *oauthflow.ProviderError) bool {
-	return pe.StatusCode == http.StatusRequestTimeout || pe.StatusCode == http.StatusTooManyRequests ||
-		pe.Code == "temporarily_unavailable"
 }
 
 // heldRefusal is the refusal of userID's grant at the server id that an
