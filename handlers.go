@@ -189,7 +189,7 @@ func declaredFields(prov Provider, p callbackParams) map[string]string {
 		if p.query != nil {
 			v = p.query.Get(name)
 		}
-		if v == "" || len(v) > maxParamLen || answerParam(name) || len(out) == maxCallbackKept {
+		if v == "" || len(v) > maxParamLen || web.IsAnswerField(name) || len(out) == maxCallbackKept {
 			continue
 		}
 		if out == nil {
@@ -198,16 +198,6 @@ func declaredFields(prov Provider, p callbackParams) map[string]string {
 		out[name] = v
 	}
 	return out
-}
-
-// answerParam reports whether name is one of the parameters of the answer
-// itself (RFC 6749 §4.1.2, RFC 9207), never an extra field.
-func answerParam(name string) bool {
-	switch name {
-	case "code", "state", "iss", "error", "error_description", "error_uri":
-		return true
-	}
-	return false
 }
 
 // defaultCompletionTimeout bounds a completion the server runs after the

@@ -32,6 +32,11 @@ const callbackAPIPath = "/api/v1/oauth/callback"
 // reads, in the order the form carries them.
 var answerFields = [...]string{"code", "state", "iss", "error", "error_description", "error_uri"}
 
+// IsAnswerField reports whether name is one of the parameters of a
+// provider's answer itself (RFC 6749 §4.1.2, RFC 9207), never an extra
+// field a provider declares.
+func IsAnswerField(name string) bool { return slices.Contains(answerFields[:], name) }
+
 // fieldNames are the names among names that the page may forward: each a
 // name (isFieldName) and not one of the answer's own, once, at most
 // maxFieldNames of them, in their order.
@@ -41,7 +46,7 @@ func fieldNames(names []string) []string {
 		if len(out) == maxFieldNames {
 			break
 		}
-		if isFieldName(n) && !slices.Contains(answerFields[:], n) && !slices.Contains(out, n) {
+		if isFieldName(n) && !IsAnswerField(n) && !slices.Contains(out, n) {
 			out = append(out, n)
 		}
 	}

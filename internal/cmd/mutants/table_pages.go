@@ -65,7 +65,7 @@ func pagesGuards() []mutant {
 		{
 			Name: "pages/answer-kept-as-field",
 			File: "handlers.go",
-			Old:  "len(v) > maxParamLen || answerParam(name) ||",
+			Old:  "len(v) > maxParamLen || web.IsAnswerField(name) ||",
 			New:  "len(v) > maxParamLen ||",
 			Run:  "^(TestCallbackKeepsDeclaredFieldsAmongOthers)$",
 			Why:  "the code and the answer's other parameters are never kept with the tokens, even declared",
@@ -98,7 +98,7 @@ func pagesGuards() []mutant {
 			Name: "pages/form-forwards-undeclared",
 			File: "internal/web/answer.go",
 			Pkg:  "./internal/web",
-			Old:  "if isFieldName(n) && !slices.Contains(answerFields[:], n) && !slices.Contains(out, n) {",
+			Old:  "if isFieldName(n) && !IsAnswerField(n) && !slices.Contains(out, n) {",
 			New:  "if !slices.Contains(out, n) {",
 			Run:  "^(TestCallbackPageCarriesDeclaredFields)$",
 			Why:  "the callback page names only parameter names, never one of the answer's own",
