@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
 )
 
 // Who each connection is: after a sign-in the library asks the provider once
@@ -73,7 +75,7 @@ func (m *Module) readAccount(ctx context.Context, p Provider, ts *TokenSet, key 
 }
 
 func callReadAccount(ctx context.Context, r AccountReader, c *http.Client) (account string, err error) {
-	defer recoverInto(&err, "provider ReadAccount")
+	defer errs.Recover(&err, "provider ReadAccount")
 	return r.ReadAccount(ctx, c)
 }
 

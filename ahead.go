@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
 )
 
 // Refresh ahead: with WithRefreshAhead (Config.RefreshAhead) the Module's
@@ -243,7 +245,7 @@ var errHandled = errors.New("oauthflow: the job rescheduled itself")
 
 func (s *TokenStore) reschedule(ctx context.Context, member string, due time.Time) error {
 	if err := s.kv.Schedule(ctx, dueIndex, jobAhead+":"+member, due); err != nil {
-		return storeErr(ctx, "schedule refresh ahead", err)
+		return errs.Store(ctx, "schedule refresh ahead", err)
 	}
 	return errHandled
 }
@@ -297,7 +299,7 @@ func (s *TokenStore) seenAt(ctx context.Context, member string) (time.Time, bool
 		return s.now(), true, nil
 	}
 	if err != nil {
-		return time.Time{}, false, storeErr(ctx, "read when a connection was last read", err)
+		return time.Time{}, false, errs.Store(ctx, "read when a connection was last read", err)
 	}
 	return time.UnixMilli(ms), ok, nil
 }

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
 )
 
 // Sign-ins bound to the user who started them. Whoever holds a sign-in link
@@ -79,7 +81,7 @@ func (m *Module) userCheck(r *http.Request, s *Session, state string) (err error
 	if m.verifyUser == nil {
 		return nil
 	}
-	defer recoverInto(&err, "Config.VerifyUser")
+	defer errs.Recover(&err, "Config.VerifyUser")
 	if verr := m.verifyUser(r, s.UserID); verr != nil {
 		return errors.Join(ErrSignInRefused, verr)
 	}

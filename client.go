@@ -10,6 +10,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/oauthflow/oauthflow/internal/dpop"
+	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
 
 // Calling an API as the user: an oauth2.TokenSource and an *http.Client over
@@ -20,7 +21,7 @@ import (
 // calls its values (trace IDs) only, never its lifetime: each Token call is
 // bounded by the refresh timeout, however long ago the source was made.
 func (s *TokenStore) TokenSource(ctx context.Context, userID, providerID string) oauth2.TokenSource {
-	return &storeTokenSource{values: valuesOnly(ctx), s: s, userID: userID, providerID: providerID}
+	return &storeTokenSource{values: xcontext.ValuesOnly(ctx), s: s, userID: userID, providerID: providerID}
 }
 
 type storeTokenSource struct {
@@ -76,7 +77,7 @@ func (s *TokenStore) Transport(ctx context.Context, userID, providerID string, b
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	src := &storeTokenSource{values: valuesOnly(ctx), s: s, userID: userID, providerID: providerID}
+	src := &storeTokenSource{values: xcontext.ValuesOnly(ctx), s: s, userID: userID, providerID: providerID}
 	return &bearerTransport{src: src, base: base}
 }
 
@@ -90,7 +91,7 @@ func (t *bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !SameOrigin(req.URL, firstRequest(req).URL) {
 		return t.base.RoundTrip(WithoutCredentials(req)) // a redirect to another origin
 	}
-	ctx := withValuesOf(req.Context(), t.src.values)
+	ctx := xcontext.WithValuesOf(req.Context(), t.src.values)
 	tok, err := t.src.s.validToken(ctx, t.src.userID, t.src.providerID, nil)
 	if err != nil {
 		if req.Body != nil {

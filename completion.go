@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
 
 // A completion the instance running it dies in (or hangs in past its own
@@ -108,7 +110,7 @@ func (m *Module) storeSignIn(ctx context.Context, userID, provider string, ts *T
 		}
 		m.log.WarnContext(ctx, "oauthflow: a sign-in's tokens could not be written; the write is tried again",
 			"provider", provider, "error", logSafeError(err))
-		if sleepCtx(ctx, backoff) != nil {
+		if xcontext.Sleep(ctx, backoff) != nil {
 			return err
 		}
 	}

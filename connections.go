@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/xcontext"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -72,15 +74,15 @@ type indexReader interface {
 // the user's index as it goes.
 func (s *TokenStore) Connections(ctx context.Context, userID string) ([]Connection, error) {
 	if userID == "" || len(userID) > maxUserIDLen {
-		return nil, invalidArg("user ID must be 1 to %d bytes", maxUserIDLen)
+		return nil, errs.Invalid("user ID must be 1 to %d bytes", maxUserIDLen)
 	}
-	ctx = ctxOrBackground(ctx)
+	ctx = xcontext.OrBackground(ctx)
 	index := connIndexKey(userID)
 	indexed := map[string]int64{}
 	if r, ok := s.kv.(indexReader); ok {
 		var err error
 		if indexed, err = r.members(ctx, index); err != nil {
-			return nil, storeErr(ctx, "read connection index", err)
+			return nil, errs.Store(ctx, "read connection index", err)
 		}
 	}
 	maps.DeleteFunc(indexed, func(member string, _ int64) bool { return strings.HasPrefix(member, seenPrefix) }) // refresh ahead's
@@ -132,7 +134,7 @@ func (s *TokenStore) connection(ctx context.Context, read, meta *kvOp, id string
 		return Connection{}, false, nil
 	}
 	if read.err != nil {
-		return Connection{}, false, storeErr(ctx, "read tokens", read.err)
+		return Connection{}, false, errs.Store(ctx, "read tokens", read.err)
 	}
 	c := Connection{ProviderID: id, Health: HealthHealthy}
 	if at := indexed[id]; at > 0 {
@@ -180,7 +182,7 @@ func (s *TokenStore) repairIndex(ctx context.Context, index, id string, found bo
 		err = s.kv.Unschedule(ctx, index, id)
 	}
 	if err != nil {
-		return storeErr(ctx, "repair connection index", err)
+		return errs.Store(ctx, "repair connection index", err)
 	}
 	return nil
 }
@@ -194,7 +196,7 @@ func (m *MemoryKV) members(_ context.Context, index string) (map[string]int64, e
 
 // members lists index's members with their scores (ZRANGE WITHSCORES).
 func (r *RedisKV) members(ctx context.Context, index string) (map[string]int64, error) {
-	zs, err := r.c.ZRangeWithScores(ctxOrBackground(ctx), index, 0, -1).Result()
+	zs, err := r.c.ZRangeWithScores(xcontext.OrBackground(ctx), index, 0, -1).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +225,7 @@ func (m *MemoryKV) score(_ context.Context, index, member string) (int64, bool, 
 }
 
 func (r *RedisKV) score(ctx context.Context, index, member string) (int64, bool, error) {
-	f, err := r.c.ZScore(ctxOrBackground(ctx), index, member).Result()
+	f, err := r.c.ZScore(xcontext.OrBackground(ctx), index, member).Result()
 	if errors.Is(err, redis.Nil) {
 		return 0, false, nil
 	}

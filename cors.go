@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
 )
 
 // frontendOrigins is Config.FrontendOrigins checked and normalised: the origins
@@ -25,7 +27,7 @@ func parseFrontendOrigins(in []string) (frontendOrigins, error) {
 	for i, s := range in {
 		origin, err := normaliseOrigin(s)
 		if err != nil {
-			return frontendOrigins{}, invalidArg("Config.FrontendOrigins[%d] %q: %s", i, s, err.Error())
+			return frontendOrigins{}, errs.Invalid("Config.FrontendOrigins[%d] %q: %s", i, s, err.Error())
 		}
 		if _, dup := o.set[origin]; !dup {
 			o.set[origin] = struct{}{}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
 )
 
 // A child's end reaches its parent's callback transition exactly once in
@@ -26,7 +28,7 @@ func (e *Engine) recordDelivery(ctx context.Context, r *Run) error {
 		return nil
 	}
 	if err := e.kv.Schedule(ctx, dueIndex, jobDeliver+":"+r.ID, e.now()); err != nil {
-		return storeErr(ctx, "record the parent delivery", err)
+		return errs.Store(ctx, "record the parent delivery", err)
 	}
 	return nil
 }
@@ -74,7 +76,7 @@ func (e *Engine) deliver(ctx context.Context, child string) error {
 // removeDelivery removes child's delivery from the due work.
 func (e *Engine) removeDelivery(ctx context.Context, child string) error {
 	if err := e.kv.Unschedule(ctx, dueIndex, jobDeliver+":"+child); err != nil {
-		return storeErr(ctx, "settle a delivery", err)
+		return errs.Store(ctx, "settle a delivery", err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/oauthflow/oauthflow/internal/errs"
 	"golang.org/x/oauth2"
 )
 
@@ -157,7 +158,7 @@ func (m *Module) initiateDevice(ctx context.Context, tc *TransitionContext, args
 }
 
 func callDeviceAuth(ctx context.Context, d DeviceAuthorizer, scopes []string) (a *DeviceAuthorization, err error) {
-	defer recoverInto(&err, "provider DeviceAuth")
+	defer errs.Recover(&err, "provider DeviceAuth")
 	return d.DeviceAuth(ctx, scopes)
 }
 
@@ -325,7 +326,7 @@ func (m *Module) callDeviceToken(ctx context.Context, runID, provider string, d 
 		}
 		ctx = withProofs(ctx, key, &m.Tokens.nonces)
 	}
-	defer recoverInto(&err, "provider "+provider+" DeviceToken")
+	defer errs.Recover(&err, "provider "+provider+" DeviceToken")
 	ts, err = da.DeviceToken(ctx, code)
 	if err == nil && (ts == nil || ts.AccessToken == "") {
 		err = &ProviderError{ProviderID: provider, Err: errNoAccessToken}

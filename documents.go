@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
 
 // Documents are named JSON records attached to a run (the sign-in prompt is
@@ -32,7 +35,7 @@ func (e *Engine) GetDocument(ctx context.Context, runID, name string) (*Document
 		return nil, fmt.Errorf("%w: document %q of run %q", ErrNotFound, name, runID)
 	}
 	if err != nil {
-		return nil, storeErr(ctx, "read document", err)
+		return nil, errs.Store(ctx, "read document", err)
 	}
 	var d Document
 	if err := strictUnmarshal(b, &d); err != nil {
@@ -49,12 +52,12 @@ func (e *Engine) readDocument(ctx context.Context, runID, key string) ([]byte, e
 			return op.got, op.err
 		}
 	}
-	return e.kv.Get(ctxOrBackground(ctx), key)
+	return e.kv.Get(xcontext.OrBackground(ctx), key)
 }
 
 func (e *Engine) saveDocument(ctx context.Context, r *Run, name, widget string, v any) error {
 	if !validProviderID(name) {
-		return invalidArg("document name %q is not valid", name)
+		return errs.Invalid("document name %q is not valid", name)
 	}
 	data, err := marshalArg(v)
 	if err != nil {
@@ -68,7 +71,7 @@ func (e *Engine) saveDocument(ctx context.Context, r *Run, name, widget string, 
 		return err
 	}
 	if err := e.kv.Set(ctx, docKey(r.ID, name), b, e.ttlOf(r)); err != nil {
-		return storeErr(ctx, "save document", err)
+		return errs.Store(ctx, "save document", err)
 	}
 	if f := finalOf(ctx, r.ID); f != nil {
 		f.wrote(docKey(r.ID, name), b)
@@ -97,7 +100,7 @@ func (e *Engine) shortenOps(ctx context.Context, r *Run) ([]*kvOp, error) {
 				continue
 			}
 			if err != nil {
-				return nil, storeErr(ctx, "expire document", err)
+				return nil, errs.Store(ctx, "expire document", err)
 			}
 		}
 		ops = append(ops, &kvOp{kind: opCompareAndExpire, key: docKey(r.ID, name), value: b, ttl: e.doneTTL})

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
 )
 
 // Encryption at rest. With a KeyRing, every record that holds a token, a code
@@ -65,26 +67,26 @@ type ringKey struct {
 // ring, a key that is not 32 bytes, a malformed ID and an ID given twice.
 func NewKeyRing(keys ...EncryptionKey) (*KeyRing, error) {
 	if len(keys) == 0 {
-		return nil, invalidArg("a key ring needs at least one key")
+		return nil, errs.Invalid("a key ring needs at least one key")
 	}
 	r := &KeyRing{}
 	for _, k := range keys {
 		if !validKeyID(k.ID) {
-			return nil, invalidArg("encryption key ID %q: want 1 to %d of A-Z a-z 0-9 - _ .", k.ID, maxKeyIDLen)
+			return nil, errs.Invalid("encryption key ID %q: want 1 to %d of A-Z a-z 0-9 - _ .", k.ID, maxKeyIDLen)
 		}
 		if len(k.Key) != 32 {
-			return nil, invalidArg("encryption key %q is %d bytes, want 32 (AES-256)", k.ID, len(k.Key))
+			return nil, errs.Invalid("encryption key %q is %d bytes, want 32 (AES-256)", k.ID, len(k.Key))
 		}
 		if r.find(k.ID) != nil {
-			return nil, invalidArg("encryption key ID %q is given twice", k.ID)
+			return nil, errs.Invalid("encryption key ID %q is given twice", k.ID)
 		}
 		block, err := aes.NewCipher(k.Key)
 		if err != nil {
-			return nil, invalidArg("encryption key %q: %w", k.ID, err)
+			return nil, errs.Invalid("encryption key %q: %w", k.ID, err)
 		}
 		aead, err := cipher.NewGCM(block)
 		if err != nil {
-			return nil, invalidArg("encryption key %q: %w", k.ID, err)
+			return nil, errs.Invalid("encryption key %q: %w", k.ID, err)
 		}
 		r.keys = append(r.keys, ringKey{id: k.ID, aead: aead})
 	}
@@ -100,11 +102,11 @@ func ParseKeyRing(s string) (*KeyRing, error) {
 	for i, item := range strings.Split(s, ",") {
 		id, b64, ok := strings.Cut(strings.TrimSpace(item), ":")
 		if !ok {
-			return nil, invalidArg("encryption key %d: want kid:base64key", i+1)
+			return nil, errs.Invalid("encryption key %d: want kid:base64key", i+1)
 		}
 		key, err := decodeKey(b64)
 		if err != nil {
-			return nil, invalidArg("encryption key %q: not base64", id)
+			return nil, errs.Invalid("encryption key %q: not base64", id)
 		}
 		keys = append(keys, EncryptionKey{ID: id, Key: key})
 	}

@@ -9,6 +9,9 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
 
 // Engine runs workflows. Runs and documents live in the KV; a run's transitions
@@ -98,7 +101,7 @@ func (e *Engine) Register(w *Workflow) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if _, dup := e.flows[w.Name]; dup {
-		return invalidArg("workflow %q is already registered", w.Name)
+		return errs.Invalid("workflow %q is already registered", w.Name)
 	}
 	e.flows[w.Name] = w
 	return nil
@@ -129,9 +132,9 @@ const maxAutoSteps = 100
 // transitions until it rests in a waiting state or ends. A run whose transition
 // failed is returned with Status "failed" and the transition's error.
 func (e *Engine) Launch(ctx context.Context, userID, workflow string, args any, opts RunOptions) (*Run, error) {
-	ctx = ctxOrBackground(ctx)
+	ctx = xcontext.OrBackground(ctx)
 	if userID == "" || len(userID) > maxUserIDLen {
-		return nil, invalidArg("user ID must be 1 to %d bytes", maxUserIDLen)
+		return nil, errs.Invalid("user ID must be 1 to %d bytes", maxUserIDLen)
 	}
 	w, err := e.workflow(workflow)
 	if err != nil {
@@ -163,7 +166,7 @@ func (e *Engine) Launch(ctx context.Context, userID, workflow string, args any, 
 // moved on and gets ErrTransitionNotAllowed. The error is the transition's own
 // failure, if any; the run is returned either way.
 func (e *Engine) Fire(ctx context.Context, runID, transition string, input any, asUser string) (*Run, error) {
-	ctx = ctxOrBackground(ctx)
+	ctx = xcontext.OrBackground(ctx)
 	raw, err := marshalArg(input)
 	if err != nil {
 		return nil, err
@@ -236,7 +239,7 @@ func (e *Engine) advance(ctx context.Context, w *Workflow, r *Run, t *Transition
 
 // step runs t and returns the state it leads to: t.To, or the one it chose with GoTo.
 func (e *Engine) step(ctx context.Context, w *Workflow, r *Run, t *Transition, input json.RawMessage) (next string, err error) {
-	defer recoverInto(&err, "transition "+t.Name)
+	defer errs.Recover(&err, "transition "+t.Name)
 	tc := &TransitionContext{Run: r, Input: input, engine: e}
 	if err := t.Do(ctx, tc); err != nil {
 		return "", err
@@ -281,7 +284,7 @@ func (e *Engine) Get(ctx context.Context, runID string) (*Run, error) {
 	if !issuedRunID(runID) {
 		return nil, fmt.Errorf("%w: %q", ErrRunNotFound, runID)
 	}
-	b, err := e.kv.Get(ctxOrBackground(ctx), runKey(runID))
+	b, err := e.kv.Get(xcontext.OrBackground(ctx), runKey(runID))
 	return e.decodeRun(ctx, runID, b, err)
 }
 
@@ -291,7 +294,7 @@ func (e *Engine) decodeRun(ctx context.Context, runID string, b []byte, err erro
 		return nil, fmt.Errorf("%w: %q", ErrRunNotFound, runID)
 	}
 	if err != nil {
-		return nil, storeErr(ctx, "read run", err)
+		return nil, errs.Store(ctx, "read run", err)
 	}
 	var r Run
 	if err := strictUnmarshal(b, &r); err != nil {
@@ -307,13 +310,13 @@ func marshalArg(v any) (json.RawMessage, error) {
 		return nil, nil
 	case json.RawMessage:
 		if len(v) > 0 && !json.Valid(v) {
-			return nil, invalidArg("invalid JSON")
+			return nil, errs.Invalid("invalid JSON")
 		}
 		return v, nil
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, invalidArg("cannot encode %T as JSON: %w", v, err)
+		return nil, errs.Invalid("cannot encode %T as JSON: %w", v, err)
 	}
 	return b, nil
 }

@@ -2,7 +2,6 @@ package oauthflow
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,11 +9,12 @@ import (
 	"os"
 	"time"
 
+	"github.com/oauthflow/oauthflow/internal/errs"
 	"github.com/redis/go-redis/v9"
 )
 
 // ErrNotFound is what a KV returns for a key that is absent or expired.
-var ErrNotFound = errors.New("oauthflow: key not found")
+var ErrNotFound = errs.NotFound
 
 // KV is the key-value store that tokens, sessions, runs and documents live in.
 // Every method takes ctx first. A ttl of 0 means the key never expires.
@@ -96,7 +96,7 @@ func redisFromLookup(ctx context.Context, log *slog.Logger, lookup func(string) 
 	password, _ := lookup(envKVPassword)
 	opts := &redis.Options{Addr: addr, Password: password}
 	if err := ping(ctx, opts); err != nil {
-		return nil, addr, storeErr(ctx, "ping "+addr, err)
+		return nil, addr, errs.Store(ctx, "ping "+addr, err)
 	}
 	client := redis.NewClient(opts)
 	log.Info("oauthflow: using Redis key-value store", slog.String("addr", addr))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/oauthflow/oauthflow/internal/xcontext"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -114,7 +115,7 @@ func (r *RedisKV) runInOrder(ctx context.Context, ops []*kvOp) bool {
 			}
 		}
 	}
-	ctx = ctxOrBackground(ctx)
+	ctx = xcontext.OrBackground(ctx)
 	cmds := make([]redis.Cmder, len(ops))
 	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, op := range ops {

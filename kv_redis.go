@@ -6,6 +6,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/oauthflow/oauthflow/internal/xcontext"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -58,7 +59,7 @@ func redisErr(err error) error {
 
 // Get returns the value of key, or ErrNotFound. The value is read-only (see KV).
 func (r *RedisKV) Get(ctx context.Context, key string) ([]byte, error) {
-	s, err := r.c.Get(ctxOrBackground(ctx), key).Result()
+	s, err := r.c.Get(xcontext.OrBackground(ctx), key).Result()
 	return readOnlyBytes(s), redisErr(err)
 }
 
@@ -67,7 +68,7 @@ func (r *RedisKV) Set(ctx context.Context, key string, value []byte, ttl time.Du
 	if err := checkTTL(ttl); err != nil {
 		return err
 	}
-	return r.c.Set(ctxOrBackground(ctx), key, value, ttl).Err()
+	return r.c.Set(xcontext.OrBackground(ctx), key, value, ttl).Err()
 }
 
 // SetNX stores value only when key is absent.
@@ -77,7 +78,7 @@ func (r *RedisKV) SetNX(ctx context.Context, key string, value []byte, ttl time.
 	}
 	// SET key value NX [PX ttl]: SetNX with ttl 0 would mean "keep ttl" in some versions.
 	args := redis.SetArgs{Mode: "NX", TTL: ttl}
-	err := r.c.SetArgs(ctxOrBackground(ctx), key, value, args).Err()
+	err := r.c.SetArgs(xcontext.OrBackground(ctx), key, value, args).Err()
 	if errors.Is(err, redis.Nil) {
 		return false, nil
 	}
@@ -86,7 +87,7 @@ func (r *RedisKV) SetNX(ctx context.Context, key string, value []byte, ttl time.
 
 // GetDel returns and removes key in one command (Redis 6.2 GETDEL).
 func (r *RedisKV) GetDel(ctx context.Context, key string) ([]byte, error) {
-	s, err := r.c.GetDel(ctxOrBackground(ctx), key).Result()
+	s, err := r.c.GetDel(xcontext.OrBackground(ctx), key).Result()
 	return readOnlyBytes(s), redisErr(err)
 }
 
@@ -103,14 +104,14 @@ func readOnlyBytes(s string) []byte {
 
 // Del removes key.
 func (r *RedisKV) Del(ctx context.Context, key string) error {
-	return r.c.Del(ctxOrBackground(ctx), key).Err()
+	return r.c.Del(xcontext.OrBackground(ctx), key).Err()
 }
 
 // TTL returns the time left on key, 0 when it has none. A key in its last
 // millisecond, which PTTL answers 0 (Redis clamps the time left to 0, never
 // to -1), has a millisecond left: 0 would say it never expires.
 func (r *RedisKV) TTL(ctx context.Context, key string) (time.Duration, error) {
-	d, err := r.c.PTTL(ctxOrBackground(ctx), key).Result()
+	d, err := r.c.PTTL(xcontext.OrBackground(ctx), key).Result()
 	switch {
 	case err != nil:
 		return 0, redisErr(err)
@@ -138,7 +139,7 @@ return 1`)
 
 // CompareAndDelete removes key only while it holds value.
 func (r *RedisKV) CompareAndDelete(ctx context.Context, key string, value []byte) (bool, error) {
-	n, err := compareAndDelete.Run(ctxOrBackground(ctx), r.c, []string{key}, value).Int()
+	n, err := compareAndDelete.Run(xcontext.OrBackground(ctx), r.c, []string{key}, value).Int()
 	return n == 1, err
 }
 
@@ -147,7 +148,7 @@ func (r *RedisKV) CompareAndExpire(ctx context.Context, key string, value []byte
 	if err := checkTTL(ttl); err != nil {
 		return false, err
 	}
-	n, err := compareAndExpire.Run(ctxOrBackground(ctx), r.c, []string{key}, value, pxMillis(ttl)).Int()
+	n, err := compareAndExpire.Run(xcontext.OrBackground(ctx), r.c, []string{key}, value, pxMillis(ttl)).Int()
 	return n >= 1, err
 }
 
@@ -157,7 +158,7 @@ func (r *RedisKV) CompareAndSwap(ctx context.Context, key string, old, value []b
 	if err := checkTTL(ttl); err != nil {
 		return false, err
 	}
-	n, err := compareAndSwap.Run(ctxOrBackground(ctx), r.c, []string{key}, old, value, pxMillis(ttl)).Int()
+	n, err := compareAndSwap.Run(xcontext.OrBackground(ctx), r.c, []string{key}, old, value, pxMillis(ttl)).Int()
 	return n == 1, err
 }
 
@@ -170,7 +171,7 @@ return due`)
 // index key is given no expiry: its members live until they are unscheduled.
 func (r *RedisKV) Schedule(ctx context.Context, index, member string, due time.Time) error {
 	z := redis.Z{Score: float64(due.UnixMilli()), Member: member}
-	return r.c.ZAdd(ctxOrBackground(ctx), index, z).Err()
+	return r.c.ZAdd(xcontext.OrBackground(ctx), index, z).Err()
 }
 
 // scheduleAbsent adds each of members to index, due at due, where it is not
@@ -180,12 +181,12 @@ func (r *RedisKV) scheduleAbsent(ctx context.Context, index string, members []st
 	for i, member := range members {
 		zs[i] = redis.Z{Score: float64(due.UnixMilli()), Member: member}
 	}
-	return r.c.ZAddNX(ctxOrBackground(ctx), index, zs...).Err()
+	return r.c.ZAddNX(xcontext.OrBackground(ctx), index, zs...).Err()
 }
 
 // Unschedule removes member from index (ZREM).
 func (r *RedisKV) Unschedule(ctx context.Context, index, member string) error {
-	return r.c.ZRem(ctxOrBackground(ctx), index, member).Err()
+	return r.c.ZRem(xcontext.OrBackground(ctx), index, member).Err()
 }
 
 // Claim takes up to n due members of index and moves them to now+lease, in one
@@ -195,5 +196,5 @@ func (r *RedisKV) Claim(ctx context.Context, index string, now time.Time, lease 
 		return nil, err
 	}
 	nowMs, untilMs := claimWindow(now, lease)
-	return claimDue.Run(ctxOrBackground(ctx), r.c, []string{index}, nowMs, n, untilMs).StringSlice()
+	return claimDue.Run(xcontext.OrBackground(ctx), r.c, []string{index}, nowMs, n, untilMs).StringSlice()
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/oauthflow/oauthflow/internal/errs"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -79,7 +80,7 @@ func scanCursor(s string) (uint64, error) {
 	}
 	n, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		return 0, invalidArg("scan cursor %q is not one this store gave", s)
+		return 0, errs.Invalid("scan cursor %q is not one this store gave", s)
 	}
 	return n, nil
 }
@@ -94,7 +95,7 @@ func scanCluster(ctx context.Context, cc *redis.ClusterClient, match, cursor str
 		addr, pos, _ := strings.Cut(cursor, " ")
 		i = slices.IndexFunc(masters, func(c *redis.Client) bool { return c.Options().Addr == addr })
 		if n, err = scanCursor(pos); err != nil || i < 0 {
-			return nil, "", invalidArg("scan cursor %q names no master of this cluster", cursor)
+			return nil, "", errs.Invalid("scan cursor %q names no master of this cluster", cursor)
 		}
 	}
 	keys, next, err := masters[i].Scan(ctx, n, match, int64(count)).Result()

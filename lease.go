@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
 
 // errLeaseLost means a lease holder found, right before a write, that the lock
@@ -51,7 +54,7 @@ func tryLease(ctx context.Context, kv KV, key string, ttl time.Duration) (*lease
 	owner := []byte(randomHex(16))
 	ok, err := kv.SetNX(ctx, key, owner, ttl)
 	if err != nil {
-		return nil, false, storeErr(ctx, "take lock", err)
+		return nil, false, errs.Store(ctx, "take lock", err)
 	}
 	if !ok {
 		return nil, false, nil
@@ -86,7 +89,7 @@ func waitLeaseReading(ctx context.Context, kv KV, key string, ttl time.Duration,
 	}
 	runBatch(ctx, kv, append(batch, extra...)...)
 	if take.err != nil {
-		return nil, nil, storeErr(ctx, "take lock", take.err)
+		return nil, nil, errs.Store(ctx, "take lock", take.err)
 	}
 	if take.ok {
 		return held(ctx, kv, key, owner, ttl), read, nil
@@ -112,7 +115,7 @@ func waitLease(ctx context.Context, kv KV, key string, ttl time.Duration) (*leas
 		if err != nil || ok {
 			return l, err
 		}
-		if err := sleepCtx(ctx, backoff); err != nil {
+		if err := xcontext.Sleep(ctx, backoff); err != nil {
 			return nil, fmt.Errorf("oauthflow: waiting for lock %s: %w", key, err)
 		}
 	}
@@ -128,7 +131,7 @@ func (l *lease) confirm(ctx context.Context) (bool, error) {
 	}
 	ok, err := l.kv.CompareAndExpire(ctx, l.key, l.owner, l.ttl)
 	if err != nil {
-		return false, storeErr(ctx, "renew lock", err)
+		return false, errs.Store(ctx, "renew lock", err)
 	}
 	if ok && l.now != nil {
 		l.proveAt(sent)

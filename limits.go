@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
 )
 
 // Refreshing ahead at scale, politely: a hundred thousand connections may
@@ -176,7 +178,7 @@ func (s *TokenStore) slowedUntil(ctx context.Context, providerID string) (time.T
 		return time.Time{}, false, nil
 	}
 	if err != nil {
-		return time.Time{}, false, storeErr(ctx, "read a provider's slow-down", err)
+		return time.Time{}, false, errs.Store(ctx, "read a provider's slow-down", err)
 	}
 	ms, err := strconv.ParseInt(string(b), 10, 64)
 	if err != nil {
@@ -253,7 +255,7 @@ func (s *TokenStore) claimPermit(ctx context.Context, index string, now time.Tim
 	for range maxStalePermits {
 		got, err := s.kv.Claim(ctx, index, now, permitLease, 1)
 		if err != nil {
-			return false, storeErr(ctx, "take a refresh permit", err)
+			return false, errs.Store(ctx, "take a refresh permit", err)
 		}
 		if len(got) == 0 {
 			return false, nil
@@ -262,7 +264,7 @@ func (s *TokenStore) claimPermit(ctx context.Context, index string, now time.Tim
 			return true, nil
 		}
 		if err := s.kv.Unschedule(ctx, index, got[0]); err != nil {
-			return false, storeErr(ctx, "remove a stale refresh permit", err)
+			return false, errs.Store(ctx, "remove a stale refresh permit", err)
 		}
 	}
 	return false, nil
@@ -313,7 +315,7 @@ func bucketReader(kv KV) (indexReader, bool) {
 func (s *TokenStore) mendBucket(ctx context.Context, r indexReader, index string, perSecond int, now time.Time) (bool, error) {
 	held, err := r.members(ctx, index)
 	if err != nil {
-		return false, storeErr(ctx, "read a refresh permit bucket", err)
+		return false, errs.Store(ctx, "read a refresh permit bucket", err)
 	}
 	permits := make([]string, perSecond)
 	mended, missing, farthest := false, false, now.Add(permitLease+permitSkew).UnixMilli()
@@ -323,7 +325,7 @@ func (s *TokenStore) mendBucket(ctx context.Context, r indexReader, index string
 		missing = missing || !ok
 		if ok && due > farthest {
 			if err := s.kv.Schedule(ctx, index, permits[i], now); err != nil {
-				return false, storeErr(ctx, "free a refresh permit", err)
+				return false, errs.Store(ctx, "free a refresh permit", err)
 			}
 			mended = true
 		}
@@ -332,7 +334,7 @@ func (s *TokenStore) mendBucket(ctx context.Context, r indexReader, index string
 		return mended, nil
 	}
 	if err := scheduleAbsent(ctx, s.kv, index, permits, time.UnixMilli(0)); err != nil {
-		return false, storeErr(ctx, "fill a refresh permit bucket", err)
+		return false, errs.Store(ctx, "fill a refresh permit bucket", err)
 	}
 	return true, nil
 }
@@ -375,7 +377,7 @@ func (s *TokenStore) primeBucket(ctx context.Context, providerID, index string, 
 		permits = append(permits, strconv.Itoa(i))
 	}
 	if err := scheduleAbsent(ctx, s.kv, index, permits, time.UnixMilli(0)); err != nil {
-		return storeErr(ctx, "fill a refresh permit bucket", err)
+		return errs.Store(ctx, "fill a refresh permit bucket", err)
 	}
 	l.mu.Lock()
 	b := l.buckets[providerID]

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oauthflow/oauthflow/internal/xcontext"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -49,7 +50,7 @@ func (r *RedisKV) watchRelease(ctx context.Context, key string) (<-chan struct{}
 }
 
 func (r *RedisKV) announceRelease(ctx context.Context, key string) {
-	_ = r.c.Publish(context.WithoutCancel(ctxOrBackground(ctx)), r.releaseChannel(key), "").Err()
+	_ = r.c.Publish(context.WithoutCancel(xcontext.OrBackground(ctx)), r.releaseChannel(key), "").Err()
 }
 
 func (p *prefixKV) watchRelease(ctx context.Context, key string) (<-chan struct{}, func(), bool) {
@@ -105,9 +106,9 @@ func (h *pubsubHub) watch(ctx context.Context, c redis.UniversalClient, channel 
 		}
 		h.chans[channel] = wc
 		if h.ps == nil {
-			h.ps = c.Subscribe(context.WithoutCancel(ctxOrBackground(ctx)), channel)
+			h.ps = c.Subscribe(context.WithoutCancel(xcontext.OrBackground(ctx)), channel)
 			go h.deliver(h.ps, h.ps.ChannelWithSubscriptions())
-		} else if err := h.ps.Subscribe(ctxOrBackground(ctx), channel); err != nil {
+		} else if err := h.ps.Subscribe(xcontext.OrBackground(ctx), channel); err != nil {
 			closeOnce(wc.ready) // go-redis subscribes again when it reconnects
 		}
 	}
@@ -120,7 +121,7 @@ func (h *pubsubHub) watch(ctx context.Context, c redis.UniversalClient, channel 
 	select {
 	case <-wc.ready:
 	case <-t.C:
-	case <-ctxOrBackground(ctx).Done():
+	case <-xcontext.OrBackground(ctx).Done():
 	}
 	return got, stop, true
 }

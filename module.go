@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
 )
 
 // Config wires a Module. Its zero value means: Redis from KVSTORE_* (memory if it
@@ -199,7 +201,7 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 func moduleKeyRing(cfg Config) (*KeyRing, error) {
 	if cfg.Encryption != nil {
 		if !cfg.Encryption.usable() {
-			return nil, invalidArg("Config.Encryption is an empty KeyRing: make it with NewKeyRing or ParseKeyRing")
+			return nil, errs.Invalid("Config.Encryption is an empty KeyRing: make it with NewKeyRing or ParseKeyRing")
 		}
 		return cfg.Encryption, nil
 	}

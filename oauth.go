@@ -89,6 +89,7 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/oauthflow/oauthflow/internal/errs"
 	"golang.org/x/oauth2"
 )
 
@@ -212,9 +213,9 @@ var (
 	ErrSessionNotFound  = errors.New("oauthflow: sign-in session unknown, expired or already used")
 	ErrStateMismatch    = errors.New("oauthflow: state mismatch")
 	ErrForbidden        = errors.New("oauthflow: forbidden")
-	ErrStoreUnavailable = errors.New("oauthflow: store unavailable")
-	ErrCorruptRecord    = errors.New("oauthflow: corrupt stored record")
-	ErrInvalidArgument  = errors.New("oauthflow: invalid argument")
+	ErrStoreUnavailable = errs.StoreUnavailable
+	ErrCorruptRecord    = errs.CorruptRecord
+	ErrInvalidArgument  = errs.InvalidArgument
 )
 
 // ProviderError is a provider's refusal or failure, with the RFC 6749 §5.2 fields.
@@ -319,20 +320,3 @@ func providerStatus(err error) int {
 
 // errNoAccessToken is a provider answer that carries no access token.
 var errNoAccessToken = errors.New("the answer has no access token")
-
-// storeErr marks err as a store failure, never to be mistaken for "not found",
-// unless the caller's own ctx has ended: then it is that context's error
-// (errors.Is(err, context.Canceled) holds), never ErrStoreUnavailable.
-func storeErr(ctx context.Context, op string, err error) error {
-	if ctx != nil && ctx.Err() != nil {
-		if errors.Is(err, ctx.Err()) {
-			return fmt.Errorf("oauthflow: %s: %w", op, err)
-		}
-		return fmt.Errorf("oauthflow: %s: %w: %w", op, ctx.Err(), err)
-	}
-	return fmt.Errorf("%w: %s: %w", ErrStoreUnavailable, op, err)
-}
-
-func invalidArg(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
-}

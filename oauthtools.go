@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/oauthflow/oauthflow/internal/errs"
 	"golang.org/x/oauth2"
 )
 
@@ -134,7 +135,7 @@ func newState() string {
 // the URL, and registers the pending sign-in. The verifier stays in the session.
 func (m *Module) buildAuthURL(ctx context.Context, tc ToolContext, a BuildOAuthURLArgs) (*BuildOAuthURLResult, error) {
 	if tc.UserID == "" {
-		return nil, invalidArg("build_oauth_url needs the current user")
+		return nil, errs.Invalid("build_oauth_url needs the current user")
 	}
 	p, err := m.Registry.Get(a.Provider)
 	if err != nil {
@@ -192,7 +193,7 @@ func (m *Module) authURLOf(p Provider, s *Session, state string) (string, error)
 }
 
 func callBuildAuthURL(p Provider, scopes []string, state string, opts []oauth2.AuthCodeOption) (u string, err error) {
-	defer recoverInto(&err, "provider BuildAuthURL")
+	defer errs.Recover(&err, "provider BuildAuthURL")
 	u = p.BuildAuthURL(scopes, state, opts...)
 	if u == "" {
 		return "", fmt.Errorf("oauthflow: provider %s built an empty authorization URL", p.ProviderID())
@@ -272,7 +273,7 @@ func (m *Module) callExchange(ctx context.Context, s *Session, code string) (ts 
 		}
 		ctx = withProofs(ctx, key, &m.Tokens.nonces)
 	}
-	defer recoverInto(&err, "provider "+s.Provider+" ExchangeCode")
+	defer errs.Recover(&err, "provider "+s.Provider+" ExchangeCode")
 	ts, err = exchangeWith(ctx, p, code, s.CodeVerifier)
 	if err == nil && (ts == nil || ts.AccessToken == "") {
 		err = &ProviderError{ProviderID: s.Provider, Err: errNoAccessToken}

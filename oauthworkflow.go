@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/url"
 	"strings"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
 )
 
 // The OAuth workflow, its states, transitions and prompt document.
@@ -139,7 +141,7 @@ func (m *Module) initiateOAuth(ctx context.Context, tc *TransitionContext) error
 	case "":
 	default:
 		return m.failFlow(ctx, tc, args.Provider, &FlowError{Message: "The sign-in request is not valid.",
-			Err: invalidArg("grant %q is not one of \"\" and %q", args.Grant, GrantDevice)})
+			Err: errs.Invalid("grant %q is not one of \"\" and %q", args.Grant, GrantDevice)})
 	}
 	res, err := m.buildAuthURL(ctx, ToolContext{UserID: tc.Run.UserID, RunID: tc.Run.ID},
 		BuildOAuthURLArgs{Provider: args.Provider, Scopes: args.Scopes})
@@ -233,7 +235,7 @@ func (m *Module) reportErrorTransition(ctx context.Context, tc *TransitionContex
 	}
 	var in providerErrorInput
 	if err := tc.DecodeInput(&in); err != nil || in.Error == "" {
-		return invalidArg("reportError needs an error code")
+		return errs.Invalid("reportError needs an error code")
 	}
 	perr := redirectError(data.Provider, in.Error, in.ErrorDescription, in.ErrorURI)
 	m.events.emit(ctx, Event{Kind: EventFlowFailed, UserID: tc.Run.UserID, ProviderID: data.Provider, RunID: tc.Run.ID, Err: perr})

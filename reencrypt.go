@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"sync"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
 )
 
 // ReencryptOptions tunes a Reencrypt walk.
@@ -62,7 +64,7 @@ func (m *Module) Reencrypt(ctx context.Context, opts ReencryptOptions) (Reencryp
 // and rewrites nothing twice.
 func Reencrypt(ctx context.Context, kv KV, ring *KeyRing, opts ReencryptOptions) (ReencryptProgress, error) {
 	if ring == nil || !ring.usable() {
-		return ReencryptProgress{}, invalidArg("no encryption key ring is configured")
+		return ReencryptProgress{}, errs.Invalid("no encryption key ring is configured")
 	}
 	scanner, ok := kv.(keyScanner)
 	if !ok {
@@ -83,7 +85,7 @@ func Reencrypt(ctx context.Context, kv KV, ring *KeyRing, opts ReencryptOptions)
 		}
 		keys, next, err := scanner.scanPrefix(ctx, "oauth:", p.Cursor, batch)
 		if err != nil {
-			return p, storeErr(ctx, "scan keys", err)
+			return p, errs.Store(ctx, "scan keys", err)
 		}
 		done, err := resealAll(ctx, kv, ring, keys, workers)
 		if err != nil {
@@ -161,7 +163,7 @@ func reseal(ctx context.Context, kv KV, ring *KeyRing, key string, p *ReencryptP
 		return nil
 	}
 	if err != nil {
-		return storeErr(ctx, "read "+key, err)
+		return errs.Store(ctx, "read "+key, err)
 	}
 	if id, ok := sealedKeyID(b); ok && id == ring.CurrentKeyID() {
 		p.Current++
@@ -181,11 +183,11 @@ func reseal(ctx context.Context, kv KV, ring *KeyRing, key string, p *ReencryptP
 		return nil
 	}
 	if err != nil {
-		return storeErr(ctx, "read the ttl of "+key, err)
+		return errs.Store(ctx, "read the ttl of "+key, err)
 	}
 	swapped, err := kv.CompareAndSwap(ctx, key, b, ring.seal(plain, key), ttl)
 	if err != nil {
-		return storeErr(ctx, "rewrite "+key, err)
+		return errs.Store(ctx, "rewrite "+key, err)
 	}
 	if swapped {
 		p.Rewritten++

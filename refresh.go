@@ -10,6 +10,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
 
 // A refresh of one user's tokens for one provider runs once at a time: once in
@@ -301,7 +304,7 @@ func (r *refreshRun) write(ctx context.Context, l *lease, w *pendingWrite) error
 		case errors.Is(gerr, ErrNotFound):
 			return errRecordGone
 		case gerr != nil:
-			return storeErr(ctx, "read tokens", gerr)
+			return errs.Store(ctx, "read tokens", gerr)
 		case !w.sameTokens(r.s.plainOf(cur, r.key)):
 			return errSuperseded
 		}
@@ -321,7 +324,7 @@ func (r *refreshRun) fencedSwap(ctx context.Context, l *lease, w *pendingWrite) 
 	}
 	ok, err := r.s.kv.CompareAndSwap(ctx, r.key, w.old, w.new, r.s.ttl(w.t))
 	if err != nil {
-		return storeErr(ctx, "store refreshed tokens", err)
+		return errs.Store(ctx, "store refreshed tokens", err)
 	}
 	if !ok {
 		return errSuperseded
@@ -343,7 +346,7 @@ func (r *refreshRun) fencedSwap(ctx context.Context, l *lease, w *pendingWrite) 
 // ctx ends.
 func (r *refreshRun) retry(ctx context.Context, l *lease, w pendingWrite) {
 	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
-		if err := sleepCtx(ctx, backoff); err != nil {
+		if err := xcontext.Sleep(ctx, backoff); err != nil {
 			r.unsaved = err
 			return
 		}
@@ -381,7 +384,7 @@ func (r *refreshRun) failed(ctx context.Context, l *lease, raw []byte, err error
 	}
 	deleted, derr := r.s.kv.CompareAndDelete(ctx, r.key, raw)
 	if derr != nil {
-		return false, storeErr(ctx, "delete dead grant", derr)
+		return false, errs.Store(ctx, "delete dead grant", derr)
 	}
 	r.s.pending.drop(r.key)
 	if !deleted {
@@ -406,7 +409,7 @@ func (s *TokenStore) callRefresh(ctx context.Context, providerID string, old Sto
 		}
 		ctx = withProofs(ctx, key, &s.nonces)
 	}
-	defer recoverInto(&err, "provider "+providerID+" RefreshToken")
+	defer errs.Recover(&err, "provider "+providerID+" RefreshToken")
 	ts, err = p.RefreshToken(ctx, old.RefreshToken)
 	if err == nil && (ts == nil || ts.AccessToken == "") {
 		err = &ProviderError{ProviderID: providerID, Err: errNoAccessToken}

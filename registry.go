@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
 )
 
 // Registry holds the providers a host app registered. It is safe for concurrent use.
@@ -64,17 +66,17 @@ func isAlnum(c byte) bool {
 // Register adds p. It fails on a nil provider, an invalid or empty ID, or an ID
 // that is already registered.
 func (r *Registry) Register(p Provider) (err error) {
-	if isNil(p) {
-		return invalidArg("nil provider")
+	if errs.IsNil(p) {
+		return errs.Invalid("nil provider")
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			err = invalidArg("provider's ProviderID panicked: %v", r)
+			err = errs.Invalid("provider's ProviderID panicked: %v", r)
 		}
 	}()
 	id := p.ProviderID()
 	if !validProviderID(id) {
-		return invalidArg("provider ID %q: want 1-64 of [A-Za-z0-9._-], starting with a letter or digit", id)
+		return errs.Invalid("provider ID %q: want 1-64 of [A-Za-z0-9._-], starting with a letter or digit", id)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -171,7 +173,7 @@ func (r *Registry) resolve(res resolver, id string) (p Provider, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if isNil(p) || p.ProviderID() != id {
+	if errs.IsNil(p) || p.ProviderID() != id {
 		return nil, fmt.Errorf("%w: the resolver for %q built another provider", ErrUnknownProvider, id)
 	}
 	if err := r.Register(p); err != nil {

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
 )
 
 // locked runs fn while holding run id's lock, then reports the run's end to its
@@ -77,7 +79,7 @@ func (e *Engine) checkTakeOps(ctx context.Context, id string, ops []*kvOp) error
 	for _, op := range ops {
 		if op.kind != opGet {
 			if op.err != nil {
-				return storeErr(ctx, "write with the run's lock", op.err)
+				return errs.Store(ctx, "write with the run's lock", op.err)
 			}
 			continue
 		}
@@ -153,7 +155,7 @@ func (e *Engine) tidyAtRelease(ctx context.Context, id, member string) error {
 	}
 	op.runOn(ctx, e.kv)
 	if op.err != nil {
-		return storeErr(ctx, "unschedule "+member, op.err)
+		return errs.Store(ctx, "unschedule "+member, op.err)
 	}
 	return nil
 }

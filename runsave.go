@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
 )
 
 func (e *Engine) save(ctx context.Context, r *Run) error {
@@ -60,9 +62,9 @@ func saveError(ctx context.Context, ops []*kvOp) error {
 			continue
 		}
 		if i == 0 {
-			return storeErr(ctx, "save run", op.err)
+			return errs.Store(ctx, "save run", op.err)
 		}
-		return storeErr(ctx, "expire document", op.err)
+		return errs.Store(ctx, "expire document", op.err)
 	}
 	return nil
 }

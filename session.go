@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
 
 // defaultSessionTTL is how long a pending sign-in waits for its callback.
@@ -64,7 +67,7 @@ func NewSessionService(kv KV, opts ...SessionOption) *SessionService {
 
 func checkState(state string) error {
 	if state == "" || len(state) > maxStateLen {
-		return invalidArg("state must be 1 to %d bytes", maxStateLen)
+		return errs.Invalid("state must be 1 to %d bytes", maxStateLen)
 	}
 	return nil
 }
@@ -76,22 +79,22 @@ func (ss *SessionService) Register(ctx context.Context, state string, s Session)
 		return err
 	}
 	if s.UserID == "" || s.Provider == "" {
-		return invalidArg("session needs a userId and a provider")
+		return errs.Invalid("session needs a userId and a provider")
 	}
 	if s.CreatedAt == 0 {
 		s.CreatedAt = ss.now().UnixMilli()
 	}
 	b, err := encodeSession(s)
 	if err != nil {
-		return invalidArg("session: %w", err)
+		return errs.Invalid("session: %w", err)
 	}
 	key := sessionKey(state)
-	ok, err := ss.kv.SetNX(ctxOrBackground(ctx), key, sealRecord(ss.ring, b, key), ss.ttl)
+	ok, err := ss.kv.SetNX(xcontext.OrBackground(ctx), key, sealRecord(ss.ring, b, key), ss.ttl)
 	if err != nil {
-		return storeErr(ctx, "register session", err)
+		return errs.Store(ctx, "register session", err)
 	}
 	if !ok {
-		return invalidArg("state is already registered")
+		return errs.Invalid("state is already registered")
 	}
 	return nil
 }
@@ -114,7 +117,7 @@ func (ss *SessionService) take(ctx context.Context, state string, consume bool) 
 	if err := checkState(state); err != nil {
 		return nil, ErrSessionNotFound
 	}
-	ctx, key := ctxOrBackground(ctx), sessionKey(state)
+	ctx, key := xcontext.OrBackground(ctx), sessionKey(state)
 	read := ss.kv.Get
 	if consume {
 		read = ss.kv.GetDel
@@ -124,12 +127,12 @@ func (ss *SessionService) take(ctx context.Context, state string, consume bool) 
 		return nil, ErrSessionNotFound
 	}
 	if err != nil {
-		return nil, storeErr(ctx, "read session", err)
+		return nil, errs.Store(ctx, "read session", err)
 	}
 	plain, err := openRecord(ss.ring, b, key)
 	if consume && errors.Is(err, ErrUnknownKey) {
 		if _, perr := ss.kv.SetNX(ctx, key, b, ss.ttl); perr != nil {
-			return nil, fmt.Errorf("%w (and putting it back failed: %w)", err, storeErr(ctx, "restore session", perr))
+			return nil, fmt.Errorf("%w (and putting it back failed: %w)", err, errs.Store(ctx, "restore session", perr))
 		}
 	}
 	if err != nil {

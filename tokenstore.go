@@ -12,6 +12,8 @@ import (
 	"unsafe"
 
 	"github.com/oauthflow/oauthflow/internal/dpop"
+	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
 
 // Token lifetimes and timings.
@@ -139,10 +141,10 @@ func NewTokenStore(kv KV, reg *Registry, opts ...TokenStoreOption) *TokenStore {
 
 func checkIDs(userID, providerID string) error {
 	if userID == "" || len(userID) > maxUserIDLen {
-		return invalidArg("user ID must be 1 to %d bytes", maxUserIDLen)
+		return errs.Invalid("user ID must be 1 to %d bytes", maxUserIDLen)
 	}
 	if !validProviderID(providerID) {
-		return invalidArg("provider ID %q is not valid", providerID)
+		return errs.Invalid("provider ID %q is not valid", providerID)
 	}
 	return nil
 }
@@ -156,12 +158,12 @@ func (s *TokenStore) StoreTokens(ctx context.Context, userID, providerID string,
 		return err
 	}
 	if t.AccessToken == "" || t.ExpiresAt < 0 {
-		return invalidArg("tokens need an access token and a non-negative expiresAt")
+		return errs.Invalid("tokens need an access token and a non-negative expiresAt")
 	}
 	if t.TokenType != "" && (t.TokenType != tokenTypeDPoP || t.DPoPKey == "") {
-		return invalidArg(`tokenType is "" (Bearer) or "DPoP" with the key it is bound to`)
+		return errs.Invalid(`tokenType is "" (Bearer) or "DPoP" with the key it is bound to`)
 	}
-	ctx = ctxOrBackground(ctx)
+	ctx = xcontext.OrBackground(ctx)
 	if err := s.write(ctx, userID, providerID, t); err != nil {
 		return err
 	}
@@ -199,7 +201,7 @@ func (s *TokenStore) storeTokenSet(ctx context.Context, userID, providerID strin
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(valuesOnly(ctx), grantWriteTimeout+s.ackTimeout)
+	ctx, cancel := context.WithTimeout(xcontext.ValuesOnly(ctx), grantWriteTimeout+s.ackTimeout)
 	defer cancel()
 	return s.StoreTokens(ctx, userID, providerID, t)
 }
@@ -208,10 +210,10 @@ func (s *TokenStore) storeTokenSet(ctx context.Context, userID, providerID strin
 // proved key.
 func (s *TokenStore) fromTokenSet(providerID string, ts *TokenSet, key string) (StoredTokens, error) {
 	if ts == nil {
-		return StoredTokens{}, invalidArg("nil token set")
+		return StoredTokens{}, errs.Invalid("nil token set")
 	}
 	if ts.ExpiresIn < 0 {
-		return StoredTokens{}, invalidArg("negative expiresIn")
+		return StoredTokens{}, errs.Invalid("negative expiresIn")
 	}
 	t := StoredTokens{AccessToken: ts.AccessToken, RefreshToken: ts.RefreshToken,
 		ExpiresAt: s.expiresAt(ts.ExpiresIn), Scope: ts.Scope, DPoPKey: key,
@@ -254,7 +256,7 @@ func (s *TokenStore) write(ctx context.Context, userID, providerID string, t Sto
 	}
 	runBatch(ctx, s.kv, ops...)
 	if set.err != nil {
-		return storeErr(ctx, "store tokens", set.err)
+		return errs.Store(ctx, "store tokens", set.err)
 	}
 	if marks != nil && marks[0].err == nil && marks[1].err == nil {
 		s.ahead.remember(connRef{userID, providerID}, now)
@@ -268,7 +270,7 @@ func (s *TokenStore) GetTokens(ctx context.Context, userID, providerID string) (
 	if err := checkIDs(userID, providerID); err != nil {
 		return nil, err
 	}
-	ctx = ctxOrBackground(ctx)
+	ctx = xcontext.OrBackground(ctx)
 	key := tokenKey(userID, providerID)
 	// The kept write is also looked up before the read: one that lands in
 	// between is dropped by then, and the record read is the one it replaced.
@@ -300,7 +302,7 @@ func (s *TokenStore) readFrom(ctx context.Context, kv KV, key, name string) ([]b
 		return nil, tokenView{}, ErrNoToken
 	}
 	if err != nil {
-		return nil, tokenView{}, storeErr(ctx, "read tokens", err)
+		return nil, tokenView{}, errs.Store(ctx, "read tokens", err)
 	}
 	v, err := s.parse(b, name)
 	return b, v, err
@@ -387,14 +389,14 @@ func (s *TokenStore) validToken(ctx context.Context, userID, providerID string, 
 	if len(need) == 0 {
 		if t, now := s.direct.memoryToken(s, userID, providerID); t != nil {
 			if s.ahead != nil {
-				s.markMemo(ctxOrBackground(ctx), t, now, userID, providerID)
+				s.markMemo(xcontext.OrBackground(ctx), t, now, userID, providerID)
 			}
 			return validRead{access: t.access, expiresAt: t.expiresAt, key: t.key}, nil
 		}
 	}
 	r, err := s.storedToken(ctx, userID, providerID, need)
 	if s.ahead != nil && err == nil {
-		s.markRead(ctxOrBackground(ctx), userID, providerID, r.expiresAt)
+		s.markRead(xcontext.OrBackground(ctx), userID, providerID, r.expiresAt)
 	}
 	return r, err
 }
@@ -413,7 +415,7 @@ func (s *TokenStore) absent(providerID string, err error) error {
 // storedToken is validToken read from the store (or refreshed), apart from
 // the memory fast path and the mark.
 func (s *TokenStore) storedToken(ctx context.Context, userID, providerID string, need []string) (validRead, error) {
-	ctx = ctxOrBackground(ctx)
+	ctx = xcontext.OrBackground(ctx)
 	key := s.direct.tokenKey(userID, providerID)
 	raw, v, err := s.readFrom(ctx, s.direct.kv, key, key[len(s.direct.prefix):])
 	if err != nil {
@@ -450,7 +452,7 @@ func (s *TokenStore) DeleteTokens(ctx context.Context, userID, providerID string
 	if err := checkIDs(userID, providerID); err != nil {
 		return err
 	}
-	ctx = ctxOrBackground(ctx)
+	ctx = xcontext.OrBackground(ctx)
 	key := tokenKey(userID, providerID)
 	for range maxRefreshRounds {
 		done, err := s.deleteRead(ctx, userID, providerID, key)
@@ -478,7 +480,7 @@ func (s *TokenStore) deleteRead(ctx context.Context, userID, providerID, key str
 	}
 	deleted, err := s.kv.CompareAndDelete(ctx, key, raw)
 	if err != nil {
-		return false, storeErr(ctx, "delete tokens", err)
+		return false, errs.Store(ctx, "delete tokens", err)
 	}
 	if !deleted {
 		return false, nil
@@ -517,7 +519,7 @@ func (s *TokenStore) revoke(ctx context.Context, userID, providerID string, t St
 }
 
 func callRevoke(ctx context.Context, r Revoker, token, hint string) (err error) {
-	defer recoverInto(&err, "RevokeToken")
+	defer errs.Recover(&err, "RevokeToken")
 	return r.RevokeToken(ctx, token, hint)
 }
 

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
 
 // Tool is an operation an agent or a workflow can call: a name, a description,
@@ -61,7 +64,7 @@ func NewTool[A any](name, description string, schema Schema, fn func(ctx context
 		call: func(ctx context.Context, tc ToolContext, raw json.RawMessage) (any, error) {
 			var args A
 			if err := strictDecode(raw, &args); err != nil {
-				return nil, invalidArg("%s arguments: %w", name, err)
+				return nil, errs.Invalid("%s arguments: %w", name, err)
 			}
 			return fn(ctx, tc, args)
 		}}
@@ -69,11 +72,11 @@ func NewTool[A any](name, description string, schema Schema, fn func(ctx context
 
 // Call validates args against the schema, runs the tool and returns its JSON result.
 func (t *Tool) Call(ctx context.Context, tc ToolContext, args json.RawMessage) (res json.RawMessage, err error) {
-	ctx = ctxOrBackground(ctx)
+	ctx = xcontext.OrBackground(ctx)
 	if err := t.Schema.Validate(args); err != nil {
 		return nil, fmt.Errorf("%s: %w", t.Name, err)
 	}
-	defer recoverInto(&err, "tool "+t.Name)
+	defer errs.Recover(&err, "tool "+t.Name)
 	out, err := t.call(ctx, tc, args)
 	if errors.Is(err, ErrNoToken) {
 		return unauthorizedResult(err), nil
@@ -97,22 +100,22 @@ func (t *Tool) MarshalJSON() ([]byte, error) {
 func (s Schema) Validate(raw json.RawMessage) error {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
-		return invalidArg("arguments must be a JSON object")
+		return errs.Invalid("arguments must be a JSON object")
 	}
 	for _, name := range sortedKeys(obj) {
 		p, ok := s.Properties[name]
 		if !ok && !s.AdditionalProperties {
-			return invalidArg("unknown argument %q", name)
+			return errs.Invalid("unknown argument %q", name)
 		}
 		if ok {
 			if err := p.check(obj[name]); err != nil {
-				return invalidArg("argument %q: %w", name, err)
+				return errs.Invalid("argument %q: %w", name, err)
 			}
 		}
 	}
 	for _, name := range s.Required {
 		if v, ok := obj[name]; !ok || string(v) == "null" {
-			return invalidArg("missing required argument %q", name)
+			return errs.Invalid("missing required argument %q", name)
 		}
 	}
 	return nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
 )
 
 // TransitionContext is what a transition's function works with.
@@ -67,7 +69,7 @@ func decodeStrict(raw json.RawMessage, v any, what string) error {
 		raw = json.RawMessage("{}")
 	}
 	if err := strictDecode(raw, v); err != nil {
-		return invalidArg("%s: %w", what, err)
+		return errs.Invalid("%s: %w", what, err)
 	}
 	return nil
 }

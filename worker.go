@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
 )
 
 // The background worker does the Module's time-driven work: sign-ins that lapse
@@ -119,7 +121,7 @@ func (w *worker) handle(name string, j job) { w.jobs[name] = j }
 // schedule makes id's work under job name due at due.
 func (w *worker) schedule(ctx context.Context, name, id string, due time.Time) error {
 	if err := w.kv.Schedule(ctx, dueIndex, name+":"+id, due); err != nil {
-		return storeErr(ctx, "schedule "+name, err)
+		return errs.Store(ctx, "schedule "+name, err)
 	}
 	return nil
 }
@@ -127,7 +129,7 @@ func (w *worker) schedule(ctx context.Context, name, id string, due time.Time) e
 // cancel removes id's work under job name, if any.
 func (w *worker) cancel(ctx context.Context, name, id string) error {
 	if err := w.kv.Unschedule(ctx, dueIndex, name+":"+id); err != nil {
-		return storeErr(ctx, "unschedule "+name, err)
+		return errs.Store(ctx, "unschedule "+name, err)
 	}
 	return nil
 }
@@ -369,6 +371,6 @@ func (w *worker) do(ctx context.Context, member string) {
 func runJob(ctx context.Context, j job, id string) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, workLease/2)
 	defer cancel()
-	defer recoverInto(&err, "due work")
+	defer errs.Recover(&err, "due work")
 	return j(ctx, id)
 }

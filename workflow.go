@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
 )
 
 // The states every workflow has.
@@ -109,29 +111,29 @@ type Document struct {
 
 func validateWorkflow(w *Workflow) error {
 	if w == nil || w.Name == "" {
-		return invalidArg("a workflow needs a name")
+		return errs.Invalid("a workflow needs a name")
 	}
 	states := make(map[string]bool, len(w.States))
 	for _, s := range w.States {
 		states[s] = true
 	}
 	if !states[StateStart] || !states[StateEnd] {
-		return invalidArg("workflow %q must declare the states %q and %q", w.Name, StateStart, StateEnd)
+		return errs.Invalid("workflow %q must declare the states %q and %q", w.Name, StateStart, StateEnd)
 	}
 	names := make(map[string]bool)
 	auto := make(map[string]bool)
 	for _, t := range w.Transitions {
 		switch {
 		case t.Name == "" || names[t.Name]:
-			return invalidArg("workflow %q: transition names must be unique and non-empty (%q)", w.Name, t.Name)
+			return errs.Invalid("workflow %q: transition names must be unique and non-empty (%q)", w.Name, t.Name)
 		case !states[t.From] || !states[t.To]:
-			return invalidArg("workflow %q: transition %q joins undeclared states", w.Name, t.Name)
+			return errs.Invalid("workflow %q: transition %q joins undeclared states", w.Name, t.Name)
 		case t.Do == nil:
-			return invalidArg("workflow %q: transition %q has no function", w.Name, t.Name)
+			return errs.Invalid("workflow %q: transition %q has no function", w.Name, t.Name)
 		case !t.Wait && auto[t.From]:
-			return invalidArg("workflow %q: more than one automatic transition leaves %q", w.Name, t.From)
+			return errs.Invalid("workflow %q: more than one automatic transition leaves %q", w.Name, t.From)
 		case !t.Wait && t.From == StateEnd:
-			return invalidArg("workflow %q: nothing runs on its own after end", w.Name)
+			return errs.Invalid("workflow %q: nothing runs on its own after end", w.Name)
 		}
 		names[t.Name] = true
 		auto[t.From] = auto[t.From] || !t.Wait

@@ -383,7 +383,7 @@ func coreTable() []mutant {
 		{
 			Name: "engine/take-write-unchecked",
 			File: "runhold.go",
-			Old:  "\t\t\tif op.err != nil {\n\t\t\t\treturn storeErr(ctx, \"write with the run's lock\", op.err)\n\t\t\t}\n",
+			Old:  "\t\t\tif op.err != nil {\n\t\t\t\treturn errs.Store(ctx, \"write with the run's lock\", op.err)\n\t\t\t}\n",
 			New:  "",
 			Run:  "^(TestTakeWriteFailedRunsNothing)$",
 			Why:  "a write sent with a run lock's take (a completion's watch) lands before the run's transition runs",
@@ -425,7 +425,7 @@ func coreTable() []mutant {
 		// Contexts: a caller's own cancellation is not a store outage.
 		{
 			Name: "ctx/cancel-is-store-unavailable",
-			File: "oauth.go",
+			File: "internal/errs/errs.go",
 			Old:  "if ctx != nil && ctx.Err() != nil {",
 			New:  "if false {",
 			Run:  "^(TestCancelledContextIsNotStoreUnavailable)$",
@@ -434,7 +434,7 @@ func coreTable() []mutant {
 		{
 			Name: "ctx/client-keeps-makers-ctx",
 			File: "client.go",
-			Old:  "ctx := withValuesOf(req.Context(), t.src.values)",
+			Old:  "ctx := xcontext.WithValuesOf(req.Context(), t.src.values)",
 			New:  "ctx := t.src.values",
 			Run:  "^(TestClientReadsUnderTheRequestsContext)$",
 			Why:  "a Client reads each token under the request's own context",
@@ -749,8 +749,8 @@ func coreTable() []mutant {
 		{
 			Name: "registry/resolver-id-unchecked",
 			File: "registry.go",
-			Old:  "\tif isNil(p) || p.ProviderID() != id {\n",
-			New:  "\tif isNil(p) {\n",
+			Old:  "\tif errs.IsNil(p) || p.ProviderID() != id {\n",
+			New:  "\tif errs.IsNil(p) {\n",
 			Why:  "a resolver's provider of another ID is refused, never registered under its own",
 			Run:  "TestRegistryResolver",
 		},

@@ -16,7 +16,7 @@ func catalogGuards() []mutant {
 		{
 			Name: "catalog/grant-write-under-callers-ctx",
 			File: "tokenstore.go",
-			Old:  "context.WithTimeout(valuesOnly(ctx), grantWriteTimeout+s.ackTimeout)",
+			Old:  "context.WithTimeout(xcontext.ValuesOnly(ctx), grantWriteTimeout+s.ackTimeout)",
 			New:  "context.WithTimeout(ctx, grantWriteTimeout+s.ackTimeout)",
 			Run:  "^(TestSignInAccountOutlivesTheCaller)$",
 			Why:  "a new grant, its code spent, is written though the caller left while its account was read",

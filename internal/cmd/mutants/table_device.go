@@ -351,8 +351,8 @@ func permitsFilledWhereMissing() []mutant {
 		{
 			Name: "scale/permits-refilled-redis",
 			File: "kv_redis.go",
-			Old:  "r.c.ZAddNX(ctxOrBackground(ctx), index, zs...)",
-			New:  "r.c.ZAdd(ctxOrBackground(ctx), index, zs...)",
+			Old:  "r.c.ZAddNX(xcontext.OrBackground(ctx), index, zs...)",
+			New:  "r.c.ZAdd(xcontext.OrBackground(ctx), index, zs...)",
 			Run:  run,
 			Why:  "RedisKV adds a permit only where it is absent (ZADD NX)",
 		},
