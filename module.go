@@ -239,7 +239,7 @@ func moduleKV(ctx context.Context, cfg Config, log *slog.Logger) (KV, bool, erro
 // exits.
 func (m *Module) Close() error {
 	m.work.close()
-	m.Tokens.flights.wait() // a refresh in flight writes what the provider rotated first
+	m.Tokens.flights.Wait() // a refresh in flight writes what the provider rotated first
 	err := m.Tokens.unwrittenErr()
 	if m.ownsKV {
 		err = errors.Join(err, closeKV(m.KV))

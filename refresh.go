@@ -64,7 +64,7 @@ type refreshWhen struct {
 
 // runRefresh is refresh, where a record is also due as when says.
 func (s *TokenStore) runRefresh(ctx context.Context, userID, providerID string, seen []byte, when refreshWhen) (StoredTokens, error) {
-	return s.flights.do(ctx, tokenKey(userID, providerID), func(publish func(StoredTokens, error)) (StoredTokens, error) {
+	return s.flights.Do(ctx, tokenKey(userID, providerID), func(publish func(StoredTokens, error)) (StoredTokens, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.refreshTimeout)
 		defer cancel()
 		r := &refreshRun{s: s, userID: userID, providerID: providerID, key: tokenKey(userID, providerID), publish: publish,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/oauthflow/oauthflow/internal/dpop"
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/flight"
 	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
 
@@ -39,7 +40,7 @@ type TokenStore struct {
 	lockWait       lockWait // how a refresh waits for another process's
 	onLockWait     func()   // tests: called each time a refresh waits for another process's
 	events         notifier
-	flights        flightGroup
+	flights        flight.Group[StoredTokens]
 	pending        pendingWrites
 	direct         directKV       // kv without its key prefix, for the hot read
 	ring           *KeyRing       // seals records at rest; nil: plain
@@ -128,6 +129,7 @@ func NewTokenStore(kv KV, reg *Registry, opts ...TokenStoreOption) *TokenStore {
 	s := &TokenStore{kv: kv, reg: reg, now: time.Now, skew: defaultSkew,
 		refreshTimeout: defaultRefreshTimeout, lockLease: defaultLockLease, lockWait: defaultLockWait,
 		events: notifier{log: slog.Default()}, backoff: defaultRefreshBackoff}
+	s.flights.Name = "refresh"
 	for _, o := range opts {
 		o(s)
 	}

@@ -17,7 +17,7 @@ func coreTable() []mutant {
 		// The refresh: in-process single flight, waiters, the shared context.
 		{
 			Name: "flight/no-single-flight",
-			File: "flight.go",
+			File: "internal/flight/flight.go",
 			Old:  "f, running := g.calls[key]\n",
 			New:  "f, running := g.calls[key]\n\trunning = false // mutant\n",
 			Run:  "^(TestRefreshInProcessTakesTheLockOnce)$",
@@ -25,9 +25,9 @@ func coreTable() []mutant {
 		},
 		{
 			Name: "flight/waiter-ignores-own-ctx",
-			File: "flight.go",
+			File: "internal/flight/flight.go",
 			Old: "\tselect {\n\tcase <-f.done:\n\t\treturn f.val, f.err\n" +
-				"\tcase <-ctx.Done():\n\t\treturn StoredTokens{}, ctx.Err()\n\t}\n",
+				"\tcase <-ctx.Done():\n\t\tvar zero V\n\t\treturn zero, ctx.Err()\n\t}\n",
 			New: "\t<-f.done\n\treturn f.val, f.err\n",
 			Run: "^(TestRefreshOutlivesTheCallerThatStartedIt)$",
 			Why: "a caller waiting on a shared refresh returns when its own context ends",

@@ -56,7 +56,8 @@ func durableGuards() []mutant {
 		},
 		{
 			Name: "durable/flight-deletes-newer-entry",
-			File: "flight.go",
+			File: "internal/flight/flight.go",
+			Pkg:  "./internal/flight",
 			Old:  "\t\tif g.calls[key] == f {\n\t\t\tdelete(g.calls, key)\n\t\t}\n",
 			New:  "\t\tdelete(g.calls, key)\n",
 			Run:  "^(TestFlightEndingLeavesANewerCallAlone)$",

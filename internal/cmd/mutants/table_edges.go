@@ -14,8 +14,8 @@ func edges() []mutant {
 		{
 			Name: "edges/close-drops-refresh-in-flight",
 			File: "module.go",
-			Old:  "\tm.Tokens.flights.wait()",
-			New:  "\t// m.Tokens.flights.wait()",
+			Old:  "\tm.Tokens.flights.Wait()",
+			New:  "\t// m.Tokens.flights.Wait()",
 			Why:  "Close waits for the refreshes in flight, so tokens a provider has just rotated are written before the store closes",
 			Run:  "^(TestCloseWritesTheRefreshInFlight|TestCloseReportsARotatedTokenLeftUnwritten)$",
 		},

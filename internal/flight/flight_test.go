@@ -1,4 +1,4 @@
-package oauthflow
+package flight
 
 import (
 	"context"
@@ -16,22 +16,29 @@ import (
 // over, and neither panics nor misses a call that started before the wait.
 func TestFlightWaitBesideNewCalls(t *testing.T) {
 	t.Parallel()
-	var g flightGroup
+	var g Group[string]
 	var callers sync.WaitGroup
 	for c := range 8 {
 		callers.Go(func() {
 			for i := range 2000 {
-				_, _ = g.do(context.Background(), fmt.Sprintf("k%d-%d", c, i%4), func(func(StoredTokens, error)) (StoredTokens, error) {
-					return StoredTokens{}, nil
+				_, _ = g.Do(context.Background(), fmt.Sprintf("k%d-%d", c, i%4), func(func(string, error)) (string, error) {
+					return "", nil
 				})
 			}
 		})
 	}
-	for range 20000 {
-		g.wait()
-	}
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		for range 20000 {
+			g.Wait()
+		}
+	}()
 	waitfor.Group(t, &callers, "the callers")
-	g.wait()
+	waitfor.Recv(t, waited, "the waits beside the calls")
+	idle := make(chan struct{})
+	go func() { g.Wait(); close(idle) }()
+	waitfor.Recv(t, idle, "the last wait")
 }
 
 // A call that published early and kept working (a write it retries through
@@ -42,37 +49,37 @@ func TestFlightWaitBesideNewCalls(t *testing.T) {
 // exactly during store trouble.
 func TestFlightEndingLeavesANewerCallAlone(t *testing.T) {
 	t.Parallel()
-	var g flightGroup
+	var g Group[string]
 	var started atomic.Int64
 	newerStarted, newerEnd := make(chan struct{}), make(chan struct{})
-	newer := func(func(StoredTokens, error)) (StoredTokens, error) {
+	newer := func(func(string, error)) (string, error) {
 		started.Add(1)
 		close(newerStarted)
 		_, err := waitfor.RecvErr(newerEnd, "the newer call's end")
-		return StoredTokens{AccessToken: "newer"}, err
+		return "newer", err
 	}
-	first := func(publish func(StoredTokens, error)) (StoredTokens, error) {
+	first := func(publish func(string, error)) (string, error) {
 		started.Add(1)
-		publish(StoredTokens{AccessToken: "first"}, nil) // early: the write goes on being retried
-		go func() { _, _ = g.do(context.Background(), "k", newer) }()
+		publish("first", nil) // early: the write goes on being retried
+		go func() { _, _ = g.Do(context.Background(), "k", newer) }()
 		waitfor.Recv(t, newerStarted, "the newer call's start")
-		return StoredTokens{AccessToken: "first"}, nil
+		return "first", nil
 	}
 	// The first call runs on the test's goroutine, as do starts it, so that
 	// its end (its map entry's removal included) is over when run returns.
-	f := &flight{done: make(chan struct{})}
-	g.calls, g.running, g.idle = map[string]*flight{"k": f}, 1, make(chan struct{})
+	f := &call[string]{done: make(chan struct{})}
+	g.calls, g.running, g.idle = map[string]*call[string]{"k": f}, 1, make(chan struct{})
 	g.run("k", f, first)
 
 	gone, cancel := context.WithCancel(context.Background())
 	cancel() // a caller that only joins or starts, and does not wait
-	_, _ = g.do(gone, "k", func(func(StoredTokens, error)) (StoredTokens, error) {
+	_, _ = g.Do(gone, "k", func(func(string, error)) (string, error) {
 		started.Add(1)
-		return StoredTokens{}, nil
+		return "", nil
 	})
 	close(newerEnd)
 	idle := make(chan struct{})
-	go func() { g.wait(); close(idle) }()
+	go func() { g.Wait(); close(idle) }()
 	waitfor.Recv(t, idle, "every call's end")
 	assert.EqualValues(t, 2, started.Load(), "the caller joined the newer call instead of starting a third")
 }
