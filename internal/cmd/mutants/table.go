@@ -606,7 +606,7 @@ func coreTable() []mutant {
 		// that ties a health record to the tokens it speaks of.
 		{
 			Name: "health/no-cooldown",
-			File: "health.go",
+			File: "refresh.go",
 			Old:  "s.now().UnixMilli() >= m.NextAttempt",
 			New:  "true",
 			Why:  "a connection whose refreshes fail is not refreshed by every read until its next attempt",
@@ -614,7 +614,7 @@ func coreTable() []mutant {
 		},
 		{
 			Name: "health/cooldown-of-other-tokens",
-			File: "health.go",
+			File: "refresh.go",
 			Old:  "if m.Failures == 0 || !m.about(fingerprint(base)) ||",
 			New:  "if m.Failures == 0 ||",
 			Why:  "a sign-in after failed refreshes is refreshed at once: the backoff was the old tokens'",
@@ -622,7 +622,7 @@ func coreTable() []mutant {
 		},
 		{
 			Name: "health/failures-not-counted",
-			File: "health.go",
+			File: "refresh.go",
 			Old:  "next.RefreshedAt, next.Failures = m.RefreshedAt, m.Failures+1",
 			New:  "next.RefreshedAt = m.RefreshedAt",
 			Why:  "failures in a row are counted, and the backoff grows with them",
@@ -630,7 +630,7 @@ func coreTable() []mutant {
 		},
 		{
 			Name: "health/recovered-for-other-tokens",
-			File: "health.go",
+			File: "refresh.go",
 			Old:  "if m.Failures > 0 && m.about(fingerprint(base)) {",
 			New:  "if m.Failures > 0 {",
 			Why:  "recovered is told only for tokens that were failing, not for a sign-in that replaced them",
@@ -857,7 +857,7 @@ func coreTable() []mutant {
 		},
 		{
 			Name: "toolworkflow/sign-ins-unbounded",
-			File: "toolworkflow.go",
+			File: "oauthworkflow.go",
 			Old:  "if !unauthorized || len(tc.Run.Children) >= maxToolSignIns {",
 			New:  "if !unauthorized {",
 			Why:  "a tool still unauthorized after two sign-ins ends the run instead of asking for a third",
@@ -873,7 +873,7 @@ func coreTable() []mutant {
 		},
 		{
 			Name: "health/no-jitter",
-			File: "health.go",
+			File: "refresh.go",
 			Old:  "\tif b.Jitter <= 0 || fp == \"\" {\n",
 			New:  "\tif true {\n",
 			Why:  "connections that fail together try again at instants of their own, not all at once",

@@ -241,7 +241,7 @@ func refreshAtScale() []mutant {
 		},
 		{
 			Name: "scale/429-heard-alone",
-			File: "health.go",
+			File: "refresh.go",
 			Old:  "\t\ts.slowDown(ctx, providerID) // the provider says too many",
 			New:  "\t\t_ = providerID // the provider says too many",
 			Run:  run,

@@ -53,7 +53,7 @@ func edges() []mutant {
 		},
 		{
 			Name: "edges/deliver-unsaved-end",
-			File: "delivery.go",
+			File: "engine.go",
 			Old:  "\tif r.State != StateEnd {\n\t\t// Owed",
 			New:  "\tif false {\n\t\t// Owed",
 			Why:  "a delivery owed for an end whose save failed delivers nothing until the end is saved",

@@ -40,7 +40,7 @@ func pagesGuards() []mutant {
 		},
 		{
 			Name: "pages/server-text-unfiltered",
-			File: "flowerror.go",
+			File: "oauth.go",
 			Old:  "\treturn showable(s, max)\n",
 			New:  "\treturn strings.ToValidUTF8(s[:min(len(s), max)], \"\")\n",
 			Run:  "^(TestHostileTokenErrorIsBounded|TestProviderErrorTextIsFiltered)$",

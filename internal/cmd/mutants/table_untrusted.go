@@ -216,7 +216,7 @@ func untrustedServers() []mutant {
 		},
 		{
 			Name: "cookie/unprefixed-over-tls",
-			File: "binding_cookie.go",
+			File: "binding.go",
 			Old:  "\tif servedOverTLS(r) {\n\t\treturn hostCookiePrefix",
 			New:  "\tif false {\n\t\treturn hostCookiePrefix",
 			Why:  "over https the sign-in's cookie is __Host-, and an unprefixed one (a subdomain could plant it) is refused",
@@ -224,7 +224,7 @@ func untrustedServers() []mutant {
 		},
 		{
 			Name: "cookie/host-cookie-path",
-			File: "binding_cookie.go",
+			File: "binding.go",
 			Old:  "c.Secure, c.Path = true, \"/\"",
 			New:  "c.Secure = true",
 			Why:  "a __Host- cookie has Path=/ (a browser drops it otherwise)",
