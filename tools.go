@@ -171,3 +171,31 @@ func sortedKeys(m map[string]json.RawMessage) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// Unauthorized is a tool's answer when the user must sign in (again):
+// {"error":"unauthorized"}, and when the grant lacks scopes, the provider,
+// the missing scopes and the scopes a new sign-in should ask for.
+type Unauthorized struct {
+	Error         string   `json:"error"`
+	Provider      string   `json:"provider,omitempty"`
+	MissingScopes []string `json:"missingScopes,omitempty"`
+	Scopes        []string `json:"scopes,omitempty"`
+}
+
+// UnauthorizedResult reads a tool result; ok is false unless it says unauthorized.
+func UnauthorizedResult(result json.RawMessage) (u Unauthorized, ok bool) {
+	if json.Unmarshal(result, &u) != nil || u.Error != "unauthorized" {
+		return Unauthorized{}, false
+	}
+	return u, true
+}
+
+// unauthorizedResult is the tool result for err, an ErrNoToken.
+func unauthorizedResult(err error) json.RawMessage {
+	var se *ScopeError
+	if !errors.As(err, &se) {
+		return ToolResultUnauthorized
+	}
+	b, _ := json.Marshal(Unauthorized{Error: "unauthorized", Provider: se.ProviderID, MissingScopes: se.Missing, Scopes: se.Scopes()})
+	return b
+}

@@ -155,7 +155,7 @@ func coreTable() []mutant {
 		// The public endpoints.
 		{
 			Name: "pages/post-message-to-any-origin",
-			File: "pages.go",
+			File: "handlers.go",
 			Old:  "window.opener.postMessage(result, targets[i]);",
 			New:  "window.opener.postMessage(result, \"*\");",
 			Run:  "^(TestCallbackPageScriptPostsToItsOwnOriginAndTheFrontends)$",
@@ -163,7 +163,7 @@ func coreTable() []mutant {
 		},
 		{
 			Name: "cors/any-origin-allowed",
-			File: "cors.go",
+			File: "handlers.go",
 			Old:  "_, ok := o.set[origin]\n\treturn ok",
 			New:  "return origin != \"\"",
 			Run:  "^(TestCompletePreflight|TestCompleteCORS)$",

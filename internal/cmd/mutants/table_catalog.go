@@ -7,7 +7,7 @@ func catalogGuards() []mutant {
 	return []mutant{
 		{
 			Name: "catalog/account-read-under-callers-ctx",
-			File: "account.go",
+			File: "signin.go",
 			Old:  "context.WithTimeout(context.WithoutCancel(ctx), accountTimeout)",
 			New:  "context.WithTimeout(ctx, accountTimeout)",
 			Run:  "^(TestSignInAccountOutlivesTheCaller)$",
@@ -40,7 +40,7 @@ func catalogGuards() []mutant {
 		},
 		{
 			Name: "catalog/metadata-unbounded",
-			File: "account.go",
+			File: "signin.go",
 			Old:  "\t\tif len(out) == maxMetadata {\n\t\t\tbreak\n\t\t}\n",
 			New:  "",
 			Run:  "^(TestMetadataIsBounded)$",
@@ -48,7 +48,7 @@ func catalogGuards() []mutant {
 		},
 		{
 			Name: "catalog/metadata-grows-on-refresh",
-			File: "account.go",
+			File: "signin.go",
 			Old:  "\t\tif len(kept) >= maxMetadata {\n\t\t\tbreak\n\t\t}\n",
 			New:  "",
 			Run:  "^(TestMetadataIsBounded)$",

@@ -152,7 +152,7 @@ func connectionAccounts() []mutant {
 	return []mutant{
 		{
 			Name: "account/not-read",
-			File: "oauthtools.go",
+			File: "signin.go",
 			Old:  "\t\tm.readAccount(ctx, p, ts, s.DPoPKey)\n",
 			New:  "",
 			Run:  run,
@@ -160,7 +160,7 @@ func connectionAccounts() []mutant {
 		},
 		{
 			Name: "account/unproven",
-			File: "account.go",
+			File: "signin.go",
 			Old:  "\tif isDPoP(ts.TokenType) {\n\t\ttok.key = key\n\t}\n",
 			New:  "",
 			Run:  run,
@@ -192,7 +192,7 @@ func accountGuards() []mutant {
 	return []mutant{
 		{
 			Name: "account/follows-redirects",
-			File: "account.go",
+			File: "signin.go",
 			Old:  "CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}",
 			New:  "CheckRedirect: nil}",
 			Run:  run,

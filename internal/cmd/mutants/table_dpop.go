@@ -5,7 +5,7 @@ func boundTokens() []mutant {
 	return []mutant{
 		{
 			Name: "dpop/no-jkt",
-			File: "oauthtools.go",
+			File: "signin.go",
 			Old:  "\t\topts = append(opts, oauth2.SetAuthURLParam(\"dpop_jkt\", key.Thumbprint()))",
 			New:  "\t\t_ = key",
 			Run:  "TestDPoPBindsASignInToAKeyEveryInstanceHolds",
@@ -13,7 +13,7 @@ func boundTokens() []mutant {
 		},
 		{
 			Name: "dpop/exchange-unproven",
-			File: "oauthtools.go",
+			File: "signin.go",
 			Old:  "ctx = withProofs(ctx, key, &m.Tokens.nonces)",
 			New:  "_ = key",
 			Run:  "TestDPoPBindsASignInToAKeyEveryInstanceHolds",

@@ -166,7 +166,7 @@ func untrustedServers() []mutant {
 		},
 		{
 			Name: "mix-up/unadvertised-iss-ignored",
-			File: "oauthtools.go",
+			File: "signin.go",
 			Old:  "if s.Issuer == \"\" || iss == s.Issuer || iss == \"\" && s.IssOptional {",
 			New:  "if s.Issuer == \"\" || s.IssOptional || iss == s.Issuer {",
 			Why:  "a callback naming another issuer is refused even when the sign-in's server does not advertise RFC 9207",
@@ -174,7 +174,7 @@ func untrustedServers() []mutant {
 		},
 		{
 			Name: "mix-up/missing-iss-accepted",
-			File: "oauthtools.go",
+			File: "signin.go",
 			Old:  "if s.Issuer == \"\" || iss == s.Issuer || iss == \"\" && s.IssOptional {",
 			New:  "if s.Issuer == \"\" || iss == s.Issuer || iss == \"\" {",
 			Why:  "a callback without iss is refused when the server advertises RFC 9207",
@@ -182,7 +182,7 @@ func untrustedServers() []mutant {
 		},
 		{
 			Name: "mix-up/reporter-ignored",
-			File: "oauthtools.go",
+			File: "signin.go",
 			Old:  "if r, ok := p.(IssuerReporter); ok {",
 			New:  "if r, ok := p.(IssuerReporter); false && ok {",
 			Why:  "a sign-in records the issuer a provider names through IssuerReporter, advertised or not",
@@ -240,7 +240,7 @@ func untrustedServers() []mutant {
 		},
 		{
 			Name: "tool/withheld-tokens-returned",
-			File: "oauthtools.go",
+			File: "signin.go",
 			Old:  "if err != nil || !m.withhold {",
 			New:  "if err != nil || true {",
 			Why:  "with Config.WithholdTokens, exchange_oauth_token's result (which may reach a model) has no token",

@@ -31,7 +31,7 @@ func workerGuards() []mutant {
 		},
 		{
 			Name: "worker/success-pages-unbounded",
-			File: "pages.go",
+			File: "handlers.go",
 			Old:  "\tif c.n >= bound {\n",
 			New:  "\tif c.n >= bound+1<<30 {\n",
 			Run:  "^(TestSuccessPagesBoundedWithTheRegistry)$",
