@@ -208,14 +208,14 @@ func (m *Module) newDeviceRun(runID string, p Provider, a *DeviceAuthorization) 
 		life = time.Duration(min(a.ExpiresIn, int64(maxDeviceLifetime/time.Second))) * time.Second
 	}
 	name := deviceSecretName(runID)
-	run := &deviceRun{Code: string(sealRecord(m.ring, []byte(a.DeviceCode), name)), Interval: int64(interval / time.Second),
+	run := &deviceRun{Code: string(m.ring.Seal([]byte(a.DeviceCode), name)), Interval: int64(interval / time.Second),
 		ExpiresAt: now.Add(life).UnixMilli(), NextPollAt: now.Add(interval).UnixMilli()}
 	if usesDPoP(p) {
 		_, enc, err := newGrantKey()
 		if err != nil {
 			return nil, err
 		}
-		run.Key = string(sealRecord(m.ring, []byte(enc), name))
+		run.Key = string(m.ring.Seal([]byte(enc), name))
 	}
 	return run, nil
 }
@@ -336,7 +336,7 @@ func (m *Module) callDeviceToken(ctx context.Context, runID, provider string, d 
 
 // openDeviceSecret is the plain form of a device sign-in's sealed secret.
 func (m *Module) openDeviceSecret(runID, sealed string) (string, error) {
-	b, err := openRecord(m.ring, []byte(sealed), deviceSecretName(runID))
+	b, err := m.ring.Open([]byte(sealed), deviceSecretName(runID))
 	return string(b), err
 }
 

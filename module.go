@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/seal"
 )
 
 // Config wires a Module. Its zero value means: Redis from KVSTORE_* (memory if it
@@ -123,7 +124,7 @@ type Module struct {
 	ExchangeOAuthToken *Tool // exchange_oauth_token
 	KV                 KV
 
-	ring        *KeyRing // seals records at rest; nil: plain
+	ring        *seal.Ring // seals records at rest; nil: plain
 	verifyUser  func(r *http.Request, userID string) error
 	bindSignIns bool
 	withhold    bool // exchange_oauth_token's result has no tokens (Config.WithholdTokens)
@@ -163,7 +164,7 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Module{Registry: cfg.Registry, KV: kv, ring: ring, log: log, httpClient: cfg.HTTPClient, ownsKV: owned,
+	m := &Module{Registry: cfg.Registry, KV: kv, ring: ring.sealer(), log: log, httpClient: cfg.HTTPClient, ownsKV: owned,
 		events: notifier{hook: cfg.OnEvent, log: log, now: now}, origins: origins, now: now, signInTTL: cfg.SignInTTL,
 		verifyUser: cfg.VerifyUser, bindSignIns: cfg.BindSignIns, withhold: cfg.WithholdTokens}
 	if m.signInTTL <= 0 {

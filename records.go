@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"sync/atomic"
+
+	"github.com/oauthflow/oauthflow/internal/seal"
 )
 
 // Records are strict JSON: a record with an unknown field is refused.
@@ -252,6 +254,6 @@ type tokenMemo struct {
 	access    string
 	expiresAt int64
 	key       string // the DPoP key the token is bound to, encoded; "" for Bearer
-	ring      *KeyRing
+	ring      *seal.Ring
 	marked    atomic.Int64 // when a read of this value last marked its connection (Unix ms; markMemo)
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/seal"
 )
 
 // ReencryptOptions tunes a Reencrypt walk.
@@ -51,7 +52,7 @@ const (
 // client registration of the module's store under the current key of its
 // key ring: plain records and records under older keys alike. See the package function [Reencrypt].
 func (m *Module) Reencrypt(ctx context.Context, opts ReencryptOptions) (ReencryptProgress, error) {
-	return Reencrypt(ctx, m.KV, m.ring, opts)
+	return reencrypt(ctx, m.KV, m.ring, opts)
 }
 
 // Reencrypt walks kv (SCAN, on every master of a Cluster) and seals every
@@ -63,7 +64,12 @@ func (m *Module) Reencrypt(ctx context.Context, opts ReencryptOptions) (Reencryp
 // far, whose Cursor resumes it; running it again from the start is also safe,
 // and rewrites nothing twice.
 func Reencrypt(ctx context.Context, kv KV, ring *KeyRing, opts ReencryptOptions) (ReencryptProgress, error) {
-	if ring == nil || !ring.usable() {
+	return reencrypt(ctx, kv, ring.sealer(), opts)
+}
+
+// reencrypt is Reencrypt with the ring that seals.
+func reencrypt(ctx context.Context, kv KV, ring *seal.Ring, opts ReencryptOptions) (ReencryptProgress, error) {
+	if ring == nil || !ring.Usable() {
 		return ReencryptProgress{}, errs.Invalid("no encryption key ring is configured")
 	}
 	scanner, ok := kv.(keyScanner)
@@ -104,7 +110,7 @@ func Reencrypt(ctx context.Context, kv KV, ring *KeyRing, opts ReencryptOptions)
 
 // resealAll reseals keys on up to workers goroutines and returns what it
 // counted; the first error stops the rest.
-func resealAll(ctx context.Context, kv KV, ring *KeyRing, keys []string, workers int) (ReencryptProgress, error) {
+func resealAll(ctx context.Context, kv KV, ring *seal.Ring, keys []string, workers int) (ReencryptProgress, error) {
 	var (
 		mu    sync.Mutex
 		total ReencryptProgress
@@ -153,7 +159,7 @@ func (p *ReencryptProgress) add(q ReencryptProgress) {
 
 // reseal rewrites the record under key (when it is one that is sealed at
 // rest) under ring's current key, counting what it found in p.
-func reseal(ctx context.Context, kv KV, ring *KeyRing, key string, p *ReencryptProgress) error {
+func reseal(ctx context.Context, kv KV, ring *seal.Ring, key string, p *ReencryptProgress) error {
 	p.Scanned++
 	if !sealedKind(key) {
 		return nil
@@ -165,11 +171,11 @@ func reseal(ctx context.Context, kv KV, ring *KeyRing, key string, p *ReencryptP
 	if err != nil {
 		return errs.Store(ctx, "read "+key, err)
 	}
-	if id, ok := sealedKeyID(b); ok && id == ring.CurrentKeyID() {
+	if id, ok := seal.KeyID(b); ok && id == ring.CurrentKeyID() {
 		p.Current++
 		return nil
 	}
-	plain, err := openRecord(ring, b, key)
+	plain, err := ring.Open(b, key)
 	switch {
 	case errors.Is(err, ErrUnknownKey):
 		p.Unknown++
@@ -185,7 +191,7 @@ func reseal(ctx context.Context, kv KV, ring *KeyRing, key string, p *ReencryptP
 	if err != nil {
 		return errs.Store(ctx, "read the ttl of "+key, err)
 	}
-	swapped, err := kv.CompareAndSwap(ctx, key, b, ring.seal(plain, key), ttl)
+	swapped, err := kv.CompareAndSwap(ctx, key, b, ring.Seal(plain, key), ttl)
 	if err != nil {
 		return errs.Store(ctx, "rewrite "+key, err)
 	}
@@ -199,7 +205,7 @@ func reseal(ctx context.Context, kv KV, ring *KeyRing, key string, p *ReencryptP
 
 // sealedKind reports whether key (without the app's prefix) names a record
 // that is sealed at rest: a token record, a pending sign-in, or an MCP
-// server's dynamic client registration (mcpauth, through Module.SealRecord).
+// server's dynamic client registration (mcpauth, through seal.OfModule).
 func sealedKind(key string) bool {
 	rest, ok := strings.CutPrefix(key, "oauth:")
 	if !ok {

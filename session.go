@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/seal"
 	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
 
@@ -22,7 +23,7 @@ type SessionService struct {
 	kv   KV
 	ttl  time.Duration
 	now  func() time.Time
-	ring *KeyRing // seals sessions at rest; nil: plain
+	ring *seal.Ring // seals sessions at rest; nil: plain
 }
 
 // SessionOption configures a SessionService. A Module sets its sessions'
@@ -53,7 +54,7 @@ func withSessionClock(now func() time.Time) SessionOption {
 // current key (see KeyRing); plain sessions are still read. nil: plain.
 func withSessionEncryption(ring *KeyRing) SessionOption {
 	checkRing(ring)
-	return func(s *SessionService) { s.ring = ring }
+	return func(s *SessionService) { s.ring = ring.sealer() }
 }
 
 // NewSessionService returns a SessionService over kv.
@@ -89,7 +90,7 @@ func (ss *SessionService) Register(ctx context.Context, state string, s Session)
 		return errs.Invalid("session: %w", err)
 	}
 	key := sessionKey(state)
-	ok, err := ss.kv.SetNX(xcontext.OrBackground(ctx), key, sealRecord(ss.ring, b, key), ss.ttl)
+	ok, err := ss.kv.SetNX(xcontext.OrBackground(ctx), key, ss.ring.Seal(b, key), ss.ttl)
 	if err != nil {
 		return errs.Store(ctx, "register session", err)
 	}
@@ -129,7 +130,7 @@ func (ss *SessionService) take(ctx context.Context, state string, consume bool) 
 	if err != nil {
 		return nil, errs.Store(ctx, "read session", err)
 	}
-	plain, err := openRecord(ss.ring, b, key)
+	plain, err := ss.ring.Open(b, key)
 	if consume && errors.Is(err, ErrUnknownKey) {
 		if _, perr := ss.kv.SetNX(ctx, key, b, ss.ttl); perr != nil {
 			return nil, fmt.Errorf("%w (and putting it back failed: %w)", err, errs.Store(ctx, "restore session", perr))

@@ -16,6 +16,7 @@ import (
 	"github.com/oauthflow/oauthflow/internal/dpop"
 	"github.com/oauthflow/oauthflow/internal/errs"
 	"github.com/oauthflow/oauthflow/internal/flight"
+	"github.com/oauthflow/oauthflow/internal/seal"
 	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
 
@@ -45,7 +46,7 @@ type TokenStore struct {
 	flights        flight.Group[StoredTokens]
 	pending        pendingWrites
 	direct         directKV       // kv without its key prefix, for the hot read
-	ring           *KeyRing       // seals records at rest; nil: plain
+	ring           *seal.Ring     // seals records at rest; nil: plain
 	backoff        Backoff        // between transient refresh failures
 	ahead          *aheadState    // refresh ahead (WithRefreshAhead); nil: off
 	limiter        refreshLimiter // bounds on refreshes ahead per provider (WithRefreshLimits)
@@ -120,7 +121,7 @@ func WithRefreshBackoff(b Backoff) TokenStoreOption {
 // Plain records are still read. nil: records are written plain.
 func WithEncryption(ring *KeyRing) TokenStoreOption {
 	checkRing(ring)
-	return func(s *TokenStore) { s.ring = ring }
+	return func(s *TokenStore) { s.ring = ring.sealer() }
 }
 
 // NewTokenStore returns a TokenStore over kv that refreshes through the providers in reg.
@@ -314,7 +315,7 @@ func (s *TokenStore) readFrom(ctx context.Context, kv KV, key, name string) ([]b
 
 // parse reads a stored token record, opening it first when it is sealed.
 func (s *TokenStore) parse(b []byte, name string) (tokenView, error) {
-	plain, err := openRecord(s.ring, b, name)
+	plain, err := s.ring.Open(b, name)
 	if err != nil {
 		return tokenView{}, err
 	}
@@ -323,12 +324,12 @@ func (s *TokenStore) parse(b []byte, name string) (tokenView, error) {
 
 // seal is the stored form of t under the record name.
 func (s *TokenStore) seal(t StoredTokens, name string) []byte {
-	return sealRecord(s.ring, encodeStoredTokens(t), name)
+	return s.ring.Seal(encodeStoredTokens(t), name)
 }
 
 // plainOf is the record stored as raw under name, opened; nil when it does not open.
 func (s *TokenStore) plainOf(raw []byte, name string) []byte {
-	plain, err := openRecord(s.ring, raw, name)
+	plain, err := s.ring.Open(raw, name)
 	if err != nil {
 		return nil
 	}

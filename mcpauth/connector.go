@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/seal"
 	"github.com/oauthflow/oauthflow/providers"
 )
 
@@ -64,6 +65,7 @@ type Config struct {
 type Connector struct {
 	cfg     Config
 	kv      oauthflow.KV
+	ring    *seal.Ring // the module's: seals dynamic registrations; nil: plain
 	http    *http.Client
 	clients atomic.Pointer[map[string]Client] // Config.Clients, or what SetClients gave since
 }
@@ -90,7 +92,7 @@ func New(cfg Config) (*Connector, error) {
 	if cfg.ClientName == "" {
 		cfg.ClientName = "oauthflow"
 	}
-	c := &Connector{cfg: cfg, kv: cfg.Module.KV, http: outboundClient(cfg)}
+	c := &Connector{cfg: cfg, kv: cfg.Module.KV, ring: seal.OfModule(cfg.Module), http: outboundClient(cfg)}
 	c.SetClients(cfg.Clients)
 	cfg.Module.Registry.AddResolver(idPrefix, c.resolve)
 	return c, nil

@@ -40,7 +40,7 @@ func (c *Connector) storedRegistration(ctx context.Context, key string) (reg reg
 	if err != nil {
 		return registration{}, nil, false, err
 	}
-	plain, err := c.cfg.Module.OpenRecord(key, raw)
+	plain, err := c.ring.Open(raw, key)
 	if errors.Is(err, oauthflow.ErrUnknownKey) {
 		return registration{}, nil, false, err
 	}
@@ -67,7 +67,7 @@ func (c *Connector) sealRegistration(key string, reg registration) ([]byte, erro
 	if err != nil {
 		return nil, err
 	}
-	return c.cfg.Module.SealRecord(key, b), nil
+	return c.ring.Seal(b, key), nil
 }
 
 // keepRegistration has d's dynamic registration live nameTTL from now: a

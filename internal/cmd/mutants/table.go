@@ -443,17 +443,17 @@ func coreTable() []mutant {
 		// Encryption at rest and re-encryption.
 		{
 			Name: "crypt/record-not-bound-to-its-name",
-			File: "encryption.go",
-			Old:  "func boundTo(name string) []byte { return readOnlyBytes(name) }",
-			New:  "func boundTo(name string) []byte { return nil }",
+			File: "internal/seal/seal.go",
+			Old:  "func boundTo(name string) []byte { return unsafe.Slice(unsafe.StringData(name), len(name)) }",
+			New:  "func boundTo(name string) []byte { return unsafe.Slice(unsafe.StringData(name), 0) }",
 			Why:  "a sealed record copied under another user's key does not open there",
 			Run:  "TestSealedRecordMovedToAnotherKeyDoesNotOpen",
 		},
 		{
 			Name: "crypt/unknown-key-is-corrupt",
-			File: "encryption.go",
+			File: "internal/seal/seal.go",
 			Old:  "return nil, fmt.Errorf(\"%w: key ID %q\", ErrUnknownKey, id)",
-			New:  "return nil, fmt.Errorf(\"%w: %w: key ID %q\", ErrCorruptRecord, ErrUnknownKey, id)",
+			New:  "return nil, fmt.Errorf(\"%w: %w: key ID %q\", errs.CorruptRecord, ErrUnknownKey, id)",
 			Why:  "a record under a key the ring lacks is never deleted, by a read or a disconnect",
 			Run:  "TestEncryptionKeyRotation",
 		},

@@ -89,7 +89,7 @@ func deviceSignIns() []mutant {
 		{
 			Name: "device/code-plain",
 			File: "device.go",
-			Old:  "run := &deviceRun{Code: string(sealRecord(m.ring, []byte(a.DeviceCode), name)),",
+			Old:  "run := &deviceRun{Code: string(m.ring.Seal([]byte(a.DeviceCode), name)),",
 			New:  "run := &deviceRun{Code: a.DeviceCode,",
 			Run:  run,
 			Why:  "the device code is sealed in the run when encryption is on",

@@ -31,8 +31,8 @@ func unnoticedGuards() []mutant {
 		{
 			Name: "reencrypt/reseal-not-fenced",
 			File: "reencrypt.go",
-			Old:  "swapped, err := kv.CompareAndSwap(ctx, key, b, ring.seal(plain, key), ttl)",
-			New:  "swapped, err := true, kv.Set(ctx, key, ring.seal(plain, key), ttl)",
+			Old:  "swapped, err := kv.CompareAndSwap(ctx, key, b, ring.Seal(plain, key), ttl)",
+			New:  "swapped, err := true, kv.Set(ctx, key, ring.Seal(plain, key), ttl)",
 			Run:  "TestReencryptLeavesARecordWrittenMidWalk",
 			Why:  "Reencrypt rewrites a record only over the bytes it read: a sign-in or refresh written meanwhile is never overwritten",
 		},

@@ -98,7 +98,7 @@ func untrustedServers() []mutant {
 			Name: "mcp/record-registration-plain",
 			File: "mcpauth/registration.go",
 			Pkg:  "./mcpauth",
-			Old:  "c.cfg.Module.SealRecord(key, b)",
+			Old:  "c.ring.Seal(b, key)",
 			New:  "b",
 			Why:  "a dynamic registration's secret is sealed at rest with the key ring",
 			Run:  "TestDynamicRegistrationIsSealedAtRest",
