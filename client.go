@@ -10,6 +10,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/oauthflow/oauthflow/internal/dpop"
+	"github.com/oauthflow/oauthflow/internal/outbound"
 	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
 
@@ -88,8 +89,8 @@ type bearerTransport struct {
 }
 
 func (t *bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if !SameOrigin(req.URL, firstRequest(req).URL) {
-		return t.base.RoundTrip(WithoutCredentials(req)) // a redirect to another origin
+	if !outbound.SameOrigin(req.URL, outbound.FirstRequest(req).URL) {
+		return t.base.RoundTrip(outbound.WithoutCredentials(req)) // a redirect to another origin
 	}
 	ctx := xcontext.WithValuesOf(req.Context(), t.src.values)
 	tok, err := t.src.s.validToken(ctx, t.src.userID, t.src.providerID, nil)

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/oauthflow/oauthflow/internal/dpop"
+	"github.com/oauthflow/oauthflow/internal/outbound"
 )
 
 // Sender-constrained tokens (DPoP, RFC 9449). A provider that implements
@@ -80,7 +81,7 @@ type proofTransport struct {
 // RoundTrip proves the key to the origin of the request the caller made
 // (dpop.Transport passes a redirect to any other origin through unsigned).
 func (t *proofTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	dt := dpop.Transport{Base: t.base, Key: t.call.key, Nonces: t.call.nonces, Origin: firstRequest(req).URL}
+	dt := dpop.Transport{Base: t.base, Key: t.call.key, Nonces: t.call.nonces, Origin: outbound.FirstRequest(req).URL}
 	return dt.RoundTrip(req)
 }
 

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/oauthflow/oauthflow/internal/errs"
 	"net"
 	"net/url"
 	"strings"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/outbound"
 )
 
 // The OAuth workflow, its states, transitions and prompt document.
@@ -347,7 +349,7 @@ func linkedCompleteURI(uri, complete string) string {
 		return ""
 	}
 	c, err := url.Parse(complete)
-	if err != nil || c.User != nil || !SameOrigin(c, u) {
+	if err != nil || c.User != nil || !outbound.SameOrigin(c, u) {
 		return ""
 	}
 	if c.Scheme == "https" || c.Scheme == "http" && loopbackHost(c.Hostname()) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/outbound"
 	"golang.org/x/oauth2"
 )
 
@@ -87,7 +88,7 @@ func (c *Connector) recheck(ctx context.Context, userID, id string, ch Challenge
 // Tokens.Transport, or the SDK's token source, OAuthHandler.TokenSource).
 func carriesToken(req *http.Request, serverURL string) bool {
 	s, err := url.Parse(serverURL)
-	return req != nil && err == nil && oauthflow.SameOrigin(req.URL, s) &&
+	return req != nil && err == nil && outbound.SameOrigin(req.URL, s) &&
 		(strings.HasPrefix(req.Header.Get("Authorization"), "Bearer ") || strings.HasPrefix(req.Header.Get("Authorization"), "DPoP "))
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/url"
 
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/outbound"
 	"golang.org/x/oauth2"
 )
 
@@ -152,7 +153,7 @@ func (t *sdkTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// Another origin (a redirect, an endpoint the server named): the
 		// SDK's Authorization, which net/http copies onto a redirect to the
 		// same host or a subdomain, stays off it.
-		return t.base.RoundTrip(oauthflow.WithoutCredentials(req))
+		return t.base.RoundTrip(outbound.WithoutCredentials(req))
 	}
 	if !carriesToken(req, t.h.ServerURL) {
 		return t.base.RoundTrip(req) // no token yet: as the SDK sent it
@@ -183,7 +184,7 @@ func (t *sdkTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // the only one its token is for.
 func (t *sdkTransport) toServer(req *http.Request) bool {
 	s, err := url.Parse(t.h.ServerURL)
-	return err == nil && oauthflow.SameOrigin(req.URL, s)
+	return err == nil && outbound.SameOrigin(req.URL, s)
 }
 
 // signIn runs the "oauth" workflow for the user and completes it with what

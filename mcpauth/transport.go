@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/outbound"
 )
 
 // The MCP transport: an http.RoundTripper bound to one user and one MCP
@@ -62,7 +63,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, closeBody(req, err)
 	}
 	if !t.serversOrigin(req.URL) {
-		return t.baseRT().RoundTrip(oauthflow.WithoutCredentials(req))
+		return t.baseRT().RoundTrip(outbound.WithoutCredentials(req))
 	}
 	connected, err := t.connected(req.Context(), id)
 	if err != nil {
@@ -170,7 +171,7 @@ func (t *transport) connected(ctx context.Context, id string) (bool, error) {
 // endpoint event names, and a server may redirect anywhere.
 func (t *transport) serversOrigin(u *url.URL) bool {
 	s, err := url.Parse(t.server)
-	return err == nil && oauthflow.SameOrigin(u, s)
+	return err == nil && outbound.SameOrigin(u, s)
 }
 
 func (t *transport) baseRT() http.RoundTripper {

@@ -54,8 +54,8 @@ func boundTokens() []mutant {
 		{
 			Name: "dpop/proof-follows-redirect",
 			File: "dpop.go",
-			Old:  "Origin: firstRequest(req).URL}",
-			New:  "Origin: req.URL}",
+			Old:  "Origin: outbound.FirstRequest(req).URL}",
+			New:  "Origin: req.URL}; _ = outbound.FirstRequest",
 			Run:  "TestProofTransportSignsTheFirstOriginOnly",
 			Why:  "a token request's proof goes to the origin it was sent to, never with a redirect elsewhere",
 		},

@@ -123,8 +123,8 @@ func pagesGuards() []mutant {
 		{
 			Name: "pages/device-complete-uri-any-host",
 			File: "oauthworkflow.go",
-			Old:  "if err != nil || c.User != nil || !SameOrigin(c, u) {",
-			New:  "if err != nil || c.User != nil || c.Scheme != u.Scheme {",
+			Old:  "if err != nil || c.User != nil || !outbound.SameOrigin(c, u) {",
+			New:  "if _ = outbound.SameOrigin; err != nil || c.User != nil || c.Scheme != u.Scheme {",
 			Run:  "^(TestDevicePromptCompleteURIOnlyOnTheVerificationOrigin)$",
 			Why:  "a complete verification URI on another host than the verification URI is left out",
 		},

@@ -249,14 +249,14 @@ func untrustedServers() []mutant {
 		{
 			Name: "redirect/token-to-any-origin",
 			File: "client.go",
-			Old:  "\tif !SameOrigin(req.URL, firstRequest(req).URL) {\n",
+			Old:  "\tif !outbound.SameOrigin(req.URL, outbound.FirstRequest(req).URL) {\n",
 			New:  "\tif false {\n",
 			Why:  "a redirect to another origin or to http gets neither the token nor a forced refresh",
 			Run:  "TestClientKeepsTheTokenOff|TestTransportKeepsTheTokenOff",
 		},
 		{
 			Name: "redirect/chain-not-followed",
-			File: "redirects.go",
+			File: "internal/outbound/redirects.go",
 			Old:  "\tfor req.Response != nil && req.Response.Request != nil {\n",
 			New:  "\tfor false {\n",
 			Why:  "the origin a redirected hop is checked against is the caller's first request's",
@@ -264,7 +264,7 @@ func untrustedServers() []mutant {
 		},
 		{
 			Name: "redirect/downgrade-same-origin",
-			File: "redirects.go",
+			File: "internal/outbound/redirects.go",
 			Old:  "return a.Scheme == b.Scheme && strings.EqualFold",
 			New:  "return strings.EqualFold",
 			Why:  "https to http on the same host and port is another origin: no token in the clear",
@@ -272,7 +272,7 @@ func untrustedServers() []mutant {
 		},
 		{
 			Name: "redirect/port-ignored",
-			File: "redirects.go",
+			File: "internal/outbound/redirects.go",
 			Old:  "strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)",
 			New:  "strings.EqualFold(a.Hostname(), b.Hostname())",
 			Why:  "another port on the same host is another origin",
@@ -280,7 +280,7 @@ func untrustedServers() []mutant {
 		},
 		{
 			Name: "redirect/proof-header-kept",
-			File: "redirects.go",
+			File: "internal/outbound/redirects.go",
 			Old:  "var credentialHeaders = []string{\"Authorization\", \"DPoP\"}",
 			New:  "var credentialHeaders = []string{\"Authorization\"}",
 			Why:  "a hop to another origin does not get the caller's DPoP proof either",

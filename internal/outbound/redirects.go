@@ -1,4 +1,7 @@
-package oauthflow
+// Package outbound holds what the library's requests to other servers share:
+// the rule that a credential goes only to the origin of the request the
+// caller made, and the pooled transport of the default clients.
+package outbound
 
 import (
 	"net/http"
@@ -18,9 +21,9 @@ import (
 // the bearer token and a DPoP proof (RFC 9449), which names its target.
 var credentialHeaders = []string{"Authorization", "DPoP"}
 
-// firstRequest is the request the caller made: net/http sets Response on each
+// FirstRequest is the request the caller made: net/http sets Response on each
 // redirected request, and that response's Request is the hop before.
-func firstRequest(req *http.Request) *http.Request {
+func FirstRequest(req *http.Request) *http.Request {
 	for req.Response != nil && req.Response.Request != nil {
 		req = req.Response.Request
 	}
