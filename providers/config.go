@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oauthflow/oauthflow/internal/outbound"
 	"golang.org/x/oauth2"
 )
 
@@ -180,6 +181,13 @@ func WithAuthStyle(s AuthStyle) Option {
 // DefaultTimeout bounds each request of a provider built without WithHTTPClient.
 const DefaultTimeout = 15 * time.Second
 
+// MaxIdleConnsPerHost is how many idle connections the transport of a
+// provider built without WithHTTPClient keeps to one provider host.
+// http.DefaultTransport keeps 2: under a burst of callbacks every exchange
+// past the second opens a new TCP and TLS connection to the token endpoint
+// and closes it again.
+const MaxIdleConnsPerHost = outbound.MaxIdleConnsPerHost
+
 func collect(opts []Option) options {
 	var o options
 	for _, opt := range opts {
@@ -188,7 +196,7 @@ func collect(opts []Option) options {
 		}
 	}
 	if o.client == nil {
-		o.client = defaultClient()
+		o.client = outbound.Client(DefaultTimeout)
 	}
 	return o
 }

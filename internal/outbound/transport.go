@@ -1,8 +1,9 @@
-package providers
+package outbound
 
 import (
 	"net/http"
 	"sync"
+	"time"
 )
 
 // MaxIdleConnsPerHost is how many idle connections the default transport keeps
@@ -25,7 +26,8 @@ var pooledTransport = sync.OnceValue(func() *http.Transport {
 	return t
 })
 
-// defaultClient is the client of a provider built without WithHTTPClient.
-func defaultClient() *http.Client {
-	return &http.Client{Timeout: DefaultTimeout, Transport: pooledTransport()}
+// Client is a client over the pooled transport whose requests each end
+// after timeout.
+func Client(timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: pooledTransport()}
 }
