@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/outbound"
 	"github.com/oauthflow/oauthflow/internal/seal"
 )
 
@@ -141,6 +142,10 @@ type Module struct {
 	completionTimeout, runLockLease time.Duration
 }
 
+// defaultHTTPTimeout bounds each provider request made with the Module's
+// default client (Config.HTTPClient nil), which is pooled with the providers'.
+const defaultHTTPTimeout = 30 * time.Second
+
 // New wires every service, tool and the OAuth workflow.
 func New(ctx context.Context, cfg Config) (*Module, error) {
 	log := cfg.Logger
@@ -175,7 +180,7 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 		m.Registry = NewRegistry()
 	}
 	if m.httpClient == nil {
-		m.httpClient = defaultHTTPClient()
+		m.httpClient = outbound.Client(defaultHTTPTimeout)
 	}
 	m.Tokens = NewTokenStore(kv, m.Registry, WithClock(now), WithLogger(log), WithEventHook(cfg.OnEvent),
 		WithEncryption(ring), WithRefreshBackoff(cfg.RefreshBackoff), WithRefreshAhead(cfg.RefreshAhead, cfg.RefreshAheadIdle),

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/outbound"
 )
 
 func TestNewOAuth2RejectsBadConfig(t *testing.T) {
@@ -54,8 +55,8 @@ func TestNewOAuth2Defaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.client == nil || p.client.Timeout != DefaultTimeout || p.client == http.DefaultClient {
-		t.Errorf("default client = %+v, want a client of its own with a %v timeout", p.client, DefaultTimeout)
+	if p.client == nil || p.client.Timeout != DefaultTimeout || p.client == http.DefaultClient || p.client.Transport != outbound.Client(0).Transport {
+		t.Errorf("default client = %+v, want a client of its own over the pooled transport with a %v timeout", p.client, DefaultTimeout)
 	}
 	if p.DisplayName() != "p" || !p.SupportsPKCE() || p.RequiresPKCE() || p.Issuer() != "" || p.CanRevoke() {
 		t.Errorf("defaults: name %q pkce %v/%v issuer %q revoke %v", p.DisplayName(), p.SupportsPKCE(), p.RequiresPKCE(), p.Issuer(), p.CanRevoke())
