@@ -46,7 +46,7 @@ func issuerModule(t *testing.T, p oauthflow.Provider) *oauthflow.Module {
 const honestIssuer = "https://as.example"
 
 // issuerCases: what a callback's iss does to a sign-in whose provider names
-// honestIssuer, advertised or not, or through Issuerer alone.
+// honestIssuer, advertised or not, or through Issuer() alone.
 var issuerCases = []struct {
 	name, provider, iss string
 	ok                  bool
@@ -57,8 +57,8 @@ var issuerCases = []struct {
 	{"advertised, its own iss", "loud", honestIssuer, true},
 	{"advertised, no iss", "loud", "", false},
 	{"advertised, another's iss", "loud", "https://honest-elsewhere.example", false},
-	{"Issuerer alone, no iss", "legacy", "", false},
-	{"Issuerer alone, its own iss", "legacy", honestIssuer, true},
+	{"Issuer() alone, no iss", "legacy", "", false},
+	{"Issuer() alone, its own iss", "legacy", honestIssuer, true},
 }
 
 func issuerProviderFor(name string) (oauthflow.Provider, *issuerProvider) {
@@ -69,7 +69,7 @@ func issuerProviderFor(name string) (oauthflow.Provider, *issuerProvider) {
 	return p, p
 }
 
-// legacyOnly implements Issuerer and not IssuerReporter.
+// legacyOnly names its issuer through Issuer() alone, not IssuerReporter.
 type legacyOnly struct {
 	p      *issuerProvider
 	issuer string
@@ -91,7 +91,7 @@ func (l *legacyOnly) RefreshToken(ctx context.Context, rt string) (*oauthflow.To
 // Both completion paths compare the callback's iss with the issuer the
 // sign-in was sent to: another issuer's is refused whether or not the
 // server advertises RFC 9207, a missing one only when it does (or when the
-// provider names its issuer through Issuerer alone, as before). A refused
+// provider names its issuer through Issuer() alone, as before). A refused
 // callback exchanges nothing and stores nothing.
 func TestCallbackIssIsCheckedOnBothPaths(t *testing.T) {
 	t.Parallel()

@@ -30,16 +30,14 @@ type Provider interface {
 type (
 	// PKCESupporter reports whether the provider accepts PKCE (default true).
 	PKCESupporter interface{ SupportsPKCE() bool }
-	// Issuerer names the provider's issuer, which enables the RFC 9207 iss check:
-	// a non-empty Issuer means the server sends iss, and a callback must carry it.
-	Issuerer interface{ Issuer() string }
 	// IssuerReporter names the issuer of the authorization server a
 	// provider's sign-ins are sent to, and whether that server advertises
 	// RFC 9207 (authorization_response_iss_parameter_supported). Each sign-in
 	// records both: a callback whose iss is another issuer is refused either
 	// way (the mix-up defence of RFC 9700 §4.4), and one without iss is
-	// refused when the server advertises it. A provider that implements it
-	// is not asked for Issuerer.
+	// refused when the server advertises it. A provider without it that has
+	// an Issuer() string method (the older form) names its issuer there, as
+	// advertised: a non-empty Issuer means the callback must carry that iss.
 	IssuerReporter interface {
 		AuthorizationIssuer() (issuer string, advertised bool)
 	}
@@ -110,7 +108,7 @@ const tokenTypeDPoP = "DPoP"
 
 // Session is a pending sign-in, registered under its state when the URL is built.
 // CodeVerifier is the PKCE verifier; it never leaves the server. Issuer is the
-// authorization server the sign-in was sent to (IssuerReporter, Issuerer): a
+// authorization server the sign-in was sent to ([IssuerReporter]): a
 // callback's iss must be it, and may be absent only when IssOptional.
 type Session struct {
 	WorkflowID   string   `json:"workflowId"`

@@ -310,11 +310,15 @@ func issuerOf(p Provider) (issuer string, optional bool) {
 		issuer, advertised := r.AuthorizationIssuer()
 		return issuer, issuer != "" && !advertised
 	}
-	if i, ok := p.(Issuerer); ok {
+	if i, ok := p.(issuerNamer); ok {
 		return i.Issuer(), false
 	}
 	return "", false
 }
+
+// issuerNamer is the older form of IssuerReporter: the issuer alone, taken
+// as advertised.
+type issuerNamer interface{ Issuer() string }
 
 func displayName(p Provider) string {
 	if d, ok := p.(DisplayNamer); ok && d.DisplayName() != "" {

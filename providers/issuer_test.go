@@ -8,7 +8,7 @@ import (
 
 // Config.Issuer alone means advertised (iss required), as before;
 // IssOptional keeps the issuer for the mix-up check without requiring iss,
-// and Issuer() then names none, for code that reads Issuerer.
+// and Issuer() then names none, for code that reads Issuer() alone.
 func TestIssOptional(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

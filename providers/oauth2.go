@@ -18,8 +18,8 @@ import (
 
 // OAuth2 is an oauthflow.Provider over golang.org/x/oauth2. Besides the
 // Provider methods it implements the optional interfaces oauthflow looks for:
-// SupportsPKCE, Issuer, RevokeToken, DisplayName, DeadGrantCodes and the
-// device authorization grant ([oauthflow.DeviceAuthorizer]). It is
+// SupportsPKCE, AuthorizationIssuer, RevokeToken, DisplayName, DeadGrantCodes
+// and the device authorization grant ([oauthflow.DeviceAuthorizer]). It is
 // safe for concurrent use; build it with NewOAuth2, New, FromEnv or Discover.
 type OAuth2 struct {
 	cfg     Config
@@ -31,7 +31,6 @@ type OAuth2 struct {
 var (
 	_ oauthflow.Provider         = (*OAuth2)(nil)
 	_ oauthflow.PKCESupporter    = (*OAuth2)(nil)
-	_ oauthflow.Issuerer         = (*OAuth2)(nil)
 	_ oauthflow.IssuerReporter   = (*OAuth2)(nil)
 	_ oauthflow.Revoker          = (*OAuth2)(nil)
 	_ oauthflow.DisplayNamer     = (*OAuth2)(nil)

@@ -189,6 +189,14 @@ func untrustedServers() []mutant {
 			Run:  "TestCallbackIssIsCheckedOnBothPaths",
 		},
 		{
+			Name: "mix-up/issuer-alone-ignored",
+			File: "signin.go",
+			Old:  "if i, ok := p.(issuerNamer); ok {",
+			New:  "if i, ok := p.(issuerNamer); false && ok {",
+			Why:  "a provider that names its issuer through Issuer() alone still has the callback's iss checked",
+			Run:  "TestCallbackIssIsCheckedOnBothPaths",
+		},
+		{
 			Name: "mix-up/error-redirect-iss-unchecked",
 			File: "handlers.go",
 			Old:  "\tif checkIss(s, p.Iss) != nil {\n",
