@@ -107,8 +107,8 @@ func (a *aheadState) next(now time.Time, expiresAt int64) time.Time {
 // the due entry moved can tell a read came (see postponeIdle).
 func (a *aheadState) markOps(userID, providerID string, now time.Time, expiresAt int64) []*kvOp {
 	return []*kvOp{
-		{kind: opSchedule, key: connIndexKey(userID), member: seenMember(providerID), due: now},
-		{kind: opSchedule, key: dueIndex, member: jobAhead + ":" + aheadMember(userID, providerID), due: a.due(expiresAt)},
+		{Kind: opSchedule, Key: connIndexKey(userID), Member: seenMember(providerID), Due: now},
+		{Kind: opSchedule, Key: dueIndex, Member: jobAhead + ":" + aheadMember(userID, providerID), Due: a.due(expiresAt)},
 	}
 }
 
@@ -151,7 +151,7 @@ func (s *TokenStore) markMemo(ctx context.Context, t *tokenMemo, now time.Time, 
 func (s *TokenStore) writeMarks(ctx context.Context, userID, providerID string, now time.Time, expiresAt int64) bool {
 	ops := s.ahead.markOps(userID, providerID, now, expiresAt)
 	runBatch(ctx, s.kv, ops...)
-	return ops[0].err == nil && ops[1].err == nil
+	return ops[0].Err == nil && ops[1].Err == nil
 }
 
 // remember notes that this process marked ref read at now, and now and then
@@ -270,9 +270,9 @@ func (s *TokenStore) postponeIdle(ctx context.Context, member string, seen time.
 // gone, or cannot be refreshed. A sign-in that wrote it meanwhile is put back.
 func (s *TokenStore) removeFromRefreshAhead(ctx context.Context, member string) error {
 	providerID, userID, _ := strings.Cut(member, ":")
-	ops := []*kvOp{{kind: opUnschedule, key: dueIndex, member: jobAhead + ":" + member}}
+	ops := []*kvOp{{Kind: opUnschedule, Key: dueIndex, Member: jobAhead + ":" + member}}
 	if checkIDs(userID, providerID) == nil {
-		ops = append(ops, &kvOp{kind: opUnschedule, key: connIndexKey(userID), member: seenMember(providerID)})
+		ops = append(ops, &kvOp{Kind: opUnschedule, Key: connIndexKey(userID), Member: seenMember(providerID)})
 	}
 	runBatch(ctx, s.kv, ops...)
 	if s.ahead == nil || checkIDs(userID, providerID) != nil {

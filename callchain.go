@@ -92,7 +92,7 @@ func (f *finalWrites) wrote(key string, value []byte) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.read[key]; ok {
-		f.read[key] = &kvOp{kind: opGet, key: key, got: value}
+		f.read[key] = &kvOp{Kind: opGet, Key: key, Got: value}
 	}
 }
 

@@ -30,8 +30,8 @@ func (m *Module) watchCompletion(ctx context.Context, s *Session) context.Contex
 		return ctx // a sign-in outside a workflow has no run to end
 	}
 	due := m.now().Add(m.completionTimeout + m.runLockLease)
-	watch := &kvOp{kind: opSchedule, key: dueIndex, member: jobAbandon + ":" + s.WorkflowID, due: due}
-	prompt := &kvOp{kind: opGet, key: docKey(s.WorkflowID, PromptDocumentName)}
+	watch := &kvOp{Kind: opSchedule, Key: dueIndex, Member: jobAbandon + ":" + s.WorkflowID, Due: due}
+	prompt := &kvOp{Kind: opGet, Key: docKey(s.WorkflowID, PromptDocumentName)}
 	return m.Engine.withTake(ctx, s.WorkflowID, watch, prompt)
 }
 

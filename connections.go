@@ -96,8 +96,8 @@ func (s *TokenStore) Connections(ctx context.Context, userID string) ([]Connecti
 	ids = slices.Compact(ids)
 	reads := make([]*kvOp, 2*len(ids)) // each record, then its health
 	for i, id := range ids {
-		reads[2*i] = &kvOp{kind: opGet, key: tokenKey(userID, id)}
-		reads[2*i+1] = &kvOp{kind: opGet, key: metaKey(userID, id)}
+		reads[2*i] = &kvOp{Kind: opGet, Key: tokenKey(userID, id)}
+		reads[2*i+1] = &kvOp{Kind: opGet, Key: metaKey(userID, id)}
 	}
 	runBatch(ctx, s.kv, reads...)
 	var out []Connection
@@ -130,17 +130,17 @@ func (s *TokenStore) repairIDs() []string {
 // connection reads one record of the listing and its health record (meta);
 // found is false when it is gone.
 func (s *TokenStore) connection(ctx context.Context, read, meta *kvOp, id string, indexed map[string]int64) (Connection, bool, error) {
-	if errors.Is(read.err, ErrNotFound) || !validProviderID(id) {
+	if errors.Is(read.Err, ErrNotFound) || !validProviderID(id) {
 		return Connection{}, false, nil
 	}
-	if read.err != nil {
-		return Connection{}, false, errs.Store(ctx, "read tokens", read.err)
+	if read.Err != nil {
+		return Connection{}, false, errs.Store(ctx, "read tokens", read.Err)
 	}
 	c := Connection{ProviderID: id, Health: HealthHealthy}
 	if at := indexed[id]; at > 0 {
 		c.ConnectedAt = time.UnixMilli(at)
 	}
-	v, err := s.parse(read.got, read.key)
+	v, err := s.parse(read.Got, read.Key)
 	if err != nil {
 		c.Health, c.Err = HealthUnreadable, err
 		return c, true, nil
@@ -150,8 +150,8 @@ func (s *TokenStore) connection(ctx context.Context, read, meta *kvOp, id string
 	if v.expiresAt != 0 {
 		c.ExpiresAt = time.UnixMilli(v.expiresAt)
 	}
-	if meta.err == nil {
-		c.health(decodeMeta(meta.got), v.tokens())
+	if meta.Err == nil {
+		c.health(decodeMeta(meta.Got), v.tokens())
 	}
 	return c, true, nil
 }

@@ -49,7 +49,7 @@ func (e *Engine) GetDocument(ctx context.Context, runID, name string) (*Document
 func (e *Engine) readDocument(ctx context.Context, runID, key string) ([]byte, error) {
 	if f := finalOf(ctx, runID); f != nil {
 		if op := f.readWithTake(key); op != nil {
-			return op.got, op.err
+			return op.Got, op.Err
 		}
 	}
 	return e.kv.Get(xcontext.OrBackground(ctx), key)
@@ -103,7 +103,7 @@ func (e *Engine) shortenOps(ctx context.Context, r *Run) ([]*kvOp, error) {
 				return nil, errs.Store(ctx, "expire document", err)
 			}
 		}
-		ops = append(ops, &kvOp{kind: opCompareAndExpire, key: docKey(r.ID, name), value: b, ttl: e.doneTTL})
+		ops = append(ops, &kvOp{Kind: opCompareAndExpire, Key: docKey(r.ID, name), Value: b, TTL: e.doneTTL})
 	}
 	return ops, nil
 }

@@ -181,7 +181,7 @@ func (e *Engine) Fire(ctx context.Context, runID, transition string, input any, 
 // a delivery retried after it landed changes nothing.
 func (e *Engine) fire(ctx context.Context, runID, transition string, input json.RawMessage, asUser, child string) (*Run, error) {
 	return e.locked(ctx, runID, true, func(ctx context.Context, read *kvOp) (*Run, error) {
-		r, err := e.decodeRun(ctx, runID, read.got, read.err)
+		r, err := e.decodeRun(ctx, runID, read.Got, read.Err)
 		if err != nil {
 			return nil, err
 		}

@@ -52,7 +52,7 @@ func TestTakeReadsServeTheHoldAndFollowItsWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	read := &kvOp{kind: opGet, key: docKey(r.ID, "note")}
+	read := &kvOp{Kind: opGet, Key: docKey(r.ID, "note")}
 	r, err = e.Fire(e.withTake(ctx, r.ID, read), r.ID, "edit", "second", "alice")
 	if err != nil {
 		t.Fatal(err)
@@ -60,8 +60,8 @@ func TestTakeReadsServeTheHoldAndFollowItsWrites(t *testing.T) {
 	if got := string(r.Result); got != `["first","second"]` {
 		t.Fatalf("the transition read %s; want the note before and after its own write", got)
 	}
-	if read.err != nil || len(read.got) == 0 {
-		t.Fatalf("the read sent with the take answered %q, %v", read.got, read.err)
+	if read.Err != nil || len(read.Got) == 0 {
+		t.Fatalf("the read sent with the take answered %q, %v", read.Got, read.Err)
 	}
 }
 
@@ -88,7 +88,7 @@ func TestTakeWriteFailedRunsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	watch := &kvOp{kind: opSchedule, key: dueIndex, member: "abandon:" + r.ID, due: time.Now()}
+	watch := &kvOp{Kind: opSchedule, Key: dueIndex, Member: "abandon:" + r.ID, Due: time.Now()}
 	if _, err := e.Fire(e.withTake(ctx, r.ID, watch), r.ID, "edit", "second", "alice"); !errors.Is(err, errScheduleDown) {
 		t.Fatalf("Fire = %v; want the failed write's error", err)
 	}
@@ -139,7 +139,7 @@ func TestTakeReadsAgainAfterWaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	kv.takes, kv.note = 0, docKey(r.ID, "note")
-	read := &kvOp{kind: opGet, key: docKey(r.ID, "note")}
+	read := &kvOp{Kind: opGet, Key: docKey(r.ID, "note")}
 	r, err = e.Fire(e.withTake(ctx, r.ID, read), r.ID, "edit", "second", "alice")
 	if err != nil {
 		t.Fatal(err)

@@ -33,16 +33,16 @@ const (
 
 // kvOp is one command of a batch, and its result once the batch has run.
 type kvOp struct {
-	kind   opKind
-	key    string // the index, for opSchedule and opUnschedule
-	value  []byte // to store, or to compare with
-	ttl    time.Duration
-	member string
-	due    time.Time
+	Kind   opKind
+	Key    string // the index, for opSchedule and opUnschedule
+	Value  []byte // to store, or to compare with
+	TTL    time.Duration
+	Member string
+	Due    time.Time
 
-	ok  bool
-	got []byte
-	err error
+	OK  bool
+	Got []byte
+	Err error
 }
 
 // orderedBatcher is a KV that can run a batch in one round trip. runInOrder
@@ -62,21 +62,21 @@ func runBatch(ctx context.Context, kv KV, ops ...*kvOp) {
 }
 
 func (op *kvOp) runOn(ctx context.Context, kv KV) {
-	switch op.kind {
+	switch op.Kind {
 	case opGet:
-		op.got, op.err = kv.Get(ctx, op.key)
+		op.Got, op.Err = kv.Get(ctx, op.Key)
 	case opSetNX:
-		op.ok, op.err = kv.SetNX(ctx, op.key, op.value, op.ttl)
+		op.OK, op.Err = kv.SetNX(ctx, op.Key, op.Value, op.TTL)
 	case opSet:
-		op.err = kv.Set(ctx, op.key, op.value, op.ttl)
+		op.Err = kv.Set(ctx, op.Key, op.Value, op.TTL)
 	case opCompareAndExpire:
-		op.ok, op.err = kv.CompareAndExpire(ctx, op.key, op.value, op.ttl)
+		op.OK, op.Err = kv.CompareAndExpire(ctx, op.Key, op.Value, op.TTL)
 	case opCompareAndDelete:
-		op.ok, op.err = kv.CompareAndDelete(ctx, op.key, op.value)
+		op.OK, op.Err = kv.CompareAndDelete(ctx, op.Key, op.Value)
 	case opSchedule:
-		op.err = kv.Schedule(ctx, op.key, op.member, op.due)
+		op.Err = kv.Schedule(ctx, op.Key, op.Member, op.Due)
 	case opUnschedule:
-		op.err = kv.Unschedule(ctx, op.key, op.member)
+		op.Err = kv.Unschedule(ctx, op.Key, op.Member)
 	}
 }
 
@@ -88,14 +88,14 @@ func (p *prefixKV) runInOrder(ctx context.Context, ops []*kvOp) bool {
 	inner := make([]*kvOp, len(ops))
 	for i, op := range ops {
 		c := *op
-		c.key = p.prefix + op.key
+		c.Key = p.prefix + op.Key
 		inner[i] = &c
 	}
 	if !b.runInOrder(ctx, inner) {
 		return false
 	}
 	for i, op := range ops {
-		op.ok, op.got, op.err = inner[i].ok, inner[i].got, inner[i].err
+		op.OK, op.Got, op.Err = inner[i].OK, inner[i].Got, inner[i].Err
 	}
 	return true
 }
@@ -109,8 +109,8 @@ func (r *RedisKV) runInOrder(ctx context.Context, ops []*kvOp) bool {
 		return false
 	}
 	for _, op := range ops {
-		if op.kind == opSet || op.kind == opSetNX || op.kind == opCompareAndExpire {
-			if op.err = checkTTL(op.ttl); op.err != nil {
+		if op.Kind == opSet || op.Kind == opSetNX || op.Kind == opCompareAndExpire {
+			if op.Err = checkTTL(op.TTL); op.Err != nil {
 				return false
 			}
 		}
@@ -133,21 +133,21 @@ func (r *RedisKV) runInOrder(ctx context.Context, ops []*kvOp) bool {
 // The compare scripts go as EVAL, not EVALSHA: a pipeline cannot fall back
 // when the server has forgotten a script, and the order must hold.
 func queue(ctx context.Context, p redis.Pipeliner, op *kvOp) redis.Cmder {
-	switch op.kind {
+	switch op.Kind {
 	case opGet:
-		return p.Get(ctx, op.key)
+		return p.Get(ctx, op.Key)
 	case opSetNX:
-		return p.SetArgs(ctx, op.key, op.value, redis.SetArgs{Mode: "NX", TTL: op.ttl})
+		return p.SetArgs(ctx, op.Key, op.Value, redis.SetArgs{Mode: "NX", TTL: op.TTL})
 	case opSet:
-		return p.Set(ctx, op.key, op.value, op.ttl)
+		return p.Set(ctx, op.Key, op.Value, op.TTL)
 	case opCompareAndExpire:
-		return compareAndExpire.Eval(ctx, p, []string{op.key}, op.value, pxMillis(op.ttl))
+		return compareAndExpire.Eval(ctx, p, []string{op.Key}, op.Value, pxMillis(op.TTL))
 	case opCompareAndDelete:
-		return compareAndDelete.Eval(ctx, p, []string{op.key}, op.value)
+		return compareAndDelete.Eval(ctx, p, []string{op.Key}, op.Value)
 	case opSchedule:
-		return p.ZAdd(ctx, op.key, redis.Z{Score: float64(op.due.UnixMilli()), Member: op.member})
+		return p.ZAdd(ctx, op.Key, redis.Z{Score: float64(op.Due.UnixMilli()), Member: op.Member})
 	default: // opUnschedule
-		return p.ZRem(ctx, op.key, op.member)
+		return p.ZRem(ctx, op.Key, op.Member)
 	}
 }
 
@@ -156,25 +156,25 @@ func (op *kvOp) read(cmd redis.Cmder) {
 	switch c := cmd.(type) {
 	case *redis.StringCmd: // GET
 		s, err := c.Result()
-		op.got, op.err = readOnlyBytes(s), redisErr(err)
+		op.Got, op.Err = readOnlyBytes(s), redisErr(err)
 	case *redis.StatusCmd: // SET, SET NX
-		op.err = c.Err()
-		if op.kind == opSetNX {
-			op.ok = op.err == nil
-			if errors.Is(op.err, redis.Nil) { // NX: the key was there
-				op.err = nil
+		op.Err = c.Err()
+		if op.Kind == opSetNX {
+			op.OK = op.Err == nil
+			if errors.Is(op.Err, redis.Nil) { // NX: the key was there
+				op.Err = nil
 			}
 		}
 	case *redis.Cmd: // the compare scripts
 		n, err := c.Int()
-		op.err = err
-		switch op.kind {
+		op.Err = err
+		switch op.Kind {
 		case opCompareAndExpire:
-			op.ok = n >= 1
+			op.OK = n >= 1
 		default:
-			op.ok = n == 1
+			op.OK = n == 1
 		}
 	default: // ZADD, ZREM
-		op.err = cmd.Err()
+		op.Err = cmd.Err()
 	}
 }

@@ -15,18 +15,18 @@ import (
 // run out of order, some answer would differ.
 func batchScript() []*kvOp {
 	return []*kvOp{
-		{kind: opSetNX, key: "lock", value: []byte("me"), ttl: time.Minute},
-		{kind: opSetNX, key: "lock", value: []byte("you"), ttl: time.Minute},
-		{kind: opGet, key: "lock"},
-		{kind: opCompareAndExpire, key: "lock", value: []byte("me"), ttl: time.Hour},
-		{kind: opCompareAndExpire, key: "lock", value: []byte("you"), ttl: time.Hour},
-		{kind: opSet, key: "run", value: []byte(`{"state":"end"}`), ttl: time.Hour},
-		{kind: opGet, key: "run"},
-		{kind: opSchedule, key: "due", member: "lapse:r", due: time.UnixMilli(1000)},
-		{kind: opUnschedule, key: "due", member: "lapse:r"},
-		{kind: opCompareAndDelete, key: "lock", value: []byte("you")},
-		{kind: opCompareAndDelete, key: "lock", value: []byte("me")},
-		{kind: opGet, key: "lock"},
+		{Kind: opSetNX, Key: "lock", Value: []byte("me"), TTL: time.Minute},
+		{Kind: opSetNX, Key: "lock", Value: []byte("you"), TTL: time.Minute},
+		{Kind: opGet, Key: "lock"},
+		{Kind: opCompareAndExpire, Key: "lock", Value: []byte("me"), TTL: time.Hour},
+		{Kind: opCompareAndExpire, Key: "lock", Value: []byte("you"), TTL: time.Hour},
+		{Kind: opSet, Key: "run", Value: []byte(`{"state":"end"}`), TTL: time.Hour},
+		{Kind: opGet, Key: "run"},
+		{Kind: opSchedule, Key: "due", Member: "lapse:r", Due: time.UnixMilli(1000)},
+		{Kind: opUnschedule, Key: "due", Member: "lapse:r"},
+		{Kind: opCompareAndDelete, Key: "lock", Value: []byte("you")},
+		{Kind: opCompareAndDelete, Key: "lock", Value: []byte("me")},
+		{Kind: opGet, Key: "lock"},
 	}
 }
 
@@ -36,9 +36,9 @@ func checkBatchAnswers(t *testing.T, got, want []*kvOp) {
 	t.Helper()
 	for i := range want {
 		g, w := got[i], want[i]
-		if g.ok != w.ok || string(g.got) != string(w.got) || !errors.Is(g.err, w.err) && (g.err == nil) != (w.err == nil) {
+		if g.OK != w.OK || string(g.Got) != string(w.Got) || !errors.Is(g.Err, w.Err) && (g.Err == nil) != (w.Err == nil) {
 			t.Errorf("command %d (kind %d %s): batch answered ok=%v got=%q err=%v; one by one ok=%v got=%q err=%v",
-				i, g.kind, g.key, g.ok, g.got, g.err, w.ok, w.got, w.err)
+				i, g.Kind, g.Key, g.OK, g.Got, g.Err, w.OK, w.Got, w.Err)
 		}
 	}
 }

@@ -80,18 +80,18 @@ func waitLeaseReading(ctx context.Context, kv KV, key string, ttl time.Duration,
 		return l, nil, err
 	}
 	owner := []byte(randomHex(16))
-	take := &kvOp{kind: opSetNX, key: key, value: owner, ttl: ttl}
+	take := &kvOp{Kind: opSetNX, Key: key, Value: owner, TTL: ttl}
 	var read *kvOp
 	batch := []*kvOp{take}
 	if readKey != "" {
-		read = &kvOp{kind: opGet, key: readKey}
+		read = &kvOp{Kind: opGet, Key: readKey}
 		batch = append(batch, read)
 	}
 	runBatch(ctx, kv, append(batch, extra...)...)
-	if take.err != nil {
-		return nil, nil, errs.Store(ctx, "take lock", take.err)
+	if take.Err != nil {
+		return nil, nil, errs.Store(ctx, "take lock", take.Err)
 	}
-	if take.ok {
+	if take.OK {
 		return held(ctx, kv, key, owner, ttl), read, nil
 	}
 	// Someone else holds it: what was read went before the take, so it is
@@ -102,7 +102,7 @@ func waitLeaseReading(ctx context.Context, kv KV, key string, ttl time.Duration,
 	}
 	batch = batch[1:]
 	for _, op := range append(batch, extra...) {
-		op.ok, op.got, op.err = false, nil, nil
+		op.OK, op.Got, op.Err = false, nil, nil
 	}
 	runBatch(ctx, kv, append(batch, extra...)...)
 	return l, read, nil

@@ -77,9 +77,9 @@ func takeOpsFor(ctx context.Context, id string) []*kvOp {
 func (e *Engine) checkTakeOps(ctx context.Context, id string, ops []*kvOp) error {
 	f := finalOf(ctx, id)
 	for _, op := range ops {
-		if op.kind != opGet {
-			if op.err != nil {
-				return errs.Store(ctx, "write with the run's lock", op.err)
+		if op.Kind != opGet {
+			if op.Err != nil {
+				return errs.Store(ctx, "write with the run's lock", op.Err)
 			}
 			continue
 		}
@@ -87,7 +87,7 @@ func (e *Engine) checkTakeOps(ctx context.Context, id string, ops []*kvOp) error
 		if f.read == nil {
 			f.read = make(map[string]*kvOp)
 		}
-		f.read[op.key] = op
+		f.read[op.Key] = op
 		f.mu.Unlock()
 	}
 	return nil
@@ -130,12 +130,12 @@ func (e *Engine) saveAndRelease(ctx context.Context, id string, l *lease) error 
 	if err != nil { // a run not saved keeps its due work
 		save, f.tidy = nil, nil
 	}
-	ops := append(append(save, f.tidy...), &kvOp{kind: opCompareAndDelete, key: l.key, value: l.owner})
+	ops := append(append(save, f.tidy...), &kvOp{Kind: opCompareAndDelete, Key: l.key, Value: l.owner})
 	runBatch(ctx, e.kv, ops...)
 	for _, op := range f.tidy {
-		if op.err != nil {
+		if op.Err != nil {
 			e.log.LogAttrs(ctx, slog.LevelWarn, "oauthflow: a finished run's due work could not be removed",
-				slog.String("run", id), slog.String("work", op.member), slog.String("error", logSafeError(op.err)))
+				slog.String("run", id), slog.String("work", op.Member), slog.String("error", logSafeError(op.Err)))
 		}
 	}
 	if err != nil {
@@ -148,14 +148,14 @@ func (e *Engine) saveAndRelease(ctx context.Context, id string, l *lease) error 
 // run id's lock when ctx's call path holds it, at once otherwise. It only
 // tidies: work left behind finds its run moved on and does nothing.
 func (e *Engine) tidyAtRelease(ctx context.Context, id, member string) error {
-	op := &kvOp{kind: opUnschedule, key: dueIndex, member: member}
+	op := &kvOp{Kind: opUnschedule, Key: dueIndex, Member: member}
 	if f := finalOf(ctx, id); f != nil {
 		f.tidy = append(f.tidy, op)
 		return nil
 	}
 	op.runOn(ctx, e.kv)
-	if op.err != nil {
-		return errs.Store(ctx, "unschedule "+member, op.err)
+	if op.Err != nil {
+		return errs.Store(ctx, "unschedule "+member, op.Err)
 	}
 	return nil
 }

@@ -44,7 +44,7 @@ func (e *Engine) saveOps(ctx context.Context, r *Run) ([]*kvOp, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oauthflow: encode run: %w", err)
 	}
-	ops := []*kvOp{{kind: opSet, key: runKey(r.ID), value: b, ttl: e.ttlOf(r)}}
+	ops := []*kvOp{{Kind: opSet, Key: runKey(r.ID), Value: b, TTL: e.ttlOf(r)}}
 	if r.State != StateEnd {
 		return ops, nil
 	}
@@ -58,13 +58,13 @@ func (e *Engine) saveOps(ctx context.Context, r *Run) ([]*kvOp, error) {
 // saveError is the error of the first save op that failed; nil when all landed.
 func saveError(ctx context.Context, ops []*kvOp) error {
 	for i, op := range ops {
-		if op.err == nil {
+		if op.Err == nil {
 			continue
 		}
 		if i == 0 {
-			return errs.Store(ctx, "save run", op.err)
+			return errs.Store(ctx, "save run", op.Err)
 		}
-		return errs.Store(ctx, "expire document", op.err)
+		return errs.Store(ctx, "expire document", op.Err)
 	}
 	return nil
 }

@@ -252,18 +252,18 @@ func (s *TokenStore) ttl(t StoredTokens) time.Duration {
 // repaired by the next listing.
 func (s *TokenStore) write(ctx context.Context, userID, providerID string, t StoredTokens) error {
 	key, now := tokenKey(userID, providerID), s.now()
-	set := &kvOp{kind: opSet, key: key, value: s.seal(t, key), ttl: s.ttl(t)}
-	ops := []*kvOp{set, {kind: opSchedule, key: connIndexKey(userID), member: providerID, due: now}}
+	set := &kvOp{Kind: opSet, Key: key, Value: s.seal(t, key), TTL: s.ttl(t)}
+	ops := []*kvOp{set, {Kind: opSchedule, Key: connIndexKey(userID), Member: providerID, Due: now}}
 	var marks []*kvOp
 	if s.ahead != nil && t.RefreshToken != "" && t.ExpiresAt != 0 { // a sign-in counts as a read
 		marks = s.ahead.markOps(userID, providerID, now, t.ExpiresAt)
 		ops = append(ops, marks...)
 	}
 	runBatch(ctx, s.kv, ops...)
-	if set.err != nil {
-		return errs.Store(ctx, "store tokens", set.err)
+	if set.Err != nil {
+		return errs.Store(ctx, "store tokens", set.Err)
 	}
-	if marks != nil && marks[0].err == nil && marks[1].err == nil {
+	if marks != nil && marks[0].Err == nil && marks[1].Err == nil {
 		s.ahead.remember(connRef{userID, providerID}, now)
 	}
 	return nil
@@ -495,8 +495,8 @@ func (s *TokenStore) deleteRead(ctx context.Context, userID, providerID, key str
 	}
 	// A failure is repaired by the next listing, and refresh ahead's note of
 	// the last read by its worker, which finds the record gone.
-	runBatch(ctx, s.kv, &kvOp{kind: opUnschedule, key: connIndexKey(userID), member: providerID},
-		&kvOp{kind: opUnschedule, key: connIndexKey(userID), member: seenMember(providerID)})
+	runBatch(ctx, s.kv, &kvOp{Kind: opUnschedule, Key: connIndexKey(userID), Member: providerID},
+		&kvOp{Kind: opUnschedule, Key: connIndexKey(userID), Member: seenMember(providerID)})
 	s.forget(ctx, userID, providerID)
 	s.pending.drop(key)
 	s.events.emit(ctx, Event{Kind: EventTokensDeleted, UserID: userID, ProviderID: providerID})

@@ -196,7 +196,7 @@ func (w *worker) dispatch(ctx context.Context, members []string, back *int) {
 			w.hold(key, p)
 		default:
 			due := now.Add(busyRetry + time.Duration(*back)*busyRetry/maxHeld)
-			again = append(again, &kvOp{kind: opSchedule, key: dueIndex, member: member, due: due})
+			again = append(again, &kvOp{Kind: opSchedule, Key: dueIndex, Member: member, Due: due})
 			*back++
 		}
 	}

@@ -104,7 +104,7 @@ func coreTable() []mutant {
 		{
 			Name: "engine/run-lock-removed",
 			File: "lease.go",
-			Old:  "\tif take.ok {\n",
+			Old:  "\tif take.OK {\n",
 			New:  "\tif true {\n",
 			Run:  "^(TestEngineFireHoldsTheRunLock|TestEngineFireSerialisedAcrossInstances)$",
 			Why:  "fires of one run are serialised (across instances): a transition never runs twice",
@@ -375,15 +375,15 @@ func coreTable() []mutant {
 		{
 			Name: "engine/released-before-saved",
 			File: "runhold.go",
-			Old:  "\tops := append(append(save, f.tidy...), &kvOp{kind: opCompareAndDelete, key: l.key, value: l.owner})\n",
-			New:  "\tops := append([]*kvOp{{kind: opCompareAndDelete, key: l.key, value: l.owner}}, append(save, f.tidy...)...)\n",
+			Old:  "\tops := append(append(save, f.tidy...), &kvOp{Kind: opCompareAndDelete, Key: l.key, Value: l.owner})\n",
+			New:  "\tops := append([]*kvOp{{Kind: opCompareAndDelete, Key: l.key, Value: l.owner}}, append(save, f.tidy...)...)\n",
 			Run:  "^(TestEngineRunSavedBeforeItsLockIsFree)$",
 			Why:  "a run's last save lands before its lock is free: the next holder reads what this one wrote",
 		},
 		{
 			Name: "engine/take-write-unchecked",
 			File: "runhold.go",
-			Old:  "\t\t\tif op.err != nil {\n\t\t\t\treturn errs.Store(ctx, \"write with the run's lock\", op.err)\n\t\t\t}\n",
+			Old:  "\t\t\tif op.Err != nil {\n\t\t\t\treturn errs.Store(ctx, \"write with the run's lock\", op.Err)\n\t\t\t}\n",
 			New:  "",
 			Run:  "^(TestTakeWriteFailedRunsNothing)$",
 			Why:  "a write sent with a run lock's take (a completion's watch) lands before the run's transition runs",
@@ -580,7 +580,7 @@ func coreTable() []mutant {
 		{
 			Name: "conn/sign-in-not-indexed",
 			File: "tokenstore.go",
-			Old:  "\tops := []*kvOp{set, {kind: opSchedule, key: connIndexKey(userID), member: providerID, due: now}}\n",
+			Old:  "\tops := []*kvOp{set, {Kind: opSchedule, Key: connIndexKey(userID), Member: providerID, Due: now}}\n",
 			New:  "\tops := []*kvOp{set}\n",
 			Why:  "a sign-in enters the provider in the user's connection index, so providers outside the registry are listed",
 			Run:  "TestConnectionsListAndRepair",
