@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/kv"
 )
 
 // Refresh ahead: with WithRefreshAhead (Config.RefreshAhead) the Module's
@@ -105,10 +106,10 @@ func (a *aheadState) next(now time.Time, expiresAt int64) time.Time {
 // markOps are the commands that mark a connection read at now, its tokens
 // expiring at expiresAt: when it was seen first, so that a worker that finds
 // the due entry moved can tell a read came (see postponeIdle).
-func (a *aheadState) markOps(userID, providerID string, now time.Time, expiresAt int64) []*kvOp {
-	return []*kvOp{
-		{Kind: opSchedule, Key: connIndexKey(userID), Member: seenMember(providerID), Due: now},
-		{Kind: opSchedule, Key: dueIndex, Member: jobAhead + ":" + aheadMember(userID, providerID), Due: a.due(expiresAt)},
+func (a *aheadState) markOps(userID, providerID string, now time.Time, expiresAt int64) []*kv.Op {
+	return []*kv.Op{
+		{Kind: kv.OpSchedule, Key: connIndexKey(userID), Member: seenMember(providerID), Due: now},
+		{Kind: kv.OpSchedule, Key: dueIndex, Member: jobAhead + ":" + aheadMember(userID, providerID), Due: a.due(expiresAt)},
 	}
 }
 
@@ -150,7 +151,7 @@ func (s *TokenStore) markMemo(ctx context.Context, t *tokenMemo, now time.Time, 
 // both marks landed; when they did not, the next read tries again.
 func (s *TokenStore) writeMarks(ctx context.Context, userID, providerID string, now time.Time, expiresAt int64) bool {
 	ops := s.ahead.markOps(userID, providerID, now, expiresAt)
-	runBatch(ctx, s.kv, ops...)
+	kv.RunBatch(ctx, s.kv, ops...)
 	return ops[0].Err == nil && ops[1].Err == nil
 }
 
@@ -270,11 +271,11 @@ func (s *TokenStore) postponeIdle(ctx context.Context, member string, seen time.
 // gone, or cannot be refreshed. A sign-in that wrote it meanwhile is put back.
 func (s *TokenStore) removeFromRefreshAhead(ctx context.Context, member string) error {
 	providerID, userID, _ := strings.Cut(member, ":")
-	ops := []*kvOp{{Kind: opUnschedule, Key: dueIndex, Member: jobAhead + ":" + member}}
+	ops := []*kv.Op{{Kind: kv.OpUnschedule, Key: dueIndex, Member: jobAhead + ":" + member}}
 	if checkIDs(userID, providerID) == nil {
-		ops = append(ops, &kvOp{Kind: opUnschedule, Key: connIndexKey(userID), Member: seenMember(providerID)})
+		ops = append(ops, &kv.Op{Kind: kv.OpUnschedule, Key: connIndexKey(userID), Member: seenMember(providerID)})
 	}
-	runBatch(ctx, s.kv, ops...)
+	kv.RunBatch(ctx, s.kv, ops...)
 	if s.ahead == nil || checkIDs(userID, providerID) != nil {
 		return errHandled
 	}
@@ -289,12 +290,12 @@ func (s *TokenStore) removeFromRefreshAhead(ctx context.Context, member string) 
 // seenAt is when the connection was last marked read; ok is false when it
 // never was. A KV that cannot tell counts every connection as just read.
 func (s *TokenStore) seenAt(ctx context.Context, member string) (time.Time, bool, error) {
-	r, ok := s.kv.(indexReader)
+	r, ok := s.kv.(kv.IndexReader)
 	if !ok {
 		return s.now(), true, nil
 	}
 	providerID, userID, _ := strings.Cut(member, ":")
-	ms, ok, err := r.score(ctx, connIndexKey(userID), seenMember(providerID))
+	ms, ok, err := r.Score(ctx, connIndexKey(userID), seenMember(providerID))
 	if errors.Is(err, errors.ErrUnsupported) {
 		return s.now(), true, nil
 	}

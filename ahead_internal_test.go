@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/testkit/fakeclock"
 	"golang.org/x/oauth2"
 )
@@ -39,7 +40,7 @@ func (p *countingProvider) RefreshToken(context.Context, string) (*TokenSet, err
 // hookedKV runs before, when set, ahead of each Schedule and Unschedule: a
 // write of another instance landing just before one of the worker's.
 type hookedKV struct {
-	*MemoryKV
+	*kv.Memory
 	before func(index, member string, due time.Time)
 }
 
@@ -48,7 +49,7 @@ func (k *hookedKV) Schedule(ctx context.Context, index, member string, due time.
 		k.before = nil
 		f(index, member, due)
 	}
-	return k.MemoryKV.Schedule(ctx, index, member, due)
+	return k.Memory.Schedule(ctx, index, member, due)
 }
 
 func (k *hookedKV) Unschedule(ctx context.Context, index, member string) error {
@@ -56,7 +57,7 @@ func (k *hookedKV) Unschedule(ctx context.Context, index, member string) error {
 		k.before = nil
 		f(index, member, time.Time{})
 	}
-	return k.MemoryKV.Unschedule(ctx, index, member)
+	return k.Memory.Unschedule(ctx, index, member)
 }
 
 func aheadStore(t *testing.T) (*TokenStore, *hookedKV, *countingProvider, *fakeclock.Clock) {
@@ -66,15 +67,15 @@ func aheadStore(t *testing.T) (*TokenStore, *hookedKV, *countingProvider, *fakec
 	if err := reg.Register(p); err != nil {
 		t.Fatal(err)
 	}
-	kv := &hookedKV{MemoryKV: NewMemoryKV()}
-	s := NewTokenStore(kv, reg, WithClock(clock.Now), WithLogger(slog.New(slog.DiscardHandler)),
+	store := &hookedKV{Memory: kv.NewMemory(nil)}
+	s := NewTokenStore(store, reg, WithClock(clock.Now), WithLogger(slog.New(slog.DiscardHandler)),
 		WithRefreshAhead(5*time.Minute, 3*time.Hour))
-	return s, kv, p, clock
+	return s, store, p, clock
 }
 
-func dueOf(t *testing.T, kv KV, member string) (time.Time, bool) {
+func dueOf(t *testing.T, store kv.Store, member string) (time.Time, bool) {
 	t.Helper()
-	ms, ok, err := kv.(indexReader).score(context.Background(), dueIndex, jobAhead+":"+member)
+	ms, ok, err := store.(kv.IndexReader).Score(context.Background(), dueIndex, jobAhead+":"+member)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func TestRefreshDueOnceForTwoClaims(t *testing.T) {
 // own, and must make it due again.
 func TestParkKeepsARaceWithARead(t *testing.T) {
 	t.Parallel()
-	s, kv, _, clock := aheadStore(t)
+	s, store, _, clock := aheadStore(t)
 	ctx := context.Background()
 	if err := s.StoreTokens(ctx, "u", "acme", StoredTokens{AccessToken: "a", RefreshToken: "r",
 		ExpiresAt: clock.Now().Add(time.Hour).UnixMilli()}); err != nil {
@@ -120,13 +121,13 @@ func TestParkKeepsARaceWithARead(t *testing.T) {
 	seen := clock.Now()
 	clock.Advance(4 * time.Hour) // idle, and the token long expired
 	member := aheadMember("u", "acme")
-	kv.before = func(string, string, time.Time) { // the read's mark, just before the park's write
-		runBatch(ctx, kv.MemoryKV, s.ahead.markOps("u", "acme", clock.Now(), clock.Now().Add(time.Hour).UnixMilli())...)
+	store.before = func(string, string, time.Time) { // the read's mark, just before the park's write
+		kv.RunBatch(ctx, store.Memory, s.ahead.markOps("u", "acme", clock.Now(), clock.Now().Add(time.Hour).UnixMilli())...)
 	}
 	if err := s.postponeIdle(ctx, member, seen); err != errHandled {
 		t.Fatal(err)
 	}
-	due, ok := dueOf(t, kv, member)
+	due, ok := dueOf(t, store, member)
 	if !ok || due.After(clock.Now().Add(time.Hour)) {
 		t.Fatalf("due at %v (present %v): the read's connection was parked", due, ok)
 	}
@@ -136,10 +137,10 @@ func TestParkKeepsARaceWithARead(t *testing.T) {
 // refresh ahead keeps it in.
 func TestLeaveKeepsARaceWithASignIn(t *testing.T) {
 	t.Parallel()
-	s, kv, _, clock := aheadStore(t)
+	s, store, _, clock := aheadStore(t)
 	ctx := context.Background()
 	member := aheadMember("u", "acme")
-	kv.before = func(string, string, time.Time) { // the sign-in, just before the worker's first removal
+	store.before = func(string, string, time.Time) { // the sign-in, just before the worker's first removal
 		if err := s.StoreTokens(ctx, "u", "acme", StoredTokens{AccessToken: "a", RefreshToken: "r",
 			ExpiresAt: clock.Now().Add(time.Hour).UnixMilli()}); err != nil {
 			t.Error(err)
@@ -148,7 +149,7 @@ func TestLeaveKeepsARaceWithASignIn(t *testing.T) {
 	if err := s.removeFromRefreshAhead(ctx, member); err != errHandled {
 		t.Fatal(err)
 	}
-	if _, ok := dueOf(t, kv, member); !ok {
+	if _, ok := dueOf(t, store, member); !ok {
 		t.Fatal("the signed-in connection was taken out of refresh ahead")
 	}
 }
@@ -157,17 +158,17 @@ func TestLeaveKeepsARaceWithASignIn(t *testing.T) {
 // instance with it put in: turning it off is turning it off.
 func TestRefreshAheadOffTakesEntriesOut(t *testing.T) {
 	t.Parallel()
-	s, kv, p, clock := aheadStore(t)
+	s, store, p, clock := aheadStore(t)
 	ctx := context.Background()
 	if err := s.StoreTokens(ctx, "u", "acme", StoredTokens{AccessToken: "a", RefreshToken: "r",
 		ExpiresAt: clock.Now().Add(time.Minute).UnixMilli()}); err != nil {
 		t.Fatal(err)
 	}
-	off := NewTokenStore(kv, s.reg, WithClock(clock.Now))
+	off := NewTokenStore(store, s.reg, WithClock(clock.Now))
 	if err := off.refreshAhead(ctx, aheadMember("u", "acme")); err != errHandled {
 		t.Fatal(err)
 	}
-	if _, ok := dueOf(t, kv, aheadMember("u", "acme")); ok {
+	if _, ok := dueOf(t, store, aheadMember("u", "acme")); ok {
 		t.Fatal("the entry is still there")
 	}
 	if p.calls.Load() != 0 {
@@ -179,7 +180,7 @@ func TestRefreshAheadOffTakesEntriesOut(t *testing.T) {
 // their life, not by every pass of the worker.
 func TestRefreshAheadOfShortTokens(t *testing.T) {
 	t.Parallel()
-	s, kv, p, clock := aheadStore(t)
+	s, store, p, clock := aheadStore(t)
 	p.lifetime = 4 * time.Minute // the ahead time is 5
 	ctx := context.Background()
 	if err := s.StoreTokens(ctx, "u", "acme", StoredTokens{AccessToken: "a", RefreshToken: "r",
@@ -194,7 +195,7 @@ func TestRefreshAheadOfShortTokens(t *testing.T) {
 	if n := p.calls.Load(); n != 1 {
 		t.Fatalf("provider called %d times at one instant, want 1", n)
 	}
-	due, _ := dueOf(t, kv, aheadMember("u", "acme"))
+	due, _ := dueOf(t, store, aheadMember("u", "acme"))
 	if want := clock.Now().Add(2 * time.Minute); !due.Equal(want) {
 		t.Fatalf("next due %v, want %v (halfway)", due, want)
 	}

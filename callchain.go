@@ -3,6 +3,8 @@ package oauthflow
 import (
 	"context"
 	"sync"
+
+	"github.com/oauthflow/oauthflow/internal/kv"
 )
 
 // A call tree is one Launch or Fire and every Launch or Fire its transitions
@@ -73,15 +75,15 @@ type heldRun struct {
 // last save, and removals of due work that only tidy up.
 type finalWrites struct {
 	run  *Run
-	tidy []*kvOp
+	tidy []*kv.Op
 
 	mu   sync.Mutex
-	read map[string]*kvOp // documents read with the take, by key, as they are now
+	read map[string]*kv.Op // documents read with the take, by key, as they are now
 }
 
 // readWithTake returns the answer to a read of key sent with the take of the
 // lock, kept current by the hold's own writes; nil when there is none.
-func (f *finalWrites) readWithTake(key string) *kvOp {
+func (f *finalWrites) readWithTake(key string) *kv.Op {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.read[key]
@@ -92,7 +94,7 @@ func (f *finalWrites) wrote(key string, value []byte) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.read[key]; ok {
-		f.read[key] = &kvOp{Kind: opGet, Key: key, Got: value}
+		f.read[key] = &kv.Op{Kind: kv.OpGet, Key: key, Got: value}
 	}
 }
 

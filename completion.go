@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
 
@@ -30,8 +31,8 @@ func (m *Module) watchCompletion(ctx context.Context, s *Session) context.Contex
 		return ctx // a sign-in outside a workflow has no run to end
 	}
 	due := m.now().Add(m.completionTimeout + m.runLockLease)
-	watch := &kvOp{Kind: opSchedule, Key: dueIndex, Member: jobAbandon + ":" + s.WorkflowID, Due: due}
-	prompt := &kvOp{Kind: opGet, Key: docKey(s.WorkflowID, PromptDocumentName)}
+	watch := &kv.Op{Kind: kv.OpSchedule, Key: dueIndex, Member: jobAbandon + ":" + s.WorkflowID, Due: due}
+	prompt := &kv.Op{Kind: kv.OpGet, Key: docKey(s.WorkflowID, PromptDocumentName)}
 	return m.Engine.withTake(ctx, s.WorkflowID, watch, prompt)
 }
 

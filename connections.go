@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/xcontext"
-	"github.com/redis/go-redis/v9"
 )
 
 // Connections: a user's connections, listed without a token. Each user has
@@ -62,14 +62,6 @@ func connIndexKey(userID string) string {
 	return string(appendUserSegment(append(buf[:0], "oauth:conn:"...), userID))
 }
 
-// indexReader is a KV that can list an index's members with their due times
-// (Unix milliseconds). A KV without it lists connections through the registry.
-type indexReader interface {
-	members(ctx context.Context, index string) (map[string]int64, error)
-	// score is member's due time in index; ok is false when it is not there.
-	score(ctx context.Context, index, member string) (ms int64, ok bool, err error)
-}
-
 // Connections lists userID's connections, sorted by provider ID, repairing
 // the user's index as it goes.
 func (s *TokenStore) Connections(ctx context.Context, userID string) ([]Connection, error) {
@@ -79,9 +71,9 @@ func (s *TokenStore) Connections(ctx context.Context, userID string) ([]Connecti
 	ctx = xcontext.OrBackground(ctx)
 	index := connIndexKey(userID)
 	indexed := map[string]int64{}
-	if r, ok := s.kv.(indexReader); ok {
+	if r, ok := s.kv.(kv.IndexReader); ok {
 		var err error
-		if indexed, err = r.members(ctx, index); err != nil {
+		if indexed, err = r.Members(ctx, index); err != nil {
 			return nil, errs.Store(ctx, "read connection index", err)
 		}
 	}
@@ -94,12 +86,12 @@ func (s *TokenStore) Connections(ctx context.Context, userID string) ([]Connecti
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	reads := make([]*kvOp, 2*len(ids)) // each record, then its health
+	reads := make([]*kv.Op, 2*len(ids)) // each record, then its health
 	for i, id := range ids {
-		reads[2*i] = &kvOp{Kind: opGet, Key: tokenKey(userID, id)}
-		reads[2*i+1] = &kvOp{Kind: opGet, Key: metaKey(userID, id)}
+		reads[2*i] = &kv.Op{Kind: kv.OpGet, Key: tokenKey(userID, id)}
+		reads[2*i+1] = &kv.Op{Kind: kv.OpGet, Key: metaKey(userID, id)}
 	}
-	runBatch(ctx, s.kv, reads...)
+	kv.RunBatch(ctx, s.kv, reads...)
 	var out []Connection
 	for i, id := range ids {
 		c, found, err := s.connection(ctx, reads[2*i], reads[2*i+1], id, indexed)
@@ -121,7 +113,7 @@ func (s *TokenStore) Connections(ctx context.Context, userID string) ([]Connecti
 // never every provider a resolver built (one per MCP server any user met).
 // A KV without an index lists through the whole registry (bounded too).
 func (s *TokenStore) repairIDs() []string {
-	if _, ok := s.kv.(indexReader); ok {
+	if _, ok := s.kv.(kv.IndexReader); ok {
 		return s.reg.ownIDs()
 	}
 	return s.reg.IDs()
@@ -129,7 +121,7 @@ func (s *TokenStore) repairIDs() []string {
 
 // connection reads one record of the listing and its health record (meta);
 // found is false when it is gone.
-func (s *TokenStore) connection(ctx context.Context, read, meta *kvOp, id string, indexed map[string]int64) (Connection, bool, error) {
+func (s *TokenStore) connection(ctx context.Context, read, meta *kv.Op, id string, indexed map[string]int64) (Connection, bool, error) {
 	if errors.Is(read.Err, ErrNotFound) || !validProviderID(id) {
 		return Connection{}, false, nil
 	}
@@ -185,57 +177,4 @@ func (s *TokenStore) repairIndex(ctx context.Context, index, id string, found bo
 		return errs.Store(ctx, "repair connection index", err)
 	}
 	return nil
-}
-
-// members lists index's members with their due times.
-func (m *MemoryKV) members(_ context.Context, index string) (map[string]int64, error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return maps.Clone(m.idx[index]), nil
-}
-
-// members lists index's members with their scores (ZRANGE WITHSCORES).
-func (r *RedisKV) members(ctx context.Context, index string) (map[string]int64, error) {
-	zs, err := r.c.ZRangeWithScores(xcontext.OrBackground(ctx), index, 0, -1).Result()
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]int64, len(zs))
-	for _, z := range zs {
-		if m, ok := z.Member.(string); ok {
-			out[m] = int64(z.Score)
-		}
-	}
-	return out, nil
-}
-
-func (p *prefixKV) members(ctx context.Context, index string) (map[string]int64, error) {
-	r, ok := p.kv.(indexReader)
-	if !ok {
-		return map[string]int64{}, nil
-	}
-	return r.members(ctx, p.prefix+index)
-}
-
-func (m *MemoryKV) score(_ context.Context, index, member string) (int64, bool, error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	ms, ok := m.idx[index][member]
-	return ms, ok, nil
-}
-
-func (r *RedisKV) score(ctx context.Context, index, member string) (int64, bool, error) {
-	f, err := r.c.ZScore(xcontext.OrBackground(ctx), index, member).Result()
-	if errors.Is(err, redis.Nil) {
-		return 0, false, nil
-	}
-	return int64(f), err == nil, err
-}
-
-func (p *prefixKV) score(ctx context.Context, index, member string) (int64, bool, error) {
-	r, ok := p.kv.(indexReader)
-	if !ok {
-		return 0, false, errors.ErrUnsupported
-	}
-	return r.score(ctx, p.prefix+index, member)
 }

@@ -6,14 +6,15 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/oauthflow/oauthflow/internal/kv"
 	"golang.org/x/oauth2"
 )
 
-// countingKV counts the keys read from a MemoryKV, one by one (it has no
+// countingKV counts the keys read from a memory store, one by one (it has no
 // batches) or as index members.
 type countingKV struct {
 	KV
-	mem   *MemoryKV
+	mem   *kv.Memory
 	reads atomic.Int64
 }
 
@@ -22,14 +23,14 @@ func (k *countingKV) Get(ctx context.Context, key string) ([]byte, error) {
 	return k.KV.Get(ctx, key)
 }
 
-func (k *countingKV) members(ctx context.Context, index string) (map[string]int64, error) {
+func (k *countingKV) Members(ctx context.Context, index string) (map[string]int64, error) {
 	k.reads.Add(1)
-	return k.mem.members(ctx, index)
+	return k.mem.Members(ctx, index)
 }
 
-func (k *countingKV) score(ctx context.Context, index, member string) (int64, bool, error) {
+func (k *countingKV) Score(ctx context.Context, index, member string) (int64, bool, error) {
 	k.reads.Add(1)
-	return k.mem.score(ctx, index, member)
+	return k.mem.Score(ctx, index, member)
 }
 
 // idOnly is a provider with only an ID, as a resolver builds them.
@@ -52,8 +53,8 @@ func (p idOnly) RefreshToken(context.Context, string) (*TokenSet, error) { retur
 // every provider met.
 func TestConnectionsCostIsTheUsersOwn(t *testing.T) {
 	t.Parallel()
-	mem := NewMemoryKV()
-	kv := &countingKV{KV: mem, mem: mem}
+	mem := kv.NewMemory(nil)
+	store := &countingKV{KV: mem, mem: mem}
 	reg := NewRegistry()
 	for _, id := range []string{"github", "google"} {
 		if err := reg.Register(idOnly(id)); err != nil {
@@ -66,12 +67,12 @@ func TestConnectionsCostIsTheUsersOwn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := NewTokenStore(kv, reg)
+	s := NewTokenStore(store, reg)
 	list, err := s.Connections(context.Background(), "bob")
 	if err != nil || len(list) != 0 {
 		t.Fatalf("bob's connections: %v, %v; want none", list, err)
 	}
-	if n := kv.reads.Load(); n > 5 {
+	if n := store.reads.Load(); n > 5 {
 		t.Fatalf("listing a user with no connections read %d keys, want at most 5 (the index, the app's 2 providers' records and health)", n)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
 
@@ -89,8 +90,8 @@ func (e *Engine) saveDocument(ctx context.Context, r *Run, name, widget string, 
 
 // shortenOps are the writes that give an ended run's documents its shorter
 // TTL; a document saved under this lock is not read back first.
-func (e *Engine) shortenOps(ctx context.Context, r *Run) ([]*kvOp, error) {
-	var ops []*kvOp
+func (e *Engine) shortenOps(ctx context.Context, r *Run) ([]*kv.Op, error) {
+	var ops []*kv.Op
 	for name := range r.Documents {
 		b, ok := r.written[name]
 		if !ok {
@@ -103,7 +104,7 @@ func (e *Engine) shortenOps(ctx context.Context, r *Run) ([]*kvOp, error) {
 				return nil, errs.Store(ctx, "expire document", err)
 			}
 		}
-		ops = append(ops, &kvOp{Kind: opCompareAndExpire, Key: docKey(r.ID, name), Value: b, TTL: e.doneTTL})
+		ops = append(ops, &kv.Op{Kind: kv.OpCompareAndExpire, Key: docKey(r.ID, name), Value: b, TTL: e.doneTTL})
 	}
 	return ops, nil
 }

@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/oauthflow/oauthflow/internal/kv"
 )
 
 // Durability across a Redis failover. Redis replicates asynchronously: a
@@ -31,21 +31,15 @@ func WithReplicaAcks(n int, timeout time.Duration) TokenStoreOption {
 	}
 }
 
-// replicaWaiter is a store that can wait for the replicas of key's master
-// to hold every write the master acknowledged so far.
-type replicaWaiter interface {
-	waitReplicas(ctx context.Context, key string, n int, timeout time.Duration) (int, error)
-}
-
 // replicated reports whether the write of key just made is on the replicas
 // WithReplicaAcks asks for: true when it is, or when nothing is asked or
 // the store cannot tell.
 func (s *TokenStore) replicated(ctx context.Context, key string) bool {
-	w, ok := s.kv.(replicaWaiter)
+	w, ok := s.kv.(kv.ReplicaWaiter)
 	if s.acks == 0 || !ok {
 		return true
 	}
-	got, err := w.waitReplicas(ctx, key, s.acks, s.ackTimeout)
+	got, err := w.WaitReplicas(ctx, key, s.acks, s.ackTimeout)
 	if err == nil && got >= s.acks {
 		return true
 	}
@@ -55,34 +49,4 @@ func (s *TokenStore) replicated(ctx context.Context, key string) bool {
 	}
 	s.events.log.WarnContext(ctx, "oauthflow: tokens written to the Redis master are not on enough replicas yet", attrs...)
 	return false
-}
-
-// waitReplicas runs PING then WAIT on one connection to key's master: WAIT
-// waits for the replication offset of its connection's last command, and
-// the PING brings that offset up to every write the master has
-// acknowledged, the caller's own included.
-func (r *RedisKV) waitReplicas(ctx context.Context, key string, n int, timeout time.Duration) (int, error) {
-	var node redis.Cmdable = r.c
-	if cc, ok := r.c.(*redis.ClusterClient); ok {
-		m, err := cc.MasterForKey(ctx, key)
-		if err != nil {
-			return 0, err
-		}
-		node = m
-	}
-	pipe := node.Pipeline()
-	pipe.Ping(ctx)
-	wait := pipe.Do(ctx, "WAIT", n, max(timeout.Milliseconds(), 1))
-	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, err
-	}
-	return wait.Int()
-}
-
-func (p *prefixKV) waitReplicas(ctx context.Context, key string, n int, timeout time.Duration) (int, error) {
-	w, ok := p.kv.(replicaWaiter)
-	if !ok {
-		return n, nil
-	}
-	return w.waitReplicas(ctx, p.prefix+key, n, timeout)
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/seal"
 	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
 )
@@ -107,8 +108,8 @@ func (k *sideBySideKV) Get(ctx context.Context, key string) ([]byte, error) {
 	return k.KV.Get(ctx, key)
 }
 
-func (k *sideBySideKV) scanPrefix(ctx context.Context, prefix, cursor string, count int) ([]string, string, error) {
-	return k.KV.(keyScanner).scanPrefix(ctx, prefix, cursor, count)
+func (k *sideBySideKV) ScanPrefix(ctx context.Context, prefix, cursor string, count int) ([]string, string, error) {
+	return k.KV.(kv.Scanner).ScanPrefix(ctx, prefix, cursor, count)
 }
 
 // Reencrypt rewrites a batch's records side by side, Concurrency at a time
@@ -123,12 +124,12 @@ func TestReencryptSideBySide(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	kv := &sideBySideKV{KV: plain.kv, want: 4, all: make(chan struct{})}
-	p, err := Reencrypt(ctx, kv, fuzzRing(t), ReencryptOptions{Concurrency: 4})
+	store := &sideBySideKV{KV: plain.kv, want: 4, all: make(chan struct{})}
+	p, err := Reencrypt(ctx, store, fuzzRing(t), ReencryptOptions{Concurrency: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Rewritten != 40 || kv.most != 4 {
-		t.Errorf("rewrote %d records with at most %d in flight; want 40 with 4", p.Rewritten, kv.most)
+	if p.Rewritten != 40 || store.most != 4 {
+		t.Errorf("rewrote %d records with at most %d in flight; want 40 with 4", p.Rewritten, store.most)
 	}
 }

@@ -5,19 +5,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/oauthflow/oauthflow/internal/errs"
-	"github.com/oauthflow/oauthflow/internal/xcontext"
 	"log/slog"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/kv"
+	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
 
 // Engine runs workflows. Runs and documents live in the KV; a run's transitions
 // are serialised by a lease lock in the KV, so they never fire twice, even when
 // several instances share the store.
 type Engine struct {
-	kv      KV
+	kv      kv.Store
 	now     func() time.Time
 	log     *slog.Logger
 	ttl     time.Duration
@@ -82,7 +84,7 @@ func withRunTTL(d time.Duration) EngineOption {
 
 // NewEngine returns an engine storing runs in kv.
 func NewEngine(kv KV, opts ...EngineOption) *Engine {
-	e := &Engine{kv: kv, now: time.Now, log: slog.Default(), ttl: defaultRunTTL, doneTTL: defaultFinishedRunTTL,
+	e := &Engine{kv: storeOf(kv), now: time.Now, log: slog.Default(), ttl: defaultRunTTL, doneTTL: defaultFinishedRunTTL,
 		lease: runLockLeaseDefault, flows: make(map[string]*Workflow)}
 	for _, o := range opts {
 		o(e)
@@ -149,7 +151,7 @@ func (e *Engine) Launch(ctx context.Context, userID, workflow string, args any, 
 	now := e.now().UnixMilli()
 	r := &Run{ID: randomHex(16), Workflow: w.Name, UserID: userID, State: StateStart, Status: RunRunning,
 		ParentID: opts.ParentID, Options: opts, Args: raw, CreatedAt: now, UpdatedAt: now}
-	return e.locked(ctx, r.ID, false, func(ctx context.Context, _ *kvOp) (*Run, error) {
+	return e.locked(ctx, r.ID, false, func(ctx context.Context, _ *kv.Op) (*Run, error) {
 		if err := e.save(ctx, r); err != nil {
 			return nil, err
 		}
@@ -180,7 +182,7 @@ func (e *Engine) Fire(ctx context.Context, runID, transition string, input any, 
 // run whose result this is: a result the run has already heard is ignored, so
 // a delivery retried after it landed changes nothing.
 func (e *Engine) fire(ctx context.Context, runID, transition string, input json.RawMessage, asUser, child string) (*Run, error) {
-	return e.locked(ctx, runID, true, func(ctx context.Context, read *kvOp) (*Run, error) {
+	return e.locked(ctx, runID, true, func(ctx context.Context, read *kv.Op) (*Run, error) {
 		r, err := e.decodeRun(ctx, runID, read.Got, read.Err)
 		if err != nil {
 			return nil, err

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/oauthflow/oauthflow/internal/kv"
 )
 
 // noteWorkflow keeps a note document: "edit" reads the note, saves the
@@ -52,7 +54,7 @@ func TestTakeReadsServeTheHoldAndFollowItsWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	read := &kvOp{Kind: opGet, Key: docKey(r.ID, "note")}
+	read := &kv.Op{Kind: kv.OpGet, Key: docKey(r.ID, "note")}
 	r, err = e.Fire(e.withTake(ctx, r.ID, read), r.ID, "edit", "second", "alice")
 	if err != nil {
 		t.Fatal(err)
@@ -79,8 +81,8 @@ func (k failingScheduleKV) Schedule(context.Context, string, string, time.Time) 
 func TestTakeWriteFailedRunsNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	kv := failingScheduleKV{NewMemoryKV()}
-	e := NewEngine(kv)
+	store := failingScheduleKV{NewMemoryKV()}
+	e := NewEngine(store)
 	if err := e.Register(noteWorkflow()); err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +90,7 @@ func TestTakeWriteFailedRunsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	watch := &kvOp{Kind: opSchedule, Key: dueIndex, Member: "abandon:" + r.ID, Due: time.Now()}
+	watch := &kv.Op{Kind: kv.OpSchedule, Key: dueIndex, Member: "abandon:" + r.ID, Due: time.Now()}
 	if _, err := e.Fire(e.withTake(ctx, r.ID, watch), r.ID, "edit", "second", "alice"); !errors.Is(err, errScheduleDown) {
 		t.Fatalf("Fire = %v; want the failed write's error", err)
 	}
@@ -129,8 +131,8 @@ func (k *contendedKV) SetNX(ctx context.Context, key string, v []byte, ttl time.
 func TestTakeReadsAgainAfterWaiting(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	kv := &contendedKV{KV: NewMemoryKV()}
-	e := NewEngine(kv)
+	store := &contendedKV{KV: NewMemoryKV()}
+	e := NewEngine(store)
 	if err := e.Register(noteWorkflow()); err != nil {
 		t.Fatal(err)
 	}
@@ -138,8 +140,8 @@ func TestTakeReadsAgainAfterWaiting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv.takes, kv.note = 0, docKey(r.ID, "note")
-	read := &kvOp{Kind: opGet, Key: docKey(r.ID, "note")}
+	store.takes, store.note = 0, docKey(r.ID, "note")
+	read := &kv.Op{Kind: kv.OpGet, Key: docKey(r.ID, "note")}
 	r, err = e.Fire(e.withTake(ctx, r.ID, read), r.ID, "edit", "second", "alice")
 	if err != nil {
 		t.Fatal(err)

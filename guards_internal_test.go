@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/testkit/fakeclock"
 	"github.com/oauthflow/oauthflow/internal/testkit/redistest"
 	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
@@ -100,23 +101,23 @@ func TestRunLockFreedOnlyByItsHolder(t *testing.T) {
 	}
 }
 
-func testRunLockFreedOnlyByItsHolder(t *testing.T, kv KV) {
+func testRunLockFreedOnlyByItsHolder(t *testing.T, store KV) {
 	ctx := context.Background()
 	clock := fakeclock.New(time.Now())
 	s := newSteppedRun()
-	engine := func(kv KV) *Engine {
-		e := NewEngine(kv, withEngineClock(clock.Now), withEngineLogger(slog.New(slog.DiscardHandler)))
+	engine := func(store KV) *Engine {
+		e := NewEngine(store, withEngineClock(clock.Now), withEngineLogger(slog.New(slog.DiscardHandler)))
 		if err := e.Register(s.workflow); err != nil {
 			t.Fatal(err)
 		}
 		return e
 	}
-	a, b := engine(kv), engine(kv)
+	a, b := engine(store), engine(store)
 	r, err := a.Launch(ctx, "alice", "stepped", nil, RunOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	watch := &lockRefusedKV{KV: kv, key: runLockKey(r.ID), refused: make(chan struct{})}
+	watch := &lockRefusedKV{KV: store, key: runLockKey(r.ID), refused: make(chan struct{})}
 	c := engine(watch)
 	t.Cleanup(func() { // let the held steps go on any failure
 		for _, ch := range s.release {
@@ -135,7 +136,7 @@ func testRunLockFreedOnlyByItsHolder(t *testing.T, kv KV) {
 	}
 	aDone := fire(a)
 	waitfor.Recv(t, s.in[0], "A inside step")
-	if err := kv.Del(ctx, runLockKey(r.ID)); err != nil { // A's lease lapses
+	if err := store.Del(ctx, runLockKey(r.ID)); err != nil { // A's lease lapses
 		t.Fatal(err)
 	}
 	clock.Advance(2 * runLockLeaseDefault) // A must ask the store before it writes
@@ -179,12 +180,12 @@ func TestWorkerClaimLeasesTheWork(t *testing.T) {
 	}
 }
 
-func testWorkerClaimLeasesTheWork(t *testing.T, kv KV) {
+func testWorkerClaimLeasesTheWork(t *testing.T, store KV) {
 	ctx := context.Background()
 	clock := fakeclock.New(time.Now())
 	var tries atomic.Int64
 	instance := func() *worker {
-		w := newWorker(kv, clock.Now, slog.New(slog.DiscardHandler), time.Hour)
+		w := newWorker(store, clock.Now, slog.New(slog.DiscardHandler), time.Hour)
 		w.handle("flaky", func(context.Context, string) error {
 			tries.Add(1)
 			return errors.New("the provider is down")
@@ -228,8 +229,8 @@ func (k *writeMidWalkKV) TTL(ctx context.Context, key string) (time.Duration, er
 	return k.KV.TTL(ctx, key)
 }
 
-func (k *writeMidWalkKV) scanPrefix(ctx context.Context, prefix, cursor string, count int) ([]string, string, error) {
-	return k.KV.(keyScanner).scanPrefix(ctx, prefix, cursor, count)
+func (k *writeMidWalkKV) ScanPrefix(ctx context.Context, prefix, cursor string, count int) ([]string, string, error) {
+	return storeOf(k.KV).(kv.Scanner).ScanPrefix(ctx, prefix, cursor, count)
 }
 
 // Reencrypt rewrites a record only over the bytes it read: a sign-in that
@@ -246,7 +247,7 @@ func TestReencryptLeavesARecordWrittenMidWalk(t *testing.T) {
 	}
 }
 
-func testReencryptLeavesARecordWrittenMidWalk(t *testing.T, kv KV) {
+func testReencryptLeavesARecordWrittenMidWalk(t *testing.T, store KV) {
 	ctx := context.Background()
 	k1 := EncryptionKey{ID: "k1", Key: bytes.Repeat([]byte{1}, 32)}
 	k2 := EncryptionKey{ID: "k2", Key: bytes.Repeat([]byte{2}, 32)}
@@ -259,12 +260,12 @@ func testReencryptLeavesARecordWrittenMidWalk(t *testing.T, kv KV) {
 		t.Fatal(err)
 	}
 	expiry := time.Now().Add(time.Hour).UnixMilli()
-	before, after := NewTokenStore(kv, NewRegistry(), WithEncryption(oldRing)), NewTokenStore(kv, NewRegistry(), WithEncryption(newRing))
+	before, after := NewTokenStore(store, NewRegistry(), WithEncryption(oldRing)), NewTokenStore(store, NewRegistry(), WithEncryption(newRing))
 	if err := before.StoreTokens(ctx, "alice", "demo", StoredTokens{AccessToken: "old", RefreshToken: "rt-old", ExpiresAt: expiry}); err != nil {
 		t.Fatal(err)
 	}
 	signIn := StoredTokens{AccessToken: "new", RefreshToken: "rt-new", ExpiresAt: expiry, Scope: "read"}
-	mid := &writeMidWalkKV{KV: kv, key: tokenKey("alice", "demo"), write: func(ctx context.Context) {
+	mid := &writeMidWalkKV{KV: store, key: tokenKey("alice", "demo"), write: func(ctx context.Context) {
 		if err := after.StoreTokens(ctx, "alice", "demo", signIn); err != nil {
 			t.Errorf("the sign-in during the walk: %v", err)
 		}

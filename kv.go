@@ -2,14 +2,13 @@ package oauthflow
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -77,13 +76,13 @@ func kvFromLookup(ctx context.Context, log *slog.Logger, lookup func(string) (st
 	if log == nil {
 		log = slog.Default()
 	}
-	kv, addr, err := redisFromLookup(ctx, log, lookup)
+	store, addr, err := redisFromLookup(ctx, log, lookup)
 	if err != nil {
 		log.Warn("oauthflow: key-value store unreachable, using in-memory storage for this process",
 			slog.String("addr", addr), slog.String("error", err.Error()))
 		return NewMemoryKV(), err
 	}
-	return kv, nil
+	return store, nil
 }
 
 // redisFromLookup connects to the Redis the KVSTORE_* variables name, with no
@@ -123,100 +122,219 @@ func envOr(lookup func(string) (string, bool), name, def string) string {
 
 // WithKeyPrefix returns a KV that puts prefix before every key, so that several
 // applications can share one Redis.
-func WithKeyPrefix(kv KV, prefix string) KV {
+func WithKeyPrefix(store KV, prefix string) KV {
 	if prefix == "" {
-		return kv
+		return store
 	}
-	return &prefixKV{kv: kv, prefix: prefix}
+	return kv.WithPrefix(storeOf(store), prefix)
 }
 
-type prefixKV struct {
-	kv     KV
-	prefix string
-}
-
-var _ KV = (*prefixKV)(nil)
-
-func (p *prefixKV) Get(ctx context.Context, key string) ([]byte, error) {
-	return p.kv.Get(ctx, p.prefix+key)
-}
-func (p *prefixKV) Set(ctx context.Context, key string, v []byte, ttl time.Duration) error {
-	return p.kv.Set(ctx, p.prefix+key, v, ttl)
-}
-func (p *prefixKV) SetNX(ctx context.Context, key string, v []byte, ttl time.Duration) (bool, error) {
-	return p.kv.SetNX(ctx, p.prefix+key, v, ttl)
-}
-func (p *prefixKV) GetDel(ctx context.Context, key string) ([]byte, error) {
-	return p.kv.GetDel(ctx, p.prefix+key)
-}
-func (p *prefixKV) Del(ctx context.Context, key string) error { return p.kv.Del(ctx, p.prefix+key) }
-func (p *prefixKV) TTL(ctx context.Context, key string) (time.Duration, error) {
-	return p.kv.TTL(ctx, p.prefix+key)
-}
-func (p *prefixKV) CompareAndDelete(ctx context.Context, key string, v []byte) (bool, error) {
-	return p.kv.CompareAndDelete(ctx, p.prefix+key, v)
-}
-func (p *prefixKV) CompareAndExpire(ctx context.Context, key string, v []byte, ttl time.Duration) (bool, error) {
-	return p.kv.CompareAndExpire(ctx, p.prefix+key, v, ttl)
-}
-func (p *prefixKV) CompareAndSwap(ctx context.Context, key string, old, v []byte, ttl time.Duration) (bool, error) {
-	return p.kv.CompareAndSwap(ctx, p.prefix+key, old, v, ttl)
-}
-func (p *prefixKV) scheduleAbsent(ctx context.Context, index string, members []string, due time.Time) error {
-	return scheduleAbsent(ctx, p.kv, p.prefix+index, members, due)
-}
-
-func (p *prefixKV) Schedule(ctx context.Context, index, member string, due time.Time) error {
-	return p.kv.Schedule(ctx, p.prefix+index, member, due)
-}
-func (p *prefixKV) Unschedule(ctx context.Context, index, member string) error {
-	return p.kv.Unschedule(ctx, p.prefix+index, member)
-}
-func (p *prefixKV) Claim(ctx context.Context, index string, now time.Time, lease time.Duration, n int) ([]string, error) {
-	return p.kv.Claim(ctx, p.prefix+index, now, lease, n)
-}
-func (p *prefixKV) Close() error { return closeKV(p.kv) }
-
-// closeKV closes kv when it has a Close method.
-func closeKV(kv KV) error {
-	if c, ok := kv.(io.Closer); ok {
-		return c.Close()
+// scannerOf returns the Scanner of store's backend, or kv.ErrCannotScan
+// when it cannot list its keys.
+func scannerOf(store KV) (kv.Scanner, error) {
+	if s, ok := storeOf(store).(kv.Scanner); ok {
+		return s, nil
 	}
-	return nil
+	return nil, kv.ErrCannotScan
 }
 
-func checkTTL(ttl time.Duration) error {
-	if ttl < 0 {
-		return fmt.Errorf("%w: negative ttl %v", ErrInvalidArgument, ttl)
+// storeOf is the backend under a KV an app passed in: the store a MemoryKV or
+// RedisKV holds, whose capabilities the library uses; any other KV as it is.
+func storeOf(store KV) kv.Store {
+	switch s := store.(type) {
+	case *MemoryKV:
+		if s != nil {
+			return &s.m
+		}
+	case *RedisKV:
+		if s != nil {
+			return s.r
+		}
 	}
-	return nil
+	return store
 }
 
-// pxMillis is d in whole milliseconds, at least 1 for a positive d: 0 would
-// mean "no expiry" to the Redis scripts and "claimable at once" to Claim.
-func pxMillis(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return max(d.Milliseconds(), 1)
+// MemoryKV is an in-process KV. It honours TTLs and frees expired entries as it
+// goes (no background goroutine), so it suits tests and single-instance apps.
+// Values are copied in; Get hands back the stored slice, which must be treated
+// as read-only. The zero value is an empty store on the real clock, ready to use.
+//
+// Due-time indexes (Schedule, Unschedule, Claim) are kept apart from the
+// key/value entries, so an index and a key may share a name here; on Redis they
+// may not, and the library never gives them the same name.
+type MemoryKV struct {
+	m kv.Memory
 }
 
-// checkClaim rejects a Claim that could take nothing, or that would leave what
-// it took due before now, free for the next caller to take again.
-func checkClaim(lease time.Duration, n int) error {
-	if n <= 0 {
-		return fmt.Errorf("%w: claim count %d, want at least 1", ErrInvalidArgument, n)
-	}
-	if lease < 0 {
-		return fmt.Errorf("%w: negative lease %v", ErrInvalidArgument, lease)
-	}
-	return nil
+var _ KV = (*MemoryKV)(nil)
+
+// MemoryOption configures a MemoryKV.
+type MemoryOption func(*MemoryKV)
+
+// WithMemoryClock sets the clock the memory store reads expiries against.
+func WithMemoryClock(now func() time.Time) MemoryOption {
+	return func(m *MemoryKV) { m.m.SetClock(now) }
 }
 
-// claimWindow returns the scores a Claim reads and writes, in Unix
-// milliseconds: members due at or before nowMs are taken and moved to untilMs,
-// which a positive lease puts at least 1 ms past nowMs.
-func claimWindow(now time.Time, lease time.Duration) (nowMs, untilMs int64) {
-	nowMs = now.UnixMilli()
-	return nowMs, nowMs + pxMillis(lease)
+// NewMemoryKV returns an empty in-memory store.
+func NewMemoryKV(opts ...MemoryOption) *MemoryKV {
+	m := new(MemoryKV)
+	m.m.SetClock(time.Now)
+	for _, o := range opts {
+		o(m)
+	}
+	return m
+}
+
+// Close drops every entry and index; the store stays usable. The store holds no goroutine, so nothing outlives it.
+func (m *MemoryKV) Close() error { return m.m.Close() }
+
+// Len reports the number of key/value entries held, expired or not yet swept;
+// index members are not counted.
+func (m *MemoryKV) Len() int { return m.m.Len() }
+
+// Get returns the value of key, or ErrNotFound.
+func (m *MemoryKV) Get(ctx context.Context, key string) ([]byte, error) { return m.m.Get(ctx, key) }
+
+// Set stores a copy of value under key.
+func (m *MemoryKV) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	return m.m.Set(ctx, key, value, ttl)
+}
+
+// SetNX stores value only when key is absent or expired.
+func (m *MemoryKV) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
+	return m.m.SetNX(ctx, key, value, ttl)
+}
+
+// GetDel returns and removes key atomically.
+func (m *MemoryKV) GetDel(ctx context.Context, key string) ([]byte, error) {
+	return m.m.GetDel(ctx, key)
+}
+
+// Del removes key; an absent key is not an error.
+func (m *MemoryKV) Del(ctx context.Context, key string) error { return m.m.Del(ctx, key) }
+
+// TTL returns the time left on key.
+func (m *MemoryKV) TTL(ctx context.Context, key string) (time.Duration, error) {
+	return m.m.TTL(ctx, key)
+}
+
+// CompareAndDelete removes key only while it holds value.
+func (m *MemoryKV) CompareAndDelete(ctx context.Context, key string, value []byte) (bool, error) {
+	return m.m.CompareAndDelete(ctx, key, value)
+}
+
+// CompareAndExpire resets key's ttl only while it holds value.
+func (m *MemoryKV) CompareAndExpire(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
+	return m.m.CompareAndExpire(ctx, key, value, ttl)
+}
+
+// CompareAndSwap sets key to a copy of value with ttl only while it holds old.
+func (m *MemoryKV) CompareAndSwap(ctx context.Context, key string, old, value []byte, ttl time.Duration) (bool, error) {
+	return m.m.CompareAndSwap(ctx, key, old, value, ttl)
+}
+
+// Schedule sets member's due time in index, adding it if absent. An index
+// never expires: its members stay until they are unscheduled.
+func (m *MemoryKV) Schedule(ctx context.Context, index, member string, due time.Time) error {
+	return m.m.Schedule(ctx, index, member, due)
+}
+
+// Unschedule removes member from index, and the index once it is empty.
+func (m *MemoryKV) Unschedule(ctx context.Context, index, member string) error {
+	return m.m.Unschedule(ctx, index, member)
+}
+
+// Claim takes up to n members of index due at or before now, in due order, and
+// moves each to now+lease under the one lock.
+func (m *MemoryKV) Claim(ctx context.Context, index string, now time.Time, lease time.Duration, n int) ([]string, error) {
+	return m.m.Claim(ctx, index, now, lease, n)
+}
+
+// RedisKV is a KV over any go-redis client: a single node, Sentinel or Cluster.
+// Every command touches one key, so it is Cluster-safe.
+type RedisKV struct {
+	r *kv.Redis
+}
+
+var _ KV = (*RedisKV)(nil)
+
+// RedisOption configures a RedisKV.
+type RedisOption func(*RedisKV)
+
+// WithOwnedClient makes Close close the client too.
+func WithOwnedClient() RedisOption { return func(r *RedisKV) { r.r.OwnClient() } }
+
+// NewRedisKV wraps c. The caller keeps ownership of c unless WithOwnedClient is given.
+func NewRedisKV(c redis.UniversalClient, opts ...RedisOption) *RedisKV {
+	r := &RedisKV{r: kv.NewRedis(c)}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// Client returns the underlying client.
+func (r *RedisKV) Client() redis.UniversalClient { return r.r.Client() }
+
+// Close closes the client when the store owns it.
+func (r *RedisKV) Close() error { return r.r.Close() }
+
+// Get returns the value of key, or ErrNotFound. The value is read-only (see KV).
+func (r *RedisKV) Get(ctx context.Context, key string) ([]byte, error) { return r.r.Get(ctx, key) }
+
+// Set stores value under key with ttl (0: no expiry).
+func (r *RedisKV) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	return r.r.Set(ctx, key, value, ttl)
+}
+
+// SetNX stores value only when key is absent.
+func (r *RedisKV) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
+	return r.r.SetNX(ctx, key, value, ttl)
+}
+
+// GetDel returns and removes key in one command (Redis 6.2 GETDEL).
+func (r *RedisKV) GetDel(ctx context.Context, key string) ([]byte, error) {
+	return r.r.GetDel(ctx, key)
+}
+
+// Del removes key.
+func (r *RedisKV) Del(ctx context.Context, key string) error { return r.r.Del(ctx, key) }
+
+// TTL returns the time left on key, 0 when it has none.
+func (r *RedisKV) TTL(ctx context.Context, key string) (time.Duration, error) {
+	return r.r.TTL(ctx, key)
+}
+
+// CompareAndDelete removes key only while it holds value.
+func (r *RedisKV) CompareAndDelete(ctx context.Context, key string, value []byte) (bool, error) {
+	return r.r.CompareAndDelete(ctx, key, value)
+}
+
+// CompareAndExpire resets key's ttl only while it holds value.
+func (r *RedisKV) CompareAndExpire(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
+	return r.r.CompareAndExpire(ctx, key, value, ttl)
+}
+
+// CompareAndSwap sets key to value with ttl only while it holds old, in one
+// script on one key (Cluster-safe).
+func (r *RedisKV) CompareAndSwap(ctx context.Context, key string, old, value []byte, ttl time.Duration) (bool, error) {
+	return r.r.CompareAndSwap(ctx, key, old, value, ttl)
+}
+
+// Schedule sets member's due time in index (ZADD; the score is Unix ms). The
+// index key is given no expiry: its members live until they are unscheduled.
+func (r *RedisKV) Schedule(ctx context.Context, index, member string, due time.Time) error {
+	return r.r.Schedule(ctx, index, member, due)
+}
+
+// Unschedule removes member from index (ZREM).
+func (r *RedisKV) Unschedule(ctx context.Context, index, member string) error {
+	return r.r.Unschedule(ctx, index, member)
+}
+
+// Claim takes up to n due members of index and moves them to now+lease, in one
+// script on one key (Cluster-safe). Redis orders ties by member, as MemoryKV does.
+func (r *RedisKV) Claim(ctx context.Context, index string, now time.Time, lease time.Duration, n int) ([]string, error) {
+	return r.r.Claim(ctx, index, now, lease, n)
 }

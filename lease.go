@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
 
@@ -18,7 +19,7 @@ var errLeaseLost = errors.New("oauthflow: the lock was lost before the write")
 // lease is a lock in the KV held by one owner, renewed while held and freed by
 // its TTL if the holder dies. Every command touches one key (Cluster-safe).
 type lease struct {
-	kv    KV
+	kv    kv.Store
 	key   string
 	owner []byte
 	ttl   time.Duration
@@ -50,21 +51,21 @@ func (l *lease) recentlyProven() bool {
 }
 
 // tryLease takes key if it is free.
-func tryLease(ctx context.Context, kv KV, key string, ttl time.Duration) (*lease, bool, error) {
+func tryLease(ctx context.Context, store kv.Store, key string, ttl time.Duration) (*lease, bool, error) {
 	owner := []byte(randomHex(16))
-	ok, err := kv.SetNX(ctx, key, owner, ttl)
+	ok, err := store.SetNX(ctx, key, owner, ttl)
 	if err != nil {
 		return nil, false, errs.Store(ctx, "take lock", err)
 	}
 	if !ok {
 		return nil, false, nil
 	}
-	return held(ctx, kv, key, owner, ttl), true, nil
+	return held(ctx, store, key, owner, ttl), true, nil
 }
 
 // held is the lease on key that owner has just taken, renewed from now on.
-func held(ctx context.Context, kv KV, key string, owner []byte, ttl time.Duration) *lease {
-	l := &lease{kv: kv, key: key, owner: owner, ttl: ttl}
+func held(ctx context.Context, store kv.Store, key string, owner []byte, ttl time.Duration) *lease {
+	l := &lease{kv: store, key: key, owner: owner, ttl: ttl}
 	l.stop = l.renewEvery(ctx)
 	return l
 }
@@ -74,29 +75,29 @@ func held(ctx context.Context, kv KV, key string, owner []byte, ttl time.Duratio
 // extra commands run in one batch (one round trip where the store can keep
 // the order): they run after the take, so a read sees what the previous
 // holder left.
-func waitLeaseReading(ctx context.Context, kv KV, key string, ttl time.Duration, readKey string, extra ...*kvOp) (*lease, *kvOp, error) {
+func waitLeaseReading(ctx context.Context, store kv.Store, key string, ttl time.Duration, readKey string, extra ...*kv.Op) (*lease, *kv.Op, error) {
 	if readKey == "" && len(extra) == 0 {
-		l, err := waitLease(ctx, kv, key, ttl)
+		l, err := waitLease(ctx, store, key, ttl)
 		return l, nil, err
 	}
 	owner := []byte(randomHex(16))
-	take := &kvOp{Kind: opSetNX, Key: key, Value: owner, TTL: ttl}
-	var read *kvOp
-	batch := []*kvOp{take}
+	take := &kv.Op{Kind: kv.OpSetNX, Key: key, Value: owner, TTL: ttl}
+	var read *kv.Op
+	batch := []*kv.Op{take}
 	if readKey != "" {
-		read = &kvOp{Kind: opGet, Key: readKey}
+		read = &kv.Op{Kind: kv.OpGet, Key: readKey}
 		batch = append(batch, read)
 	}
-	runBatch(ctx, kv, append(batch, extra...)...)
+	kv.RunBatch(ctx, store, append(batch, extra...)...)
 	if take.Err != nil {
 		return nil, nil, errs.Store(ctx, "take lock", take.Err)
 	}
 	if take.OK {
-		return held(ctx, kv, key, owner, ttl), read, nil
+		return held(ctx, store, key, owner, ttl), read, nil
 	}
 	// Someone else holds it: what was read went before the take, so it is
 	// read again, with the extra commands, once the lock is ours.
-	l, err := waitLease(ctx, kv, key, ttl)
+	l, err := waitLease(ctx, store, key, ttl)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -104,14 +105,14 @@ func waitLeaseReading(ctx context.Context, kv KV, key string, ttl time.Duration,
 	for _, op := range append(batch, extra...) {
 		op.OK, op.Got, op.Err = false, nil, nil
 	}
-	runBatch(ctx, kv, append(batch, extra...)...)
+	kv.RunBatch(ctx, store, append(batch, extra...)...)
 	return l, read, nil
 }
 
 // waitLease takes key, waiting with a short backoff while someone else holds it.
-func waitLease(ctx context.Context, kv KV, key string, ttl time.Duration) (*lease, error) {
+func waitLease(ctx context.Context, store kv.Store, key string, ttl time.Duration) (*lease, error) {
 	for backoff := time.Millisecond; ; backoff = min(2*backoff, 25*time.Millisecond) {
-		l, ok, err := tryLease(ctx, kv, key, ttl)
+		l, ok, err := tryLease(ctx, store, key, ttl)
 		if err != nil || ok {
 			return l, err
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/kv"
 )
 
 // Refreshing ahead at scale, politely: a hundred thousand connections may
@@ -292,16 +293,13 @@ func (l *refreshLimiter) setBucket(providerID string, b bucketSeen) {
 	l.buckets[providerID] = b
 }
 
-// bucketReader returns kv as an indexReader when the store under any key
+// bucketReader returns store as an IndexReader when the store under any key
 // prefix can list an index and add members only where absent.
-func bucketReader(kv KV) (indexReader, bool) {
-	under := kv
-	if p, ok := kv.(*prefixKV); ok {
-		under = p.kv
-	}
-	_, lists := under.(indexReader)
-	_, absent := under.(absentScheduler)
-	r, ok := kv.(indexReader)
+func bucketReader(store kv.Store) (kv.IndexReader, bool) {
+	under, _ := kv.Unprefixed(store)
+	_, lists := under.(kv.IndexReader)
+	_, absent := under.(kv.AbsentScheduler)
+	r, ok := store.(kv.IndexReader)
 	return r, lists && absent && ok
 }
 
@@ -312,8 +310,8 @@ func bucketReader(kv KV) (indexReader, bool) {
 // lease; and a permit leased further ahead than a clock in step with this
 // one leases it (an instance whose clock runs ahead took it) is made free,
 // instead of holding the whole fleet off until that clock's future.
-func (s *TokenStore) mendBucket(ctx context.Context, r indexReader, index string, perSecond int, now time.Time) (bool, error) {
-	held, err := r.members(ctx, index)
+func (s *TokenStore) mendBucket(ctx context.Context, r kv.IndexReader, index string, perSecond int, now time.Time) (bool, error) {
+	held, err := r.Members(ctx, index)
 	if err != nil {
 		return false, errs.Store(ctx, "read a refresh permit bucket", err)
 	}
@@ -333,30 +331,10 @@ func (s *TokenStore) mendBucket(ctx context.Context, r indexReader, index string
 	if !missing {
 		return mended, nil
 	}
-	if err := scheduleAbsent(ctx, s.kv, index, permits, time.UnixMilli(0)); err != nil {
+	if err := kv.ScheduleAbsent(ctx, s.kv, index, permits, time.UnixMilli(0)); err != nil {
 		return false, errs.Store(ctx, "fill a refresh permit bucket", err)
 	}
 	return true, nil
-}
-
-// absentScheduler is a KV that can add members to an index only where they
-// are absent (ZADD NX).
-type absentScheduler interface {
-	scheduleAbsent(ctx context.Context, index string, members []string, due time.Time) error
-}
-
-// scheduleAbsent adds members to index where they are absent; a KV that
-// cannot tell sets them all.
-func scheduleAbsent(ctx context.Context, kv KV, index string, members []string, due time.Time) error {
-	if a, ok := kv.(absentScheduler); ok {
-		return a.scheduleAbsent(ctx, index, members, due)
-	}
-	for _, member := range members {
-		if err := kv.Schedule(ctx, index, member, due); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // primeBucket, for a KV of the app's own that cannot list an index, puts
@@ -376,7 +354,7 @@ func (s *TokenStore) primeBucket(ctx context.Context, providerID, index string, 
 	for i := have; i < perSecond; i++ {
 		permits = append(permits, strconv.Itoa(i))
 	}
-	if err := scheduleAbsent(ctx, s.kv, index, permits, time.UnixMilli(0)); err != nil {
+	if err := kv.ScheduleAbsent(ctx, s.kv, index, permits, time.UnixMilli(0)); err != nil {
 		return errs.Store(ctx, "fill a refresh permit bucket", err)
 	}
 	l.mu.Lock()

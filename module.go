@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/outbound"
 	"github.com/oauthflow/oauthflow/internal/seal"
 )
@@ -165,11 +166,11 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 		return nil, err
 	}
 	origins.credentials = cfg.VerifyUser != nil || cfg.BindSignIns
-	kv, owned, err := moduleKV(ctx, cfg, log)
+	store, owned, err := moduleKV(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	m := &Module{Registry: cfg.Registry, KV: kv, ring: ring.sealer(), log: log, httpClient: cfg.HTTPClient, ownsKV: owned,
+	m := &Module{Registry: cfg.Registry, KV: store, ring: ring.sealer(), log: log, httpClient: cfg.HTTPClient, ownsKV: owned,
 		events: notifier{hook: cfg.OnEvent, log: log, now: now}, origins: origins, now: now, signInTTL: cfg.SignInTTL,
 		verifyUser: cfg.VerifyUser, bindSignIns: cfg.BindSignIns, withhold: cfg.WithholdTokens}
 	if m.signInTTL <= 0 {
@@ -182,18 +183,18 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	if m.httpClient == nil {
 		m.httpClient = outbound.Client(defaultHTTPTimeout)
 	}
-	m.Tokens = NewTokenStore(kv, m.Registry, WithClock(now), WithLogger(log), WithEventHook(cfg.OnEvent),
+	m.Tokens = NewTokenStore(store, m.Registry, WithClock(now), WithLogger(log), WithEventHook(cfg.OnEvent),
 		WithEncryption(ring), WithRefreshBackoff(cfg.RefreshBackoff), WithRefreshAhead(cfg.RefreshAhead, cfg.RefreshAheadIdle),
 		WithRefreshLimits(cfg.RefreshLimits),
 		WithReplicaAcks(cfg.ReplicaAcks, orDefault(cfg.ReplicaAckTimeout, 500*time.Millisecond)))
-	m.Sessions = NewSessionService(kv, withSessionClock(now), withSessionTTL(m.signInTTL), withSessionEncryption(ring))
-	m.Engine = NewEngine(kv, withEngineClock(now), withEngineLogger(log), withFinishedRunTTL(cfg.FinishedRunTTL),
+	m.Sessions = NewSessionService(store, withSessionClock(now), withSessionTTL(m.signInTTL), withSessionEncryption(ring))
+	m.Engine = NewEngine(store, withEngineClock(now), withEngineLogger(log), withFinishedRunTTL(cfg.FinishedRunTTL),
 		withRunLease(m.runLockLease))
 	m.BuildOAuthURL, m.ExchangeOAuthToken = m.newTools()
 	if err := m.Engine.Register(m.oauthWorkflow()); err != nil {
 		return nil, err
 	}
-	m.work = newWorker(kv, now, log, cfg.WorkerInterval)
+	m.work = newWorker(storeOf(store), now, log, cfg.WorkerInterval)
 	m.work.handle(jobLapse, m.lapse)
 	m.work.handle(jobDeliver, m.Engine.deliver)
 	m.work.handle(jobAbandon, m.abandon)
@@ -215,20 +216,20 @@ func moduleKeyRing(cfg Config) (*KeyRing, error) {
 }
 
 func moduleKV(ctx context.Context, cfg Config, log *slog.Logger) (KV, bool, error) {
-	kv, owned := cfg.KV, false
-	if kv == nil {
+	store, owned := cfg.KV, false
+	if store == nil {
 		var err error
 		if cfg.RequireKV {
-			kv, _, err = redisFromLookup(ctx, log, os.LookupEnv)
+			store, _, err = redisFromLookup(ctx, log, os.LookupEnv)
 		} else {
-			kv, err = KVFromEnv(ctx, log)
+			store, err = KVFromEnv(ctx, log)
 		}
 		if err != nil && cfg.RequireKV {
 			return nil, false, fmt.Errorf("oauthflow: the key-value store is required (Config.RequireKV) and cannot be reached: %w", err)
 		}
 		owned = true
 	}
-	return WithKeyPrefix(kv, cfg.KeyPrefix), owned, nil
+	return WithKeyPrefix(store, cfg.KeyPrefix), owned, nil
 }
 
 // Close stops the background worker and waits for the work it has in flight
@@ -248,7 +249,7 @@ func (m *Module) Close() error {
 	m.Tokens.flights.Wait() // a refresh in flight writes what the provider rotated first
 	err := m.Tokens.unwrittenErr()
 	if m.ownsKV {
-		err = errors.Join(err, closeKV(m.KV))
+		err = errors.Join(err, kv.Close(m.KV))
 	}
 	return err
 }

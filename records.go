@@ -248,7 +248,7 @@ func (p *fastParser) int() int64 {
 }
 
 // tokenMemo is what the hot read needs of a token record, decoded once per
-// stored value (MemoryKV.getMemo) and shared by every read of it: only by the
+// stored value (kv.Memory.GetMemo) and shared by every read of it: only by the
 // readers that hold the ring it was opened with.
 type tokenMemo struct {
 	access    string

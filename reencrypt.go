@@ -72,9 +72,9 @@ func reencrypt(ctx context.Context, kv KV, ring *seal.Ring, opts ReencryptOption
 	if ring == nil || !ring.Usable() {
 		return ReencryptProgress{}, errs.Invalid("no encryption key ring is configured")
 	}
-	scanner, ok := kv.(keyScanner)
-	if !ok {
-		return ReencryptProgress{}, errCannotScan
+	scanner, err := scannerOf(kv)
+	if err != nil {
+		return ReencryptProgress{}, err
 	}
 	batch := opts.Batch
 	if batch <= 0 {
@@ -89,7 +89,7 @@ func reencrypt(ctx context.Context, kv KV, ring *seal.Ring, opts ReencryptOption
 		if err := ctx.Err(); err != nil {
 			return p, err
 		}
-		keys, next, err := scanner.scanPrefix(ctx, "oauth:", p.Cursor, batch)
+		keys, next, err := scanner.ScanPrefix(ctx, "oauth:", p.Cursor, batch)
 		if err != nil {
 			return p, errs.Store(ctx, "scan keys", err)
 		}

@@ -9,14 +9,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/oauthflow/oauthflow/internal/errs"
-	"github.com/oauthflow/oauthflow/internal/xcontext"
 	"hash/fnv"
 	"math"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/kv"
+	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
 
 // A refresh of one user's tokens for one provider runs once at a time: once in
@@ -111,7 +113,7 @@ func (r *refreshRun) usable(t StoredTokens) bool {
 // shared takes the cross-process lock and refreshes, or, while another process
 // holds it, waits until that process is done and re-reads the record. The
 // waiter hears the holder's release at once where the KV can announce it
-// (releaseWatcher) and polls with a backoff in any case, slower once it listens.
+// (kv.ReleaseWatcher) and polls with a backoff in any case, slower once it listens.
 func (r *refreshRun) shared(ctx context.Context, seen []byte) (StoredTokens, error) {
 	lock := lockKey(r.userID, r.providerID)
 	var released <-chan struct{}
@@ -124,7 +126,7 @@ func (r *refreshRun) shared(ctx context.Context, seen []byte) (StoredTokens, err
 		if got {
 			t, err := r.locked(ctx, l, seen)
 			l.release(ctx)
-			announceRelease(ctx, r.s.kv, lock)
+			kv.AnnounceRelease(ctx, r.s.kv, lock)
 			if !errors.Is(err, errLeaseLost) {
 				return t, err
 			}
@@ -134,7 +136,7 @@ func (r *refreshRun) shared(ctx context.Context, seen []byte) (StoredTokens, err
 			return t, err
 		}
 		if released == nil {
-			ch, stop, ok := watchRelease(ctx, r.s.kv, lock)
+			ch, stop, ok := kv.WatchRelease(ctx, r.s.kv, lock)
 			defer stop()
 			if ok {
 				// Look once more now that a release is heard: the holder may

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/testkit/redistest"
 	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
-	"github.com/redis/go-redis/v9"
 	"golang.org/x/oauth2"
 )
 
@@ -45,15 +45,15 @@ func (p *gatedProvider) RefreshToken(ctx context.Context, _ string) (*TokenSet, 
 func TestRefreshWaiterHearsTheHolderRelease(t *testing.T) {
 	t.Parallel()
 	c := redistest.Real(t)
-	kv := WithKeyPrefix(NewRedisKV(c), redistest.Prefix(t, c))
+	store := WithKeyPrefix(NewRedisKV(c), redistest.Prefix(t, c))
 	p := &gatedProvider{entered: make(chan struct{}, 1), open: make(chan struct{})}
 	reg := NewRegistry()
 	if err := reg.Register(p); err != nil {
 		t.Fatal(err)
 	}
 	hour := lockWait{first: time.Hour, max: time.Hour, watched: time.Hour}
-	holder := NewTokenStore(kv, reg)
-	waiter := NewTokenStore(kv, reg)
+	holder := NewTokenStore(store, reg)
+	waiter := NewTokenStore(store, reg)
 	holder.lockWait, waiter.lockWait = hour, hour
 	waiting := make(chan struct{})
 	var once sync.Once
@@ -94,62 +94,6 @@ func TestRefreshWaiterHearsTheHolderRelease(t *testing.T) {
 	}
 }
 
-// The hub keeps one subscription per watched channel, wakes every watcher of
-// it, and unsubscribes after the last one stops.
-func TestReleaseWatchFansOutAndLetsGo(t *testing.T) {
-	t.Parallel()
-	c := redistest.Real(t)
-	kv := WithKeyPrefix(NewRedisKV(c), redistest.Prefix(t, c))
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	ch := kv.(*prefixKV).kv.(*RedisKV).releaseChannel(kv.(*prefixKV).prefix + "lock")
-	a, stopA, okA := watchRelease(ctx, kv, "lock")
-	b, stopB, okB := watchRelease(ctx, kv, "lock")
-	if !okA || !okB {
-		t.Fatal("a RedisKV under a prefix cannot watch")
-	}
-	if n := c.PubSubNumSub(ctx, ch).Val()[ch]; n != 1 {
-		t.Fatalf("%d subscriptions for two watchers of one lock; want 1", n)
-	}
-	announceRelease(ctx, kv, "lock")
-	for _, w := range []<-chan struct{}{a, b} {
-		select {
-		case <-w:
-		case <-ctx.Done():
-			t.Fatal("a watcher never heard the release")
-		}
-	}
-	stopA()
-	if n := c.PubSubNumSub(ctx, ch).Val()[ch]; n != 1 {
-		t.Fatalf("%d subscriptions while one watcher is left; want 1", n)
-	}
-	stopB()
-	for c.PubSubNumSub(ctx, ch).Val()[ch] != 0 { // the close reaches the server after stop returns
-		if err := ctx.Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// Pub/sub channels are shared by every database of a Redis server: a release
-// announced by an app on DB 1 must not wake the waiters of one on DB 0 that
-// uses the same key names.
-func TestReleaseChannelsAreApartPerDatabase(t *testing.T) {
-	t.Parallel()
-	db0 := NewRedisKV(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DB: 0}))
-	db1 := NewRedisKV(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DB: 1}))
-	t.Cleanup(func() { _ = db0.c.Close(); _ = db1.c.Close() })
-	key := "oauth:lock:alice:github"
-	if db0.releaseChannel(key) == db1.releaseChannel(key) {
-		t.Fatalf("DB 0 and DB 1 announce %s's release on the same channel %q", key, db0.releaseChannel(key))
-	}
-	other := NewRedisKV(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}))
-	t.Cleanup(func() { _ = other.c.Close() })
-	if db0.releaseChannel(key) != other.releaseChannel(key) {
-		t.Fatal("two stores on one database must share the channel")
-	}
-}
-
 // releasedWhileSubscribingKV lets the refresh lock go (another process's
 // holder finishing) at the worst moment for a waiter: after its take failed,
 // before its subscription is in place, so no announcement can reach it.
@@ -158,13 +102,13 @@ type releasedWhileSubscribingKV struct {
 	release func()
 }
 
-func (k *releasedWhileSubscribingKV) watchRelease(ctx context.Context, key string) (<-chan struct{}, func(), bool) {
+func (k *releasedWhileSubscribingKV) WatchRelease(ctx context.Context, key string) (<-chan struct{}, func(), bool) {
 	k.release()
-	return k.KV.(releaseWatcher).watchRelease(ctx, key)
+	return storeOf(k.KV).(kv.ReleaseWatcher).WatchRelease(ctx, key)
 }
 
-func (k *releasedWhileSubscribingKV) announceRelease(ctx context.Context, key string) {
-	k.KV.(releaseWatcher).announceRelease(ctx, key)
+func (k *releasedWhileSubscribingKV) AnnounceRelease(ctx context.Context, key string) {
+	storeOf(k.KV).(kv.ReleaseWatcher).AnnounceRelease(ctx, key)
 }
 
 // A waiter whose watch begins just after the holder let go looks at the lock
@@ -180,14 +124,14 @@ func TestRefreshWaiterLooksAgainOnceListening(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	lock := lockKey("u1", "gated")
-	kv := &releasedWhileSubscribingKV{KV: base, release: func() { _ = base.Del(ctx, lock) }}
+	store := &releasedWhileSubscribingKV{KV: base, release: func() { _ = base.Del(ctx, lock) }}
 	p := &gatedProvider{entered: make(chan struct{}, 1), open: make(chan struct{})}
 	close(p.open)
 	reg := NewRegistry()
 	if err := reg.Register(p); err != nil {
 		t.Fatal(err)
 	}
-	waiter := NewTokenStore(kv, reg)
+	waiter := NewTokenStore(store, reg)
 	waiter.lockWait = lockWait{first: time.Hour, max: time.Hour, watched: time.Hour}
 	var waits atomic.Int64
 	waiter.onLockWait = func() { waits.Add(1); cancel() } // a wait here would be for nothing: fail fast

@@ -12,11 +12,12 @@ import (
 	"log/slog"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/kv"
 )
 
 // locked runs fn while holding run id's lock, then reports the run's end to its
 // parent and the OnRunDone hooks once the lock is released.
-func (e *Engine) locked(ctx context.Context, id string, readRun bool, fn func(ctx context.Context, read *kvOp) (*Run, error)) (*Run, error) {
+func (e *Engine) locked(ctx context.Context, id string, readRun bool, fn func(ctx context.Context, read *kv.Op) (*Run, error)) (*Run, error) {
 	ctx, ch, root := chain(ctx)
 	if holds(ctx, id) {
 		return nil, fmt.Errorf("%w: run %s is already executing in this call", ErrTransitionNotAllowed, id)
@@ -53,7 +54,7 @@ func (e *Engine) locked(ctx context.Context, id string, readRun bool, fn func(ct
 // trips (see withTake).
 type takeWith struct {
 	id  string
-	ops []*kvOp
+	ops []*kv.Op
 }
 
 type takeWithKey struct{}
@@ -61,11 +62,11 @@ type takeWithKey struct{}
 // withTake returns ctx asking the next take of run id's lock on its path to
 // send ops with it, in one batch after the take. A write among them must land
 // or the call does not run; a read's answer serves the hold's reads of its key.
-func (e *Engine) withTake(ctx context.Context, id string, ops ...*kvOp) context.Context {
+func (e *Engine) withTake(ctx context.Context, id string, ops ...*kv.Op) context.Context {
 	return context.WithValue(ctx, takeWithKey{}, &takeWith{id: id, ops: ops})
 }
 
-func takeOpsFor(ctx context.Context, id string) []*kvOp {
+func takeOpsFor(ctx context.Context, id string) []*kv.Op {
 	if t, ok := ctx.Value(takeWithKey{}).(*takeWith); ok && t.id == id {
 		return t.ops
 	}
@@ -74,10 +75,10 @@ func takeOpsFor(ctx context.Context, id string) []*kvOp {
 
 // checkTakeOps checks the commands sent with the take and keeps their reads
 // for the hold.
-func (e *Engine) checkTakeOps(ctx context.Context, id string, ops []*kvOp) error {
+func (e *Engine) checkTakeOps(ctx context.Context, id string, ops []*kv.Op) error {
 	f := finalOf(ctx, id)
 	for _, op := range ops {
-		if op.Kind != opGet {
+		if op.Kind != kv.OpGet {
 			if op.Err != nil {
 				return errs.Store(ctx, "write with the run's lock", op.Err)
 			}
@@ -85,7 +86,7 @@ func (e *Engine) checkTakeOps(ctx context.Context, id string, ops []*kvOp) error
 		}
 		f.mu.Lock()
 		if f.read == nil {
-			f.read = make(map[string]*kvOp)
+			f.read = make(map[string]*kv.Op)
 		}
 		f.read[op.Key] = op
 		f.mu.Unlock()
@@ -120,7 +121,7 @@ func (e *Engine) saveAndRelease(ctx context.Context, id string, l *lease) error 
 	l.stop()
 	ctx = context.WithoutCancel(ctx)
 	f := finalOf(ctx, id)
-	var save []*kvOp
+	var save []*kv.Op
 	var err error
 	if f.run != nil {
 		if err = stillHeld(ctx, id); err == nil {
@@ -130,8 +131,8 @@ func (e *Engine) saveAndRelease(ctx context.Context, id string, l *lease) error 
 	if err != nil { // a run not saved keeps its due work
 		save, f.tidy = nil, nil
 	}
-	ops := append(append(save, f.tidy...), &kvOp{Kind: opCompareAndDelete, Key: l.key, Value: l.owner})
-	runBatch(ctx, e.kv, ops...)
+	ops := append(append(save, f.tidy...), &kv.Op{Kind: kv.OpCompareAndDelete, Key: l.key, Value: l.owner})
+	kv.RunBatch(ctx, e.kv, ops...)
 	for _, op := range f.tidy {
 		if op.Err != nil {
 			e.log.LogAttrs(ctx, slog.LevelWarn, "oauthflow: a finished run's due work could not be removed",
@@ -148,12 +149,12 @@ func (e *Engine) saveAndRelease(ctx context.Context, id string, l *lease) error 
 // run id's lock when ctx's call path holds it, at once otherwise. It only
 // tidies: work left behind finds its run moved on and does nothing.
 func (e *Engine) tidyAtRelease(ctx context.Context, id, member string) error {
-	op := &kvOp{Kind: opUnschedule, Key: dueIndex, Member: member}
+	op := &kv.Op{Kind: kv.OpUnschedule, Key: dueIndex, Member: member}
 	if f := finalOf(ctx, id); f != nil {
 		f.tidy = append(f.tidy, op)
 		return nil
 	}
-	op.runOn(ctx, e.kv)
+	op.Run(ctx, e.kv)
 	if op.Err != nil {
 		return errs.Store(ctx, "unschedule "+member, op.Err)
 	}

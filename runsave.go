@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/kv"
 )
 
 func (e *Engine) save(ctx context.Context, r *Run) error {
@@ -21,7 +22,7 @@ func (e *Engine) save(ctx context.Context, r *Run) error {
 	if err != nil {
 		return err
 	}
-	runBatch(ctx, e.kv, ops...)
+	kv.RunBatch(ctx, e.kv, ops...)
 	return saveError(ctx, ops)
 }
 
@@ -38,13 +39,13 @@ func (e *Engine) saveLast(ctx context.Context, r *Run) error {
 // saveOps are the writes that save r: the run, and for an ended run its
 // documents' shorter TTL. An ended child's delivery is owed first, here: its
 // end is not saved unless the delivery is recorded.
-func (e *Engine) saveOps(ctx context.Context, r *Run) ([]*kvOp, error) {
+func (e *Engine) saveOps(ctx context.Context, r *Run) ([]*kv.Op, error) {
 	r.UpdatedAt = e.now().UnixMilli()
 	b, err := json.Marshal(r)
 	if err != nil {
 		return nil, fmt.Errorf("oauthflow: encode run: %w", err)
 	}
-	ops := []*kvOp{{Kind: opSet, Key: runKey(r.ID), Value: b, TTL: e.ttlOf(r)}}
+	ops := []*kv.Op{{Kind: kv.OpSet, Key: runKey(r.ID), Value: b, TTL: e.ttlOf(r)}}
 	if r.State != StateEnd {
 		return ops, nil
 	}
@@ -56,7 +57,7 @@ func (e *Engine) saveOps(ctx context.Context, r *Run) ([]*kvOp, error) {
 }
 
 // saveError is the error of the first save op that failed; nil when all landed.
-func saveError(ctx context.Context, ops []*kvOp) error {
+func saveError(ctx context.Context, ops []*kv.Op) error {
 	for i, op := range ops {
 		if op.Err == nil {
 			continue

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/seal"
 	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
@@ -20,7 +21,7 @@ const maxStateLen = 512
 
 // SessionService keeps pending sign-ins under their state, each usable once.
 type SessionService struct {
-	kv   KV
+	kv   kv.Store
 	ttl  time.Duration
 	now  func() time.Time
 	ring *seal.Ring // seals sessions at rest; nil: plain
@@ -59,7 +60,7 @@ func withSessionEncryption(ring *KeyRing) SessionOption {
 
 // NewSessionService returns a SessionService over kv.
 func NewSessionService(kv KV, opts ...SessionOption) *SessionService {
-	s := &SessionService{kv: kv, ttl: defaultSessionTTL, now: time.Now}
+	s := &SessionService{kv: storeOf(kv), ttl: defaultSessionTTL, now: time.Now}
 	for _, o := range opts {
 		o(s)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/oauthflow/oauthflow/internal/dpop"
 	"github.com/oauthflow/oauthflow/internal/errs"
 	"github.com/oauthflow/oauthflow/internal/flight"
+	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/seal"
 	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
@@ -34,7 +35,7 @@ const (
 // TokenStore keeps tokens per user and provider and refreshes them on read.
 // Several TokenStores over one Redis (app replicas) refresh a token once between them.
 type TokenStore struct {
-	kv             KV
+	kv             kv.Store
 	reg            *Registry
 	now            func() time.Time
 	skew           time.Duration
@@ -129,7 +130,7 @@ func NewTokenStore(kv KV, reg *Registry, opts ...TokenStoreOption) *TokenStore {
 	if reg == nil {
 		reg = NewRegistry()
 	}
-	s := &TokenStore{kv: kv, reg: reg, now: time.Now, skew: defaultSkew,
+	s := &TokenStore{kv: storeOf(kv), reg: reg, now: time.Now, skew: defaultSkew,
 		refreshTimeout: defaultRefreshTimeout, lockLease: defaultLockLease, lockWait: defaultLockWait,
 		events: notifier{log: slog.Default()}, backoff: defaultRefreshBackoff}
 	s.flights.Name = "refresh"
@@ -137,7 +138,7 @@ func NewTokenStore(kv KV, reg *Registry, opts ...TokenStoreOption) *TokenStore {
 		o(s)
 	}
 	s.events.now = s.now
-	s.direct = directKVOf(kv)
+	s.direct = directKVOf(s.kv)
 	if s.ahead != nil {
 		s.ahead.before = max(s.ahead.before, 2*s.skew)
 	}
@@ -252,14 +253,14 @@ func (s *TokenStore) ttl(t StoredTokens) time.Duration {
 // repaired by the next listing.
 func (s *TokenStore) write(ctx context.Context, userID, providerID string, t StoredTokens) error {
 	key, now := tokenKey(userID, providerID), s.now()
-	set := &kvOp{Kind: opSet, Key: key, Value: s.seal(t, key), TTL: s.ttl(t)}
-	ops := []*kvOp{set, {Kind: opSchedule, Key: connIndexKey(userID), Member: providerID, Due: now}}
-	var marks []*kvOp
+	set := &kv.Op{Kind: kv.OpSet, Key: key, Value: s.seal(t, key), TTL: s.ttl(t)}
+	ops := []*kv.Op{set, {Kind: kv.OpSchedule, Key: connIndexKey(userID), Member: providerID, Due: now}}
+	var marks []*kv.Op
 	if s.ahead != nil && t.RefreshToken != "" && t.ExpiresAt != 0 { // a sign-in counts as a read
 		marks = s.ahead.markOps(userID, providerID, now, t.ExpiresAt)
 		ops = append(ops, marks...)
 	}
-	runBatch(ctx, s.kv, ops...)
+	kv.RunBatch(ctx, s.kv, ops...)
 	if set.Err != nil {
 		return errs.Store(ctx, "store tokens", set.Err)
 	}
@@ -299,10 +300,10 @@ func (s *TokenStore) read(ctx context.Context, key string) ([]byte, tokenView, e
 	return s.readFrom(ctx, s.kv, key, key)
 }
 
-// readFrom is read from kv, the store's KV or the one under its prefix; name
+// readFrom is read from store, the store's KV or the one under its prefix; name
 // is key without the prefix, what a sealed record is bound to.
-func (s *TokenStore) readFrom(ctx context.Context, kv KV, key, name string) ([]byte, tokenView, error) {
-	b, err := kv.Get(ctx, key)
+func (s *TokenStore) readFrom(ctx context.Context, store kv.Store, key, name string) ([]byte, tokenView, error) {
+	b, err := store.Get(ctx, key)
 	if errors.Is(err, ErrNotFound) {
 		return nil, tokenView{}, ErrNoToken
 	}
@@ -342,7 +343,7 @@ func (s *TokenStore) pendingFor(key string, raw []byte) (pendingWrite, bool) {
 	return s.pending.get(key, raw, func(b []byte) []byte { return s.plainOf(b, key) })
 }
 
-// decodeMemo decodes the token record named name for MemoryKV.getMemo; nil
+// decodeMemo decodes the token record named name for kv.Memory.GetMemo; nil
 // when it does not decode (the general read then reports why).
 func (s *TokenStore) decodeMemo(name string, b []byte) any {
 	v, err := s.parse(b, name)
@@ -446,6 +447,9 @@ func (s *TokenStore) storedToken(ctx context.Context, userID, providerID string,
 // unsafeString is b as a string without a copy: b must never be written again.
 func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
+// readOnlyBytes is s as a byte slice without a copy: the result must never be written.
+func readOnlyBytes(s string) []byte { return kv.ReadOnlyBytes(s) }
+
 // DeleteTokens disconnects the user from the provider: the record is deleted,
 // and the provider is asked to revoke the grant where it can (RFC 7009), even
 // when that fails; the failure is reported as EventRevokeFailed. A disconnect
@@ -495,8 +499,8 @@ func (s *TokenStore) deleteRead(ctx context.Context, userID, providerID, key str
 	}
 	// A failure is repaired by the next listing, and refresh ahead's note of
 	// the last read by its worker, which finds the record gone.
-	runBatch(ctx, s.kv, &kvOp{Kind: opUnschedule, Key: connIndexKey(userID), Member: providerID},
-		&kvOp{Kind: opUnschedule, Key: connIndexKey(userID), Member: seenMember(providerID)})
+	kv.RunBatch(ctx, s.kv, &kv.Op{Kind: kv.OpUnschedule, Key: connIndexKey(userID), Member: providerID},
+		&kv.Op{Kind: kv.OpUnschedule, Key: connIndexKey(userID), Member: seenMember(providerID)})
 	s.forget(ctx, userID, providerID)
 	s.pending.drop(key)
 	s.events.emit(ctx, Event{Kind: EventTokensDeleted, UserID: userID, ProviderID: providerID})
@@ -538,19 +542,17 @@ func randomHex(n int) string {
 // which the hot read asks directly. Through the prefix a read pays for two key
 // strings; here it builds one, in a stack buffer. Over a MemoryKV it pays for
 // nothing at all: no key string, no access-token string, no decode, because the
-// decoded record is kept beside the stored value (MemoryKV.getMemo).
+// decoded record is kept beside the stored value (kv.Memory.GetMemo).
 type directKV struct {
-	kv     KV
-	mem    *MemoryKV // kv, when it is a MemoryKV
+	kv     kv.Store
+	mem    *kv.Memory // kv, when it is a MemoryKV's
 	prefix string
 }
 
-func directKVOf(kv KV) directKV {
-	d := directKV{kv: kv}
-	if p, ok := kv.(*prefixKV); ok {
-		d.kv, d.prefix = p.kv, p.prefix
-	}
-	d.mem, _ = d.kv.(*MemoryKV)
+func directKVOf(store kv.Store) directKV {
+	d := directKV{}
+	d.kv, d.prefix = kv.Unprefixed(store)
+	d.mem, _ = d.kv.(*kv.Memory)
 	return d
 }
 
@@ -571,7 +573,7 @@ func (d directKV) memoryToken(s *TokenStore, userID, providerID string) (*tokenM
 	var buf [128]byte
 	key := appendTokenKey(append(buf[:0], d.prefix...), userID, providerID)
 	// The name is copied on the slow path only, so key stays in buf.
-	_, memo, ok := d.mem.getMemo(key, func(b []byte) any { return s.decodeMemo(string(key[len(d.prefix):]), b) })
+	_, memo, ok := d.mem.GetMemo(key, func(b []byte) any { return s.decodeMemo(string(key[len(d.prefix):]), b) })
 	t, _ := memo.(*tokenMemo)
 	if !ok || t == nil || t.ring != s.ring {
 		return nil, time.Time{}

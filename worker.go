@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/kv"
 )
 
 // The background worker does the Module's time-driven work: sign-ins that lapse
@@ -87,7 +88,7 @@ type piece struct {
 type job func(ctx context.Context, id string) error
 
 type worker struct {
-	kv    KV
+	kv    kv.Store
 	now   func() time.Time
 	log   *slog.Logger
 	every time.Duration
@@ -108,11 +109,11 @@ type worker struct {
 	done     chan struct{}
 }
 
-func newWorker(kv KV, now func() time.Time, log *slog.Logger, every time.Duration) *worker {
+func newWorker(store kv.Store, now func() time.Time, log *slog.Logger, every time.Duration) *worker {
 	if every <= 0 {
 		every = defaultWorkerInterval
 	}
-	return &worker{kv: kv, now: now, log: log, every: every, jobs: make(map[string]job), slots: make(chan struct{}, maxInFlight)}
+	return &worker{kv: store, now: now, log: log, every: every, jobs: make(map[string]job), slots: make(chan struct{}, maxInFlight)}
 }
 
 // handle registers the job run for members "{name}:{id}". Setup only.
@@ -184,7 +185,7 @@ func (w *worker) drain(ctx context.Context) {
 func (w *worker) dispatch(ctx context.Context, members []string, back *int) {
 	now := w.now()
 	var start []piece
-	var again []*kvOp
+	var again []*kv.Op
 	w.mu.Lock()
 	for _, member := range members {
 		p := pieceOf(member, now)
@@ -196,7 +197,7 @@ func (w *worker) dispatch(ctx context.Context, members []string, back *int) {
 			w.hold(key, p)
 		default:
 			due := now.Add(busyRetry + time.Duration(*back)*busyRetry/maxHeld)
-			again = append(again, &kvOp{Kind: opSchedule, Key: dueIndex, Member: member, Due: due})
+			again = append(again, &kv.Op{Kind: kv.OpSchedule, Key: dueIndex, Member: member, Due: due})
 			*back++
 		}
 	}
@@ -207,7 +208,7 @@ func (w *worker) dispatch(ctx context.Context, members []string, back *int) {
 		go w.run(ctx, p)
 	}
 	if len(again) > 0 {
-		runBatch(ctx, w.kv, again...) // one not put back is claimed again when its lease lapses
+		kv.RunBatch(ctx, w.kv, again...) // one not put back is claimed again when its lease lapses
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/testkit/fakeclock"
 	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
 )
@@ -18,9 +19,9 @@ import (
 // that runs that many at once lets happen, and none sees more.
 func TestWorkerPassRunsPiecesSideBySide(t *testing.T) {
 	t.Parallel()
-	kv := NewMemoryKV()
+	store := NewMemoryKV()
 	now := time.Now()
-	w := newWorker(kv, func() time.Time { return now }, slog.New(slog.DiscardHandler), time.Hour)
+	w := newWorker(store, func() time.Time { return now }, slog.New(slog.DiscardHandler), time.Hour)
 	var mu sync.Mutex
 	running, most := 0, 0
 	full := make(chan struct{})
@@ -60,9 +61,9 @@ func TestWorkerPassRunsPiecesSideBySide(t *testing.T) {
 // never more than maxInFlight at once.
 func TestWorkerDrainsBulkWork(t *testing.T) {
 	t.Parallel()
-	kv := NewMemoryKV()
+	store := NewMemoryKV()
 	now := time.Now()
-	w := newWorker(kv, func() time.Time { return now }, slog.New(slog.DiscardHandler), time.Hour)
+	w := newWorker(store, func() time.Time { return now }, slog.New(slog.DiscardHandler), time.Hour)
 	var mu sync.Mutex
 	running, most, done := 0, 0, 0
 	w.handle("quick", func(context.Context, string) error {
@@ -92,7 +93,7 @@ func TestWorkerDrainsBulkWork(t *testing.T) {
 	if most > maxInFlight {
 		t.Fatalf("%d pieces ran at once, more than %d", most, maxInFlight)
 	}
-	if left, err := kv.Claim(ctx, dueIndex, now, workLease, 1); err != nil || len(left) != 0 {
+	if left, err := store.Claim(ctx, dueIndex, now, workLease, 1); err != nil || len(left) != 0 {
 		t.Fatalf("left due: %v, %v", left, err)
 	}
 }
@@ -129,9 +130,9 @@ func TestWorkerNotStarvedByAHangingProvider(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	kv, quiet := NewMemoryKV(), slog.New(slog.DiscardHandler)
-	s := NewTokenStore(kv, reg, WithClock(clock.Now), WithLogger(quiet), WithRefreshAhead(5*time.Minute, 3*time.Hour))
-	w := newWorker(kv, clock.Now, quiet, time.Hour)
+	store, quiet := NewMemoryKV(), slog.New(slog.DiscardHandler)
+	s := NewTokenStore(store, reg, WithClock(clock.Now), WithLogger(quiet), WithRefreshAhead(5*time.Minute, 3*time.Hour))
+	w := newWorker(store, clock.Now, quiet, time.Hour)
 	w.handle(jobAhead, s.refreshAhead)
 	lapsed := make(chan int64, 1)
 	var lapses atomic.Int64
@@ -189,8 +190,8 @@ func TestWorkerNotStarvedByAHangingProvider(t *testing.T) {
 func TestWorkerHoldsBackWhatItsShareHasNoRoomFor(t *testing.T) {
 	t.Parallel()
 	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
-	kv := NewMemoryKV()
-	w := newWorker(kv, clock.Now, slog.New(slog.DiscardHandler), time.Hour)
+	store := kv.NewMemory(nil)
+	w := newWorker(store, clock.Now, slog.New(slog.DiscardHandler), time.Hour)
 	hang := make(chan struct{})
 	var started, ended, inFlight atomic.Int64
 	w.handle(jobDevice, func(ctx context.Context, _ string) error { // a device endpoint that hangs
@@ -233,7 +234,7 @@ func TestWorkerHoldsBackWhatItsShareHasNoRoomFor(t *testing.T) {
 	if running != kindShare || held != maxHeld {
 		t.Fatalf("%d device polls in flight and %d held, want %d and %d", running, held, kindShare, maxHeld)
 	}
-	index, err := kv.members(ctx, dueIndex)
+	index, err := store.Members(ctx, dueIndex)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,8 +263,8 @@ func TestWorkerHoldsBackWhatItsShareHasNoRoomFor(t *testing.T) {
 func TestWorkerStartsNoHeldPieceOnceStopped(t *testing.T) {
 	t.Parallel()
 	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
-	kv := NewMemoryKV()
-	w := newWorker(kv, clock.Now, slog.New(slog.DiscardHandler), time.Hour)
+	store := NewMemoryKV()
+	w := newWorker(store, clock.Now, slog.New(slog.DiscardHandler), time.Hour)
 	var started atomic.Int64
 	full := make(chan struct{})
 	w.handle(jobDevice, func(ctx context.Context, _ string) error {

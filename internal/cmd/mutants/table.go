@@ -137,7 +137,7 @@ func coreTable() []mutant {
 		},
 		{
 			Name: "kv/memory-compare-and-delete-no-compare",
-			File: "kv_memory.go",
+			File: "internal/kv/memory.go",
 			Old:  "\tif _, ok := m.holds(key, value); !ok {\n\t\treturn false, nil\n\t}\n\tdelete(m.m, key)\n",
 			New:  "\tdelete(m.m, key)\n",
 			Run:  "^(TestMemoryKVConformance)$",
@@ -145,7 +145,7 @@ func coreTable() []mutant {
 		},
 		{
 			Name: "kv/redis-compare-and-delete-no-compare",
-			File: "kv_redis.go",
+			File: "internal/kv/redis.go",
 			Old:  "if redis.call(\"GET\", KEYS[1]) == ARGV[1] then return redis.call(\"DEL\", KEYS[1]) end\nreturn 0",
 			New:  "return redis.call(\"DEL\", KEYS[1])",
 			Run:  "^(TestMiniredisKVConformance|TestRedisKVConformance)$",
@@ -375,8 +375,8 @@ func coreTable() []mutant {
 		{
 			Name: "engine/released-before-saved",
 			File: "runhold.go",
-			Old:  "\tops := append(append(save, f.tidy...), &kvOp{Kind: opCompareAndDelete, Key: l.key, Value: l.owner})\n",
-			New:  "\tops := append([]*kvOp{{Kind: opCompareAndDelete, Key: l.key, Value: l.owner}}, append(save, f.tidy...)...)\n",
+			Old:  "\tops := append(append(save, f.tidy...), &kv.Op{Kind: kv.OpCompareAndDelete, Key: l.key, Value: l.owner})\n",
+			New:  "\tops := append([]*kv.Op{{Kind: kv.OpCompareAndDelete, Key: l.key, Value: l.owner}}, append(save, f.tidy...)...)\n",
 			Run:  "^(TestEngineRunSavedBeforeItsLockIsFree)$",
 			Why:  "a run's last save lands before its lock is free: the next holder reads what this one wrote",
 		},
@@ -398,7 +398,8 @@ func coreTable() []mutant {
 		},
 		{
 			Name: "batch/order-lost",
-			File: "kv_batch.go",
+			File: "internal/kv/batch.go",
+			Pkg:  "./internal/kv",
 			Old:  "\tc, single := r.c.(*redis.Client)\n\tif !single {\n\t\treturn false\n\t}\n",
 			New:  "\tc := r.c\n",
 			Run:  "^(TestBatchOnClusterRunsOneByOne)$",
@@ -492,7 +493,7 @@ func coreTable() []mutant {
 
 		{
 			Name: "crypt/reencrypt-one-cluster-master",
-			File: "kv_scan.go",
+			File: "internal/kv/scan.go",
 			Old:  "\tcase i+1 < len(masters):\n",
 			New:  "\tcase false:\n",
 			Why:  "a re-encryption on a Cluster walks every master, not the first one",
@@ -580,8 +581,8 @@ func coreTable() []mutant {
 		{
 			Name: "conn/sign-in-not-indexed",
 			File: "tokenstore.go",
-			Old:  "\tops := []*kvOp{set, {Kind: opSchedule, Key: connIndexKey(userID), Member: providerID, Due: now}}\n",
-			New:  "\tops := []*kvOp{set}\n",
+			Old:  "\tops := []*kv.Op{set, {Kind: kv.OpSchedule, Key: connIndexKey(userID), Member: providerID, Due: now}}\n",
+			New:  "\tops := []*kv.Op{set}\n",
 			Why:  "a sign-in enters the provider in the user's connection index, so providers outside the registry are listed",
 			Run:  "TestConnectionsListAndRepair",
 		},

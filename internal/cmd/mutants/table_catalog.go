@@ -56,7 +56,7 @@ func catalogGuards() []mutant {
 		},
 		{
 			Name: "catalog/last-millisecond-never-expires",
-			File: "kv_redis.go",
+			File: "internal/kv/redis.go",
 			Old:  "\treturn max(d, time.Millisecond), nil\n",
 			New:  "\treturn d, nil\n",
 			Run:  "^(TestReencryptKeepsAnExpiryInTheLastMillisecond)$",

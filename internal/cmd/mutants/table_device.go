@@ -342,7 +342,7 @@ func permitsFilledWhereMissing() []mutant {
 	return []mutant{
 		{
 			Name: "scale/permits-refilled-memory",
-			File: "kv_memory.go",
+			File: "internal/kv/index.go",
 			Old:  "\t\tif _, ok := m.idx[index][member]; !ok {\n",
 			New:  "\t\tif true {\n",
 			Run:  run,
@@ -350,7 +350,7 @@ func permitsFilledWhereMissing() []mutant {
 		},
 		{
 			Name: "scale/permits-refilled-redis",
-			File: "kv_redis.go",
+			File: "internal/kv/index.go",
 			Old:  "r.c.ZAddNX(xcontext.OrBackground(ctx), index, zs...)",
 			New:  "r.c.ZAdd(xcontext.OrBackground(ctx), index, zs...)",
 			Run:  run,

@@ -117,7 +117,7 @@ func edges() []mutant {
 		},
 		{
 			Name: "edges/failover-wait-stale-offset",
-			File: "durability.go",
+			File: "internal/kv/replicas.go",
 			Old:  "\tpipe.Ping(ctx)\n",
 			New:  "",
 			Why:  "WAIT on a pooled connection waits for that connection's last offset: a PING first brings it up to the caller's write",

@@ -15,8 +15,8 @@ func unnoticedGuards() []mutant {
 		{
 			Name: "runlock/release-plain-del",
 			File: "runhold.go",
-			Old:  "&kvOp{Kind: opCompareAndDelete, Key: l.key, Value: l.owner})\n\trunBatch(ctx, e.kv, ops...)\n",
-			New:  "&kvOp{Kind: opGet, Key: l.key})\n\trunBatch(ctx, e.kv, ops...)\n\t_ = e.kv.Del(ctx, l.key) // mutant: a plain DEL\n",
+			Old:  "&kv.Op{Kind: kv.OpCompareAndDelete, Key: l.key, Value: l.owner})\n\tkv.RunBatch(ctx, e.kv, ops...)\n",
+			New:  "&kv.Op{Kind: kv.OpGet, Key: l.key})\n\tkv.RunBatch(ctx, e.kv, ops...)\n\t_ = e.kv.Del(ctx, l.key) // mutant: a plain DEL\n",
 			Run:  "TestRunLockFreedOnlyByItsHolder",
 			Why:  "saveAndRelease frees the run's lock only while it holds it: a holder that outlived its lease leaves the next holder's lock alone",
 		},

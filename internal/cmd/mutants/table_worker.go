@@ -88,7 +88,7 @@ func workerGuards() []mutant {
 		{
 			Name: "worker/put-back-a-lease-away",
 			File: "worker.go",
-			Old:  "\t\trunBatch(ctx, w.kv, again...)",
+			Old:  "\t\tkv.RunBatch(ctx, w.kv, again...)",
 			New:  "\t\t_ = again",
 			Run:  "^(TestWorkerHoldsBackWhatItsShareHasNoRoomFor)$",
 			Why:  "a piece with no room is due again in a second, not left leased for a minute",

@@ -1,4 +1,4 @@
-package oauthflow
+package kv
 
 import (
 	"bytes"
@@ -8,17 +8,19 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
 )
 
-// MemoryKV is an in-process KV. It honours TTLs and frees expired entries as it
-// goes (no background goroutine), so it suits tests and single-instance apps.
-// Values are copied in; Get hands back the stored slice, which must be treated
-// as read-only. The zero value is an empty store on the real clock, ready to use.
+// Memory is an in-process Store. It honours TTLs and frees expired entries as
+// it goes (no background goroutine). Values are copied in; Get hands back the
+// stored slice, which must be treated as read-only. The zero value is an empty
+// store on the real clock, ready to use.
 //
 // Due-time indexes (Schedule, Unschedule, Claim) are kept apart from the
 // key/value entries, so an index and a key may share a name here; on Redis they
 // may not, and the library never gives them the same name.
-type MemoryKV struct {
+type Memory struct {
 	now func() time.Time
 
 	mu        sync.RWMutex
@@ -35,32 +37,32 @@ type memEntry struct {
 	memo any   // v as the reader that asked decoded it (see getMemo); nil until then
 }
 
-var _ KV = (*MemoryKV)(nil)
+var (
+	_ Store           = (*Memory)(nil)
+	_ Scanner         = (*Memory)(nil)
+	_ IndexReader     = (*Memory)(nil)
+	_ AbsentScheduler = (*Memory)(nil)
+)
 
-// MemoryOption configures a MemoryKV.
-type MemoryOption func(*MemoryKV)
-
-// WithMemoryClock sets the clock the memory store reads expiries against.
-func WithMemoryClock(now func() time.Time) MemoryOption {
-	return func(m *MemoryKV) {
-		if now != nil {
-			m.now = now
-		}
-	}
-}
-
-// NewMemoryKV returns an empty in-memory store.
-func NewMemoryKV(opts ...MemoryOption) *MemoryKV {
-	m := &MemoryKV{now: time.Now, m: make(map[string]memEntry)}
-	for _, o := range opts {
-		o(m)
-	}
-	m.lastSweep = m.clock()
+// NewMemory returns an empty store on the clock now (nil: time.Now).
+func NewMemory(now func() time.Time) *Memory {
+	m := &Memory{m: make(map[string]memEntry)}
+	m.SetClock(now)
 	return m
 }
 
-// clock returns the store's time: its clock's, or time.Now for a zero MemoryKV.
-func (m *MemoryKV) clock() time.Time {
+// SetClock sets the clock the store reads expiries against (nil: time.Now),
+// and starts its time between sweeps from that clock's now. Call it before
+// the store is used.
+func (m *Memory) SetClock(now func() time.Time) {
+	if now != nil {
+		m.now = now
+	}
+	m.lastSweep = m.clock()
+}
+
+// clock returns the store's time: its clock's, or time.Now for a zero Memory.
+func (m *Memory) clock() time.Time {
 	if m.now == nil {
 		return time.Now()
 	}
@@ -68,7 +70,7 @@ func (m *MemoryKV) clock() time.Time {
 }
 
 // Close drops every entry and index; the store stays usable. The store holds no goroutine, so nothing outlives it.
-func (m *MemoryKV) Close() error {
+func (m *Memory) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.m = make(map[string]memEntry)
@@ -78,7 +80,7 @@ func (m *MemoryKV) Close() error {
 
 // Len reports the number of key/value entries held, expired or not yet swept;
 // index members are not counted.
-func (m *MemoryKV) Len() int {
+func (m *Memory) Len() int {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return len(m.m)
@@ -87,43 +89,43 @@ func (m *MemoryKV) Len() int {
 func (e memEntry) live(now int64) bool { return e.exp == 0 || now < e.exp }
 
 // entry returns key's entry when it is live. Called with mu held (read or write).
-func (m *MemoryKV) entry(key string) (memEntry, bool) {
+func (m *Memory) entry(key string) (memEntry, bool) {
 	e, ok := m.m[key]
 	return e, ok && e.live(m.clock().UnixNano())
 }
 
 // holds reports whether key is live and holds value. Called with mu held.
-func (m *MemoryKV) holds(key string, value []byte) (memEntry, bool) {
+func (m *Memory) holds(key string, value []byte) (memEntry, bool) {
 	e, ok := m.entry(key)
 	return e, ok && bytes.Equal(e.v, value)
 }
 
-func (m *MemoryKV) expiry(ttl time.Duration) int64 {
+func (m *Memory) expiry(ttl time.Duration) int64 {
 	if ttl == 0 {
 		return 0
 	}
 	return m.clock().Add(ttl).UnixNano()
 }
 
-// Get returns the value of key, or ErrNotFound.
-func (m *MemoryKV) Get(_ context.Context, key string) ([]byte, error) {
+// Get returns the value of key, or errs.NotFound.
+func (m *Memory) Get(_ context.Context, key string) ([]byte, error) {
 	m.mu.RLock()
 	e, ok := m.entry(key)
 	m.mu.RUnlock()
 	if !ok {
-		return nil, ErrNotFound
+		return nil, errs.NotFound
 	}
 	return e.v, nil
 }
 
-// getMemo returns the value under key and what decode made of it, decoding
+// GetMemo returns the value under key and what decode made of it, decoding
 // each stored value once: later reads of the same value get the same result
 // without decoding again, and a write starts afresh. key is a byte slice so that
 // a caller can build it in a buffer of its own; looking it up allocates nothing.
 // decode must be a pure function of the value for a given key; a caller that
 // decodes differently from others (another key ring) must check whose result
 // it got. The result must be treated as read-only.
-func (m *MemoryKV) getMemo(key []byte, decode func([]byte) any) ([]byte, any, bool) {
+func (m *Memory) GetMemo(key []byte, decode func([]byte) any) ([]byte, any, bool) {
 	m.mu.RLock()
 	e, ok := m.m[string(key)]
 	m.mu.RUnlock()
@@ -149,7 +151,7 @@ func sameBytes(a, b []byte) bool {
 }
 
 // Set stores a copy of value under key.
-func (m *MemoryKV) Set(_ context.Context, key string, value []byte, ttl time.Duration) error {
+func (m *Memory) Set(_ context.Context, key string, value []byte, ttl time.Duration) error {
 	if err := checkTTL(ttl); err != nil {
 		return err
 	}
@@ -161,7 +163,7 @@ func (m *MemoryKV) Set(_ context.Context, key string, value []byte, ttl time.Dur
 }
 
 // SetNX stores value only when key is absent or expired.
-func (m *MemoryKV) SetNX(_ context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
+func (m *Memory) SetNX(_ context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
 	if err := checkTTL(ttl); err != nil {
 		return false, err
 	}
@@ -175,19 +177,19 @@ func (m *MemoryKV) SetNX(_ context.Context, key string, value []byte, ttl time.D
 }
 
 // GetDel returns and removes key atomically.
-func (m *MemoryKV) GetDel(_ context.Context, key string) ([]byte, error) {
+func (m *Memory) GetDel(_ context.Context, key string) ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.entry(key)
 	delete(m.m, key)
 	if !ok {
-		return nil, ErrNotFound
+		return nil, errs.NotFound
 	}
 	return e.v, nil
 }
 
 // Del removes key; an absent key is not an error.
-func (m *MemoryKV) Del(_ context.Context, key string) error {
+func (m *Memory) Del(_ context.Context, key string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.m, key)
@@ -195,25 +197,25 @@ func (m *MemoryKV) Del(_ context.Context, key string) error {
 }
 
 // TTL returns the time left on key.
-func (m *MemoryKV) TTL(_ context.Context, key string) (time.Duration, error) {
+func (m *Memory) TTL(_ context.Context, key string) (time.Duration, error) {
 	m.mu.RLock()
 	e, ok := m.entry(key)
 	m.mu.RUnlock()
 	if !ok {
-		return 0, ErrNotFound
+		return 0, errs.NotFound
 	}
 	if e.exp == 0 {
 		return 0, nil
 	}
 	left := time.Duration(e.exp - m.clock().UnixNano())
 	if left <= 0 { // expired since the look-up
-		return 0, ErrNotFound
+		return 0, errs.NotFound
 	}
 	return left, nil
 }
 
 // CompareAndDelete removes key only while it holds value.
-func (m *MemoryKV) CompareAndDelete(_ context.Context, key string, value []byte) (bool, error) {
+func (m *Memory) CompareAndDelete(_ context.Context, key string, value []byte) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.holds(key, value); !ok {
@@ -224,7 +226,7 @@ func (m *MemoryKV) CompareAndDelete(_ context.Context, key string, value []byte)
 }
 
 // CompareAndExpire resets key's ttl only while it holds value.
-func (m *MemoryKV) CompareAndExpire(_ context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
+func (m *Memory) CompareAndExpire(_ context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
 	if err := checkTTL(ttl); err != nil {
 		return false, err
 	}
@@ -240,7 +242,7 @@ func (m *MemoryKV) CompareAndExpire(_ context.Context, key string, value []byte,
 }
 
 // CompareAndSwap sets key to a copy of value with ttl only while it holds old.
-func (m *MemoryKV) CompareAndSwap(_ context.Context, key string, old, value []byte, ttl time.Duration) (bool, error) {
+func (m *Memory) CompareAndSwap(_ context.Context, key string, old, value []byte, ttl time.Duration) (bool, error) {
 	if err := checkTTL(ttl); err != nil {
 		return false, err
 	}
@@ -256,7 +258,7 @@ func (m *MemoryKV) CompareAndSwap(_ context.Context, key string, old, value []by
 
 // put stores e and, every so often, sweeps out expired entries so that a store
 // that is written to but rarely read does not grow without bound. Called with mu held.
-func (m *MemoryKV) put(key string, e memEntry) {
+func (m *Memory) put(key string, e memEntry) {
 	if m.m == nil {
 		m.m = make(map[string]memEntry)
 	}
@@ -270,7 +272,7 @@ func (m *MemoryKV) put(key string, e memEntry) {
 // call it, and so does Claim, which a Module's background worker calls every
 // second: a store that is only read from and deleted from still gives back
 // what expires. Called with mu held.
-func (m *MemoryKV) maybeSweep() {
+func (m *Memory) maybeSweep() {
 	if m.writes < len(m.m)/2+64 && m.clock().Sub(m.lastSweep) < time.Minute {
 		return
 	}
@@ -280,7 +282,7 @@ func (m *MemoryKV) maybeSweep() {
 // minRebuild is the fewest entries a map must have held before a sweep rebuilds it.
 const minRebuild = 1024
 
-func (m *MemoryKV) sweep() {
+func (m *Memory) sweep() {
 	now := m.clock()
 	for k, e := range m.m {
 		if !e.live(now.UnixNano()) {
@@ -302,7 +304,7 @@ func (m *MemoryKV) sweep() {
 
 // Schedule sets member's due time in index, adding it if absent. An index
 // never expires: its members stay until they are unscheduled.
-func (m *MemoryKV) Schedule(_ context.Context, index, member string, due time.Time) error {
+func (m *Memory) Schedule(_ context.Context, index, member string, due time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.idx == nil {
@@ -315,27 +317,8 @@ func (m *MemoryKV) Schedule(_ context.Context, index, member string, due time.Ti
 	return nil
 }
 
-// scheduleAbsent adds each of members to index, due at due, where it is
-// not there already.
-func (m *MemoryKV) scheduleAbsent(_ context.Context, index string, members []string, due time.Time) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.idx == nil {
-		m.idx = make(map[string]map[string]int64)
-	}
-	if m.idx[index] == nil {
-		m.idx[index] = make(map[string]int64)
-	}
-	for _, member := range members {
-		if _, ok := m.idx[index][member]; !ok {
-			m.idx[index][member] = due.UnixMilli()
-		}
-	}
-	return nil
-}
-
 // Unschedule removes member from index, and the index once it is empty.
-func (m *MemoryKV) Unschedule(_ context.Context, index, member string) error {
+func (m *Memory) Unschedule(_ context.Context, index, member string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.idx[index], member)
@@ -347,7 +330,7 @@ func (m *MemoryKV) Unschedule(_ context.Context, index, member string) error {
 
 // Claim takes up to n members of index due at or before now, in due order, and
 // moves each to now+lease under the one lock.
-func (m *MemoryKV) Claim(_ context.Context, index string, now time.Time, lease time.Duration, n int) ([]string, error) {
+func (m *Memory) Claim(_ context.Context, index string, now time.Time, lease time.Duration, n int) ([]string, error) {
 	if err := checkClaim(lease, n); err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package oauthflow
+package kv
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // old value's decoding attached to the new one.
 func TestGetMemoDropsADecodingOvertakenByAWrite(t *testing.T) {
 	ctx := context.Background()
-	m := NewMemoryKV()
+	m := NewMemory(nil)
 	key := []byte("k")
 	require.NoError(t, m.Set(ctx, "k", []byte("old"), 0))
 	decodes := 0
@@ -24,25 +24,25 @@ func TestGetMemoDropsADecodingOvertakenByAWrite(t *testing.T) {
 		require.NoError(t, m.Set(ctx, "k", []byte("new"), 0)) // lands between the read and the memo
 		return decode(b)
 	}
-	_, memo, ok := m.getMemo(key, overtaken)
+	_, memo, ok := m.GetMemo(key, overtaken)
 	require.True(t, ok)
 	assert.Equal(t, "old", memo, "the reader gets what it read")
 
-	v, memo, ok := m.getMemo(key, decode)
+	v, memo, ok := m.GetMemo(key, decode)
 	require.True(t, ok)
 	assert.Equal(t, "new", string(v))
 	assert.Equal(t, "new", memo, "the new value is decoded afresh, not served the old value's decoding")
-	_, memo, _ = m.getMemo(key, decode)
+	_, memo, _ = m.GetMemo(key, decode)
 	assert.Equal(t, "new", memo)
 	assert.Equal(t, 2, decodes, "each stored value is decoded once")
 }
 
 // Sign-ins that expire give their memory back: the sweep that the worker's
 // Claim runs drops them and rebuilds the map at the size of what is left.
-func TestMemoryKVGivesBackWhatExpires(t *testing.T) {
+func TestMemoryGivesBackWhatExpires(t *testing.T) {
 	ctx := context.Background()
 	now := time.Unix(1_800_000_000, 0)
-	m := NewMemoryKV(WithMemoryClock(func() time.Time { return now }))
+	m := NewMemory(func() time.Time { return now })
 	require.NoError(t, m.Set(ctx, "kept", []byte("v"), 0))
 	for i := range 5000 {
 		require.NoError(t, m.Set(ctx, "oauth:session:"+strconv.Itoa(i), []byte("session"), 10*time.Minute))

@@ -1,4 +1,4 @@
-package oauthflow
+package kv
 
 import (
 	"context"
@@ -12,28 +12,18 @@ import (
 
 // A process that finds a refresh lock taken waits for the holder to finish.
 // Polling alone makes the last of a thousand callers wait up to a poll
-// interval after the winner's write; a releaseWatcher lets the holder say "I am
-// done" and every waiter, in every process, re-read at once. It is best
-// effort: a lost announcement (a reconnect, a waiter that subscribed a moment
-// too late) costs a poll interval, never a wrong answer, because the waiter
-// still polls and every decision is taken from what it reads.
-type releaseWatcher interface {
-	// watchRelease returns a channel that receives once key's holder announces
-	// a release made after watchRelease returned, and stop, which ends the watch.
-	// ok is false when the store cannot watch; the caller then polls only.
-	watchRelease(ctx context.Context, key string) (released <-chan struct{}, stop func(), ok bool)
-	// announceRelease tells every watcher of key that its holder let go.
-	announceRelease(ctx context.Context, key string)
-}
+// interval after the winner's write; a ReleaseWatcher lets the holder say "I
+// am done" and every waiter re-read at once. Redis implements it over
+// pub/sub, with one subscription connection per store.
 
-// watchSubscribeWait bounds how long watchRelease waits for the store to
+// watchSubscribeWait bounds how long WatchRelease waits for the store to
 // confirm a subscription; past it the waiter proceeds and relies on polling.
 const watchSubscribeWait = time.Second
 
 // releaseChannel is the channel a release of key is announced on. Pub/sub
 // channels are shared by all the databases of a server, so a store on a
 // database other than 0 tags its channels with the database's number.
-func (r *RedisKV) releaseChannel(key string) string { return r.channelTag + key + ":released" }
+func (r *Redis) releaseChannel(key string) string { return r.channelTag + key + ":released" }
 
 // channelTag is what releaseChannel puts before a key for c.
 func channelTag(c redis.UniversalClient) string {
@@ -43,44 +33,44 @@ func channelTag(c redis.UniversalClient) string {
 	return ""
 }
 
-// watchRelease implements releaseWatcher over pub/sub: one subscription
-// connection per RedisKV, opened on the first watch and closed after the last.
-func (r *RedisKV) watchRelease(ctx context.Context, key string) (<-chan struct{}, func(), bool) {
+// WatchRelease implements ReleaseWatcher over pub/sub: one subscription
+// connection per Redis, opened on the first watch and closed after the last.
+func (r *Redis) WatchRelease(ctx context.Context, key string) (<-chan struct{}, func(), bool) {
 	return r.hub.watch(ctx, r.c, r.releaseChannel(key))
 }
 
-func (r *RedisKV) announceRelease(ctx context.Context, key string) {
+// AnnounceRelease publishes key's release on its channel.
+func (r *Redis) AnnounceRelease(ctx context.Context, key string) {
 	_ = r.c.Publish(context.WithoutCancel(xcontext.OrBackground(ctx)), r.releaseChannel(key), "").Err()
 }
 
-func (p *prefixKV) watchRelease(ctx context.Context, key string) (<-chan struct{}, func(), bool) {
-	if w, ok := p.kv.(releaseWatcher); ok {
-		return w.watchRelease(ctx, p.prefix+key)
+// WatchRelease watches key under the prefix, when the store under it can.
+func (p *Prefixed) WatchRelease(ctx context.Context, key string) (<-chan struct{}, func(), bool) {
+	return WatchRelease(ctx, p.s, p.prefix+key)
+}
+
+// AnnounceRelease announces key's release under the prefix.
+func (p *Prefixed) AnnounceRelease(ctx context.Context, key string) {
+	AnnounceRelease(ctx, p.s, p.prefix+key)
+}
+
+// WatchRelease watches key on s when s is a ReleaseWatcher; ok is false
+// when it is not, and the caller then polls only.
+func WatchRelease(ctx context.Context, s Store, key string) (released <-chan struct{}, stop func(), ok bool) {
+	if w, ok := s.(ReleaseWatcher); ok {
+		return w.WatchRelease(ctx, key)
 	}
 	return nil, func() {}, false
 }
 
-func (p *prefixKV) announceRelease(ctx context.Context, key string) {
-	if w, ok := p.kv.(releaseWatcher); ok {
-		w.announceRelease(ctx, p.prefix+key)
+// AnnounceRelease announces key's release on s when s is a ReleaseWatcher.
+func AnnounceRelease(ctx context.Context, s Store, key string) {
+	if w, ok := s.(ReleaseWatcher); ok {
+		w.AnnounceRelease(ctx, key)
 	}
 }
 
-// watchRelease and announceRelease of a lock's KV; a KV without them polls.
-func watchRelease(ctx context.Context, kv KV, key string) (<-chan struct{}, func(), bool) {
-	if w, ok := kv.(releaseWatcher); ok {
-		return w.watchRelease(ctx, key)
-	}
-	return nil, func() {}, false
-}
-
-func announceRelease(ctx context.Context, kv KV, key string) {
-	if w, ok := kv.(releaseWatcher); ok {
-		w.announceRelease(ctx, key)
-	}
-}
-
-// pubsubHub shares one go-redis PubSub among the watchers of one RedisKV and
+// pubsubHub shares one go-redis PubSub among the watchers of one Redis and
 // fans each message out to the watchers of its channel. The zero value is ready.
 type pubsubHub struct {
 	mu    sync.Mutex

@@ -1,4 +1,4 @@
-package oauthflow
+package kv
 
 import (
 	"context"
@@ -6,65 +6,67 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/oauthflow/oauthflow/internal/errs"
 	"github.com/oauthflow/oauthflow/internal/xcontext"
 	"github.com/redis/go-redis/v9"
 )
 
-// RedisKV is a KV over any go-redis client: a single node, Sentinel or Cluster.
-// Every command touches one key, so it is Cluster-safe.
-type RedisKV struct {
+// Redis is a Store over any go-redis client: a single node, Sentinel or
+// Cluster. Every command touches one key, so it is Cluster-safe.
+type Redis struct {
 	c     redis.UniversalClient
 	owned bool
-	hub   pubsubHub // watchers of lock releases (watchRelease)
+	hub   pubsubHub // watchers of lock releases (WatchRelease)
 	// channelTag tells this store's release channels from those of stores on
 	// other databases of the same server (releaseChannel).
 	channelTag string
 }
 
-var _ KV = (*RedisKV)(nil)
+var (
+	_ Store           = (*Redis)(nil)
+	_ Batcher         = (*Redis)(nil)
+	_ Scanner         = (*Redis)(nil)
+	_ IndexReader     = (*Redis)(nil)
+	_ AbsentScheduler = (*Redis)(nil)
+	_ ReleaseWatcher  = (*Redis)(nil)
+	_ ReplicaWaiter   = (*Redis)(nil)
+)
 
-// RedisOption configures a RedisKV.
-type RedisOption func(*RedisKV)
-
-// WithOwnedClient makes Close close the client too.
-func WithOwnedClient() RedisOption { return func(r *RedisKV) { r.owned = true } }
-
-// NewRedisKV wraps c. The caller keeps ownership of c unless WithOwnedClient is given.
-func NewRedisKV(c redis.UniversalClient, opts ...RedisOption) *RedisKV {
-	r := &RedisKV{c: c, channelTag: channelTag(c)}
-	for _, o := range opts {
-		o(r)
-	}
-	return r
+// NewRedis wraps c. The caller keeps ownership of c unless OwnClient is called.
+func NewRedis(c redis.UniversalClient) *Redis {
+	return &Redis{c: c, channelTag: channelTag(c)}
 }
 
+// OwnClient makes Close close the client too.
+func (r *Redis) OwnClient() { r.owned = true }
+
 // Client returns the underlying client.
-func (r *RedisKV) Client() redis.UniversalClient { return r.c }
+func (r *Redis) Client() redis.UniversalClient { return r.c }
 
 // Close closes the client when the store owns it.
-func (r *RedisKV) Close() error {
+func (r *Redis) Close() error {
 	if r.owned {
 		return r.c.Close()
 	}
 	return nil
 }
 
-// redisErr maps redis.Nil to ErrNotFound; this is the only place that does.
+// redisErr maps redis.Nil to errs.NotFound; this is the only place that does.
 func redisErr(err error) error {
 	if errors.Is(err, redis.Nil) {
-		return ErrNotFound
+		return errs.NotFound
 	}
 	return err
 }
 
-// Get returns the value of key, or ErrNotFound. The value is read-only (see KV).
-func (r *RedisKV) Get(ctx context.Context, key string) ([]byte, error) {
+// Get returns the value of key, or errs.NotFound. The value is read-only (see Store).
+func (r *Redis) Get(ctx context.Context, key string) ([]byte, error) {
 	s, err := r.c.Get(xcontext.OrBackground(ctx), key).Result()
-	return readOnlyBytes(s), redisErr(err)
+	return ReadOnlyBytes(s), redisErr(err)
 }
 
 // Set stores value under key with ttl (0: no expiry).
-func (r *RedisKV) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+func (r *Redis) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	if err := checkTTL(ttl); err != nil {
 		return err
 	}
@@ -72,7 +74,7 @@ func (r *RedisKV) Set(ctx context.Context, key string, value []byte, ttl time.Du
 }
 
 // SetNX stores value only when key is absent.
-func (r *RedisKV) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
+func (r *Redis) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
 	if err := checkTTL(ttl); err != nil {
 		return false, err
 	}
@@ -86,16 +88,16 @@ func (r *RedisKV) SetNX(ctx context.Context, key string, value []byte, ttl time.
 }
 
 // GetDel returns and removes key in one command (Redis 6.2 GETDEL).
-func (r *RedisKV) GetDel(ctx context.Context, key string) ([]byte, error) {
+func (r *Redis) GetDel(ctx context.Context, key string) ([]byte, error) {
 	s, err := r.c.GetDel(xcontext.OrBackground(ctx), key).Result()
-	return readOnlyBytes(s), redisErr(err)
+	return ReadOnlyBytes(s), redisErr(err)
 }
 
-// readOnlyBytes is s's memory as a byte slice, without the copy []byte(s)
+// ReadOnlyBytes is s's memory as a byte slice, without the copy []byte(s)
 // makes: a hot read pays for one reply, not two. Nothing may write the result;
-// the KV contract makes every value a read returns read-only, and nothing in
+// the Store contract makes every value a read returns read-only, and nothing in
 // this package writes one.
-func readOnlyBytes(s string) []byte {
+func ReadOnlyBytes(s string) []byte {
 	if s == "" {
 		return []byte{}
 	}
@@ -103,20 +105,20 @@ func readOnlyBytes(s string) []byte {
 }
 
 // Del removes key.
-func (r *RedisKV) Del(ctx context.Context, key string) error {
+func (r *Redis) Del(ctx context.Context, key string) error {
 	return r.c.Del(xcontext.OrBackground(ctx), key).Err()
 }
 
 // TTL returns the time left on key, 0 when it has none. A key in its last
 // millisecond, which PTTL answers 0 (Redis clamps the time left to 0, never
 // to -1), has a millisecond left: 0 would say it never expires.
-func (r *RedisKV) TTL(ctx context.Context, key string) (time.Duration, error) {
+func (r *Redis) TTL(ctx context.Context, key string) (time.Duration, error) {
 	d, err := r.c.PTTL(xcontext.OrBackground(ctx), key).Result()
 	switch {
 	case err != nil:
 		return 0, redisErr(err)
 	case d == -2: // go-redis passes -2 (absent) and -1 (no expiry) through unscaled
-		return 0, ErrNotFound
+		return 0, errs.NotFound
 	case d < 0:
 		return 0, nil
 	}
@@ -138,13 +140,13 @@ return 1`)
 )
 
 // CompareAndDelete removes key only while it holds value.
-func (r *RedisKV) CompareAndDelete(ctx context.Context, key string, value []byte) (bool, error) {
+func (r *Redis) CompareAndDelete(ctx context.Context, key string, value []byte) (bool, error) {
 	n, err := compareAndDelete.Run(xcontext.OrBackground(ctx), r.c, []string{key}, value).Int()
 	return n == 1, err
 }
 
 // CompareAndExpire resets key's ttl only while it holds value.
-func (r *RedisKV) CompareAndExpire(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
+func (r *Redis) CompareAndExpire(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
 	if err := checkTTL(ttl); err != nil {
 		return false, err
 	}
@@ -154,7 +156,7 @@ func (r *RedisKV) CompareAndExpire(ctx context.Context, key string, value []byte
 
 // CompareAndSwap sets key to value with ttl only while it holds old, in one
 // script on one key (Cluster-safe).
-func (r *RedisKV) CompareAndSwap(ctx context.Context, key string, old, value []byte, ttl time.Duration) (bool, error) {
+func (r *Redis) CompareAndSwap(ctx context.Context, key string, old, value []byte, ttl time.Duration) (bool, error) {
 	if err := checkTTL(ttl); err != nil {
 		return false, err
 	}
@@ -169,29 +171,19 @@ return due`)
 
 // Schedule sets member's due time in index (ZADD; the score is Unix ms). The
 // index key is given no expiry: its members live until they are unscheduled.
-func (r *RedisKV) Schedule(ctx context.Context, index, member string, due time.Time) error {
+func (r *Redis) Schedule(ctx context.Context, index, member string, due time.Time) error {
 	z := redis.Z{Score: float64(due.UnixMilli()), Member: member}
 	return r.c.ZAdd(xcontext.OrBackground(ctx), index, z).Err()
 }
 
-// scheduleAbsent adds each of members to index, due at due, where it is not
-// there already (ZADD NX, one key).
-func (r *RedisKV) scheduleAbsent(ctx context.Context, index string, members []string, due time.Time) error {
-	zs := make([]redis.Z, len(members))
-	for i, member := range members {
-		zs[i] = redis.Z{Score: float64(due.UnixMilli()), Member: member}
-	}
-	return r.c.ZAddNX(xcontext.OrBackground(ctx), index, zs...).Err()
-}
-
 // Unschedule removes member from index (ZREM).
-func (r *RedisKV) Unschedule(ctx context.Context, index, member string) error {
+func (r *Redis) Unschedule(ctx context.Context, index, member string) error {
 	return r.c.ZRem(xcontext.OrBackground(ctx), index, member).Err()
 }
 
 // Claim takes up to n due members of index and moves them to now+lease, in one
-// script on one key (Cluster-safe). Redis orders ties by member, as MemoryKV does.
-func (r *RedisKV) Claim(ctx context.Context, index string, now time.Time, lease time.Duration, n int) ([]string, error) {
+// script on one key (Cluster-safe). Redis orders ties by member, as Memory does.
+func (r *Redis) Claim(ctx context.Context, index string, now time.Time, lease time.Duration, n int) ([]string, error) {
 	if err := checkClaim(lease, n); err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package oauthflow
+package kv
 
 import (
 	"context"
@@ -14,14 +14,14 @@ import (
 // real master and replica by TestRotatedTokenAcrossAFailover.
 func TestWaitReplicasAnswersOnEveryDeployment(t *testing.T) {
 	ctx := context.Background()
-	for name, kv := range map[string]*RedisKV{
-		"single":  NewRedisKV(redistest.Real(t)),
-		"cluster": NewRedisKV(redistest.Cluster(t)),
+	for name, store := range map[string]*Redis{
+		"single":  NewRedis(redistest.Real(t)),
+		"cluster": NewRedis(redistest.Cluster(t)),
 	} {
 		for _, key := range []string{"oauth:alice:github", "oauth:bob:github", "oauth:carol:slack"} {
-			got, err := kv.waitReplicas(ctx, key, 1, 50*time.Millisecond)
+			got, err := store.WaitReplicas(ctx, key, 1, 50*time.Millisecond)
 			if err != nil || got != 0 {
-				t.Errorf("%s: waitReplicas(%s) = %d, %v; want 0 replicas and no error", name, key, got, err)
+				t.Errorf("%s: WaitReplicas(%s) = %d, %v; want 0 replicas and no error", name, key, got, err)
 			}
 		}
 	}
@@ -32,16 +32,16 @@ func TestWaitReplicasAnswersOnEveryDeployment(t *testing.T) {
 func BenchmarkReplicaAck(b *testing.B) {
 	ctx := context.Background()
 	pair := redistest.Replicated(b)
-	kv := NewRedisKV(pair.Client)
+	store := NewRedis(pair.Client)
 	for _, acks := range []int{0, 1} {
 		b.Run(map[int]string{0: "set", 1: "set+wait1"}[acks], func(b *testing.B) {
 			for b.Loop() {
-				if err := kv.Set(ctx, "oauth:alice:acme", []byte("tokens"), time.Hour); err != nil {
+				if err := store.Set(ctx, "oauth:alice:acme", []byte("tokens"), time.Hour); err != nil {
 					b.Fatal(err)
 				}
 				if acks > 0 {
-					if n, err := kv.waitReplicas(ctx, "oauth:alice:acme", acks, time.Second); err != nil || n < acks {
-						b.Fatalf("waitReplicas = %d, %v", n, err)
+					if n, err := store.WaitReplicas(ctx, "oauth:alice:acme", acks, time.Second); err != nil || n < acks {
+						b.Fatalf("WaitReplicas = %d, %v", n, err)
 					}
 				}
 			}

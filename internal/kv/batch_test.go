@@ -1,4 +1,4 @@
-package oauthflow
+package kv
 
 import (
 	"context"
@@ -13,26 +13,26 @@ import (
 
 // batchScript is a batch whose every command depends on the ones before it:
 // run out of order, some answer would differ.
-func batchScript() []*kvOp {
-	return []*kvOp{
-		{Kind: opSetNX, Key: "lock", Value: []byte("me"), TTL: time.Minute},
-		{Kind: opSetNX, Key: "lock", Value: []byte("you"), TTL: time.Minute},
-		{Kind: opGet, Key: "lock"},
-		{Kind: opCompareAndExpire, Key: "lock", Value: []byte("me"), TTL: time.Hour},
-		{Kind: opCompareAndExpire, Key: "lock", Value: []byte("you"), TTL: time.Hour},
-		{Kind: opSet, Key: "run", Value: []byte(`{"state":"end"}`), TTL: time.Hour},
-		{Kind: opGet, Key: "run"},
-		{Kind: opSchedule, Key: "due", Member: "lapse:r", Due: time.UnixMilli(1000)},
-		{Kind: opUnschedule, Key: "due", Member: "lapse:r"},
-		{Kind: opCompareAndDelete, Key: "lock", Value: []byte("you")},
-		{Kind: opCompareAndDelete, Key: "lock", Value: []byte("me")},
-		{Kind: opGet, Key: "lock"},
+func batchScript() []*Op {
+	return []*Op{
+		{Kind: OpSetNX, Key: "lock", Value: []byte("me"), TTL: time.Minute},
+		{Kind: OpSetNX, Key: "lock", Value: []byte("you"), TTL: time.Minute},
+		{Kind: OpGet, Key: "lock"},
+		{Kind: OpCompareAndExpire, Key: "lock", Value: []byte("me"), TTL: time.Hour},
+		{Kind: OpCompareAndExpire, Key: "lock", Value: []byte("you"), TTL: time.Hour},
+		{Kind: OpSet, Key: "run", Value: []byte(`{"state":"end"}`), TTL: time.Hour},
+		{Kind: OpGet, Key: "run"},
+		{Kind: OpSchedule, Key: "due", Member: "lapse:r", Due: time.UnixMilli(1000)},
+		{Kind: OpUnschedule, Key: "due", Member: "lapse:r"},
+		{Kind: OpCompareAndDelete, Key: "lock", Value: []byte("you")},
+		{Kind: OpCompareAndDelete, Key: "lock", Value: []byte("me")},
+		{Kind: OpGet, Key: "lock"},
 	}
 }
 
 // checkBatchAnswers compares a batch's answers with those of the same
 // commands sent one by one.
-func checkBatchAnswers(t *testing.T, got, want []*kvOp) {
+func checkBatchAnswers(t *testing.T, got, want []*Op) {
 	t.Helper()
 	for i := range want {
 		g, w := got[i], want[i]
@@ -78,14 +78,14 @@ func TestBatchOnOneNodeIsOneRoundTripInOrder(t *testing.T) {
 	hook := &pipelineCounter{}
 	c.AddHook(hook)
 	want := batchScript()
-	one := WithKeyPrefix(NewRedisKV(c), redistest.Prefix(t, c))
+	one := WithPrefix(NewRedis(c), redistest.Prefix(t, c))
 	for _, op := range want {
-		op.runOn(ctx, one)
+		op.Run(ctx, one)
 	}
 	hook.commands.Store(0)
 	prefix := redistest.Prefix(t, c)
 	got := batchScript()
-	runBatch(ctx, WithKeyPrefix(NewRedisKV(c), prefix), got...)
+	RunBatch(ctx, WithPrefix(NewRedis(c), prefix), got...)
 	if n, p := hook.commands.Load(), hook.pipelines.Load(); n != 0 || p != 1 {
 		t.Fatalf("the batch took %d commands and %d pipelines; want one pipeline", n, p)
 	}
@@ -95,18 +95,18 @@ func TestBatchOnOneNodeIsOneRoundTripInOrder(t *testing.T) {
 	}
 }
 
-// A store that cannot keep the order (MemoryKV here, Cluster in production)
+// A store that cannot keep the order (Memory here, Cluster in production)
 // runs the commands one by one, with the same answers.
 func TestBatchElsewhereRunsOneByOne(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	want := batchScript()
-	one := NewMemoryKV()
+	one := NewMemory(nil)
 	for _, op := range want {
-		op.runOn(ctx, one)
+		op.Run(ctx, one)
 	}
 	got := batchScript()
-	runBatch(ctx, WithKeyPrefix(NewMemoryKV(), "p:"), got...)
+	RunBatch(ctx, WithPrefix(NewMemory(nil), "p:"), got...)
 	checkBatchAnswers(t, got, want)
 }
 
@@ -117,14 +117,14 @@ func TestBatchOnClusterRunsOneByOne(t *testing.T) {
 	c := redistest.Cluster(t)
 	ctx := context.Background()
 	want := batchScript()
-	one := WithKeyPrefix(NewRedisKV(c), "one:")
+	one := WithPrefix(NewRedis(c), "one:")
 	for _, op := range want {
-		op.runOn(ctx, one)
+		op.Run(ctx, one)
 	}
 	hook := &pipelineCounter{}
 	c.AddHook(hook)
 	got := batchScript()
-	runBatch(ctx, WithKeyPrefix(NewRedisKV(c), "batch:"), got...)
+	RunBatch(ctx, WithPrefix(NewRedis(c), "batch:"), got...)
 	if p := hook.pipelines.Load(); p != 0 {
 		t.Fatalf("the batch went as %d pipelines on a Cluster; want none", p)
 	}

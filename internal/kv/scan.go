@@ -1,4 +1,4 @@
-package oauthflow
+package kv
 
 import (
 	"context"
@@ -12,32 +12,25 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// keyScanner walks the keys under a prefix in batches, for maintenance work
-// that must see every record (Reencrypt). It is not part of KV: a host app's
-// own KV need not scan, and then that work reports it cannot run.
-type keyScanner interface {
-	// scanPrefix returns about count keys that start with prefix, from cursor
-	// on ("" to start), and the cursor to go on from ("" when every key was
-	// seen). A key present for the whole walk is returned at least once.
-	scanPrefix(ctx context.Context, prefix, cursor string, count int) (keys []string, next string, err error)
-}
+// ErrCannotScan is what a walk over a store without Scanner reports.
+var ErrCannotScan = errors.New("oauthflow: this KV cannot list its keys")
 
-var errCannotScan = errors.New("oauthflow: this KV cannot list its keys")
-
-func (p *prefixKV) scanPrefix(ctx context.Context, prefix, cursor string, count int) ([]string, string, error) {
-	s, ok := p.kv.(keyScanner)
+// ScanPrefix walks the keys of the store under the prefix that start with
+// prefix, and gives them back without it.
+func (p *Prefixed) ScanPrefix(ctx context.Context, prefix, cursor string, count int) ([]string, string, error) {
+	s, ok := p.s.(Scanner)
 	if !ok {
-		return nil, "", errCannotScan
+		return nil, "", ErrCannotScan
 	}
-	keys, next, err := s.scanPrefix(ctx, p.prefix+prefix, cursor, count)
+	keys, next, err := s.ScanPrefix(ctx, p.prefix+prefix, cursor, count)
 	for i, k := range keys {
 		keys[i] = strings.TrimPrefix(k, p.prefix)
 	}
 	return keys, next, err
 }
 
-// scanPrefix walks the keys in order; the cursor is the last key returned.
-func (m *MemoryKV) scanPrefix(_ context.Context, prefix, cursor string, count int) ([]string, string, error) {
+// ScanPrefix walks the keys in order; the cursor is the last key returned.
+func (m *Memory) ScanPrefix(_ context.Context, prefix, cursor string, count int) ([]string, string, error) {
 	now := m.clock().UnixNano()
 	m.mu.RLock()
 	var keys []string
@@ -55,9 +48,9 @@ func (m *MemoryKV) scanPrefix(_ context.Context, prefix, cursor string, count in
 	return keys, keys[count-1], nil
 }
 
-// scanPrefix runs SCAN with MATCH. On a Cluster it walks every master in turn,
+// ScanPrefix runs SCAN with MATCH. On a Cluster it walks every master in turn,
 // in address order; the cursor names the master and its own SCAN cursor.
-func (r *RedisKV) scanPrefix(ctx context.Context, prefix, cursor string, count int) ([]string, string, error) {
+func (r *Redis) ScanPrefix(ctx context.Context, prefix, cursor string, count int) ([]string, string, error) {
 	match := escapeGlob(prefix) + "*"
 	cc, ok := r.c.(*redis.ClusterClient)
 	if !ok {

@@ -1,4 +1,4 @@
-package oauthflow
+package kv
 
 import (
 	"context"
@@ -16,25 +16,27 @@ import (
 // "no", so a guard never relies on one; it only saves round trips between
 // commands that would have been sent one after another anyway. Where the
 // store cannot keep the order (Cluster spreads keys over nodes) or has no
-// round trips (MemoryKV), the commands run one by one.
+// round trips (Memory), the commands run one by one.
 
-// opKind is what a kvOp does.
-type opKind int
+// OpKind is what an Op does.
+type OpKind int
 
+// The kinds of Op, each the Store method of the same name; the result fields
+// each one sets.
 const (
-	opGet              opKind = iota // got, or ErrNotFound in err
-	opSetNX                          // ok: set
-	opSet                            //
-	opCompareAndExpire               // ok: key held value
-	opCompareAndDelete               // ok: key held value
-	opSchedule                       //
-	opUnschedule                     //
+	OpGet              OpKind = iota // Got, or errs.NotFound in Err
+	OpSetNX                          // OK: set
+	OpSet                            //
+	OpCompareAndExpire               // OK: key held Value
+	OpCompareAndDelete               // OK: key held Value
+	OpSchedule                       //
+	OpUnschedule                     //
 )
 
-// kvOp is one command of a batch, and its result once the batch has run.
-type kvOp struct {
-	Kind   opKind
-	Key    string // the index, for opSchedule and opUnschedule
+// Op is one command of a batch, and its result once the batch has run.
+type Op struct {
+	Kind   OpKind
+	Key    string // the index, for OpSchedule and OpUnschedule
 	Value  []byte // to store, or to compare with
 	TTL    time.Duration
 	Member string
@@ -45,53 +47,50 @@ type kvOp struct {
 	Err error
 }
 
-// orderedBatcher is a KV that can run a batch in one round trip. runInOrder
-// reports false, having run nothing, when it cannot keep the order.
-type orderedBatcher interface {
-	runInOrder(ctx context.Context, ops []*kvOp) bool
-}
-
-// runBatch runs ops on kv in order, in one round trip where kv can.
-func runBatch(ctx context.Context, kv KV, ops ...*kvOp) {
-	if b, ok := kv.(orderedBatcher); ok && b.runInOrder(ctx, ops) {
+// RunBatch runs ops on s in order, in one round trip where s can.
+func RunBatch(ctx context.Context, s Store, ops ...*Op) {
+	if b, ok := s.(Batcher); ok && b.RunInOrder(ctx, ops) {
 		return
 	}
 	for _, op := range ops {
-		op.runOn(ctx, kv)
+		op.Run(ctx, s)
 	}
 }
 
-func (op *kvOp) runOn(ctx context.Context, kv KV) {
+// Run runs op alone on s, as the Store method of its kind.
+func (op *Op) Run(ctx context.Context, s Store) {
 	switch op.Kind {
-	case opGet:
-		op.Got, op.Err = kv.Get(ctx, op.Key)
-	case opSetNX:
-		op.OK, op.Err = kv.SetNX(ctx, op.Key, op.Value, op.TTL)
-	case opSet:
-		op.Err = kv.Set(ctx, op.Key, op.Value, op.TTL)
-	case opCompareAndExpire:
-		op.OK, op.Err = kv.CompareAndExpire(ctx, op.Key, op.Value, op.TTL)
-	case opCompareAndDelete:
-		op.OK, op.Err = kv.CompareAndDelete(ctx, op.Key, op.Value)
-	case opSchedule:
-		op.Err = kv.Schedule(ctx, op.Key, op.Member, op.Due)
-	case opUnschedule:
-		op.Err = kv.Unschedule(ctx, op.Key, op.Member)
+	case OpGet:
+		op.Got, op.Err = s.Get(ctx, op.Key)
+	case OpSetNX:
+		op.OK, op.Err = s.SetNX(ctx, op.Key, op.Value, op.TTL)
+	case OpSet:
+		op.Err = s.Set(ctx, op.Key, op.Value, op.TTL)
+	case OpCompareAndExpire:
+		op.OK, op.Err = s.CompareAndExpire(ctx, op.Key, op.Value, op.TTL)
+	case OpCompareAndDelete:
+		op.OK, op.Err = s.CompareAndDelete(ctx, op.Key, op.Value)
+	case OpSchedule:
+		op.Err = s.Schedule(ctx, op.Key, op.Member, op.Due)
+	case OpUnschedule:
+		op.Err = s.Unschedule(ctx, op.Key, op.Member)
 	}
 }
 
-func (p *prefixKV) runInOrder(ctx context.Context, ops []*kvOp) bool {
-	b, ok := p.kv.(orderedBatcher)
+// RunInOrder runs ops in the order given on the store under the prefix,
+// when that store can.
+func (p *Prefixed) RunInOrder(ctx context.Context, ops []*Op) bool {
+	b, ok := p.s.(Batcher)
 	if !ok {
 		return false
 	}
-	inner := make([]*kvOp, len(ops))
+	inner := make([]*Op, len(ops))
 	for i, op := range ops {
 		c := *op
 		c.Key = p.prefix + op.Key
 		inner[i] = &c
 	}
-	if !b.runInOrder(ctx, inner) {
+	if !b.RunInOrder(ctx, inner) {
 		return false
 	}
 	for i, op := range ops {
@@ -100,16 +99,16 @@ func (p *prefixKV) runInOrder(ctx context.Context, ops []*kvOp) bool {
 	return true
 }
 
-// runInOrder pipelines ops on a single node (or a Sentinel-managed primary):
+// RunInOrder pipelines ops on a single node (or a Sentinel-managed primary):
 // one connection runs them in the order sent. A Cluster client splits a
 // pipeline by node, so there it declines.
-func (r *RedisKV) runInOrder(ctx context.Context, ops []*kvOp) bool {
+func (r *Redis) RunInOrder(ctx context.Context, ops []*Op) bool {
 	c, single := r.c.(*redis.Client)
 	if !single {
 		return false
 	}
 	for _, op := range ops {
-		if op.Kind == opSet || op.Kind == opSetNX || op.Kind == opCompareAndExpire {
+		if op.Kind == OpSet || op.Kind == OpSetNX || op.Kind == OpCompareAndExpire {
 			if op.Err = checkTTL(op.TTL); op.Err != nil {
 				return false
 			}
@@ -129,37 +128,37 @@ func (r *RedisKV) runInOrder(ctx context.Context, ops []*kvOp) bool {
 	return true
 }
 
-// queue adds op to p as the command RedisKV's method of the same name sends.
+// queue adds op to p as the command Redis's method of the same name sends.
 // The compare scripts go as EVAL, not EVALSHA: a pipeline cannot fall back
 // when the server has forgotten a script, and the order must hold.
-func queue(ctx context.Context, p redis.Pipeliner, op *kvOp) redis.Cmder {
+func queue(ctx context.Context, p redis.Pipeliner, op *Op) redis.Cmder {
 	switch op.Kind {
-	case opGet:
+	case OpGet:
 		return p.Get(ctx, op.Key)
-	case opSetNX:
+	case OpSetNX:
 		return p.SetArgs(ctx, op.Key, op.Value, redis.SetArgs{Mode: "NX", TTL: op.TTL})
-	case opSet:
+	case OpSet:
 		return p.Set(ctx, op.Key, op.Value, op.TTL)
-	case opCompareAndExpire:
+	case OpCompareAndExpire:
 		return compareAndExpire.Eval(ctx, p, []string{op.Key}, op.Value, pxMillis(op.TTL))
-	case opCompareAndDelete:
+	case OpCompareAndDelete:
 		return compareAndDelete.Eval(ctx, p, []string{op.Key}, op.Value)
-	case opSchedule:
+	case OpSchedule:
 		return p.ZAdd(ctx, op.Key, redis.Z{Score: float64(op.Due.UnixMilli()), Member: op.Member})
-	default: // opUnschedule
+	default: // OpUnschedule
 		return p.ZRem(ctx, op.Key, op.Member)
 	}
 }
 
-// read takes op's result from its command, as RedisKV's methods do.
-func (op *kvOp) read(cmd redis.Cmder) {
+// read takes op's result from its command, as Redis's methods do.
+func (op *Op) read(cmd redis.Cmder) {
 	switch c := cmd.(type) {
 	case *redis.StringCmd: // GET
 		s, err := c.Result()
-		op.Got, op.Err = readOnlyBytes(s), redisErr(err)
+		op.Got, op.Err = ReadOnlyBytes(s), redisErr(err)
 	case *redis.StatusCmd: // SET, SET NX
 		op.Err = c.Err()
-		if op.Kind == opSetNX {
+		if op.Kind == OpSetNX {
 			op.OK = op.Err == nil
 			if errors.Is(op.Err, redis.Nil) { // NX: the key was there
 				op.Err = nil
@@ -169,7 +168,7 @@ func (op *kvOp) read(cmd redis.Cmder) {
 		n, err := c.Int()
 		op.Err = err
 		switch op.Kind {
-		case opCompareAndExpire:
+		case OpCompareAndExpire:
 			op.OK = n >= 1
 		default:
 			op.OK = n == 1
