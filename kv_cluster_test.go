@@ -1,12 +1,9 @@
 package oauthflow_test
 
 import (
-	"context"
-	"sync/atomic"
 	"testing"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/testkit/kvtest"
 	"github.com/oauthflow/oauthflow/internal/testkit/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -24,14 +21,6 @@ func clusterKV(t *testing.T, c redis.UniversalClient) oauthflow.KV {
 func TestRedisClusterKV(t *testing.T) {
 	t.Parallel()
 	c := redistest.Cluster(t)
-	t.Run("RejectsCrossSlot", func(t *testing.T) {
-		t.Parallel()
-		testClusterRejectsCrossSlot(t, c)
-	})
-	t.Run("Conformance", func(t *testing.T) {
-		t.Parallel()
-		kvtest.Run(t, kvtest.Harness{New: func(t *testing.T) oauthflow.KV { return clusterKV(t, c) }})
-	})
 	t.Run("SessionConsumeExactlyOnce", func(t *testing.T) {
 		t.Parallel()
 		assertConsumedOnce(t, clusterKV(t, c))
@@ -44,29 +33,6 @@ func TestRedisClusterKV(t *testing.T) {
 		t.Parallel()
 		testClusterConcurrentRefresh(t, c, clusterKV(t, c))
 	})
-}
-
-func TestRedisSentinelKVConformance(t *testing.T) {
-	t.Parallel()
-	c := redistest.Sentinel(t)
-	kvtest.Run(t, kvtest.Harness{New: func(t *testing.T) oauthflow.KV {
-		return oauthflow.WithKeyPrefix(oauthflow.NewRedisKV(c), redistest.Prefix(t, c))
-	}})
-}
-
-// The cluster is real: a script over two keys in different slots is refused, so a
-// KV command that touched two keys would fail the suite here.
-func testClusterRejectsCrossSlot(t *testing.T, c redis.UniversalClient) {
-	a, b := "test:cross:oauth:u:acme", "test:cross:oauth:lock:u:acme"
-	require.NotEqual(t, c.ClusterKeySlot(ctx, a).Val(), c.ClusterKeySlot(ctx, b).Val())
-	err := redis.NewScript(`return redis.call("EXISTS", KEYS[1], KEYS[2])`).Run(ctx, c, []string{a, b}).Err()
-	require.ErrorContains(t, err, "CROSSSLOT")
-	var masters atomic.Int64 // ForEachMaster calls fn concurrently
-	require.NoError(t, c.(*redis.ClusterClient).ForEachMaster(ctx, func(context.Context, *redis.Client) error {
-		masters.Add(1)
-		return nil
-	}))
-	assert.EqualValues(t, 3, masters.Load(), "masters")
 }
 
 // Two replicas share the cluster; the token record and its refresh lock live in

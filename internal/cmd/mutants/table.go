@@ -138,17 +138,19 @@ func coreTable() []mutant {
 		{
 			Name: "kv/memory-compare-and-delete-no-compare",
 			File: "internal/kv/memory.go",
+			Pkg:  "./internal/kv",
 			Old:  "\tif _, ok := m.holds(key, value); !ok {\n\t\treturn false, nil\n\t}\n\tdelete(m.m, key)\n",
 			New:  "\tdelete(m.m, key)\n",
-			Run:  "^(TestMemoryKVConformance)$",
+			Run:  "^(TestMemoryConformance)$",
 			Why:  "CompareAndDelete deletes only while the key holds the given value (lock release)",
 		},
 		{
 			Name: "kv/redis-compare-and-delete-no-compare",
 			File: "internal/kv/redis.go",
+			Pkg:  "./internal/kv",
 			Old:  "if redis.call(\"GET\", KEYS[1]) == ARGV[1] then return redis.call(\"DEL\", KEYS[1]) end\nreturn 0",
 			New:  "return redis.call(\"DEL\", KEYS[1])",
-			Run:  "^(TestMiniredisKVConformance|TestRedisKVConformance)$",
+			Run:  "^(TestMiniredisConformance|TestRedisConformance)$",
 			Why:  "CompareAndDelete deletes only while the key holds the given value (lock release)",
 		},
 
