@@ -1,9 +1,13 @@
 package oauthflow
 
 import (
+	"cmp"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
 	"github.com/oauthflow/oauthflow/internal/seal"
@@ -129,4 +133,211 @@ func init() {
 		}
 		return nil
 	}
+}
+
+// ReencryptOptions tunes a Reencrypt walk.
+type ReencryptOptions struct {
+	// Cursor resumes a walk where an earlier one stopped (its progress's
+	// Cursor); "" starts from the beginning.
+	Cursor string
+	// Batch is how many keys are asked of the store at a time. 0: 500.
+	Batch int
+	// Concurrency is how many records of a batch are rewritten side by side,
+	// each with its own round trips. 0: 16.
+	Concurrency int
+	// Progress hears the running totals after each batch.
+	Progress func(ReencryptProgress)
+}
+
+// ReencryptProgress is how far a Reencrypt walk has come.
+type ReencryptProgress struct {
+	// Cursor resumes the walk after the last batch done; "" once it is over.
+	Cursor string
+	// Scanned counts the keys looked at, records or not.
+	Scanned int
+	// Rewritten counts the records sealed anew under the ring's current key.
+	Rewritten int
+	// Current counts the records already sealed under the current key.
+	Current int
+	// Changed counts the records written by someone else between the walk's
+	// read and its write; their writer sealed them, so they are left alone.
+	Changed int
+	// Unknown counts the records sealed under a key the ring lacks, and
+	// Corrupt those that do not open; both are left as they are.
+	Unknown, Corrupt int
+}
+
+const (
+	reencryptBatch       = 500
+	reencryptConcurrency = 16
+)
+
+// Reencrypt seals every token record, pending sign-in and MCP dynamic
+// client registration of the module's store under the current key of its
+// key ring: plain records and records under older keys alike. See the package function [Reencrypt].
+func (m *Module) Reencrypt(ctx context.Context, opts ReencryptOptions) (ReencryptProgress, error) {
+	return reencrypt(ctx, m.KV, m.ring, opts)
+}
+
+// Reencrypt walks kv (SCAN, on every master of a Cluster) and seals every
+// token record, pending sign-in and MCP dynamic registration under ring's
+// current key, so that older keys can leave the ring. Each record is
+// rewritten with a compare-and-swap that keeps its time to live: a record
+// written meanwhile (by a sign-in, a refresh, another walk) is left to its
+// writer. A walk that stops (an error, ctx ending) returns the progress so
+// far, whose Cursor resumes it; running it again from the start is also safe,
+// and rewrites nothing twice.
+func Reencrypt(ctx context.Context, kv KV, ring *KeyRing, opts ReencryptOptions) (ReencryptProgress, error) {
+	return reencrypt(ctx, kv, ring.sealer(), opts)
+}
+
+// reencrypt is Reencrypt with the ring that seals.
+func reencrypt(ctx context.Context, kv KV, ring *seal.Ring, opts ReencryptOptions) (ReencryptProgress, error) {
+	if ring == nil || !ring.Usable() {
+		return ReencryptProgress{}, errs.Invalid("no encryption key ring is configured")
+	}
+	scanner, err := scannerOf(kv)
+	if err != nil {
+		return ReencryptProgress{}, err
+	}
+	batch := opts.Batch
+	if batch <= 0 {
+		batch = reencryptBatch
+	}
+	workers := opts.Concurrency
+	if workers <= 0 {
+		workers = reencryptConcurrency
+	}
+	p := ReencryptProgress{Cursor: opts.Cursor}
+	for {
+		if err := ctx.Err(); err != nil {
+			return p, err
+		}
+		keys, next, err := scanner.ScanPrefix(ctx, "oauth:", p.Cursor, batch)
+		if err != nil {
+			return p, errs.Store(ctx, "scan keys", err)
+		}
+		done, err := resealAll(ctx, kv, ring, keys, workers)
+		if err != nil {
+			return p, err
+		}
+		p.add(done)
+		p.Cursor = next
+		if opts.Progress != nil {
+			opts.Progress(p)
+		}
+		if next == "" {
+			return p, nil
+		}
+	}
+}
+
+// resealAll reseals keys on up to workers goroutines and returns what it
+// counted; the first error stops the rest.
+func resealAll(ctx context.Context, kv KV, ring *seal.Ring, keys []string, workers int) (ReencryptProgress, error) {
+	var (
+		mu    sync.Mutex
+		total ReencryptProgress
+		first error
+		next  int
+		wg    sync.WaitGroup
+	)
+	take := func() (string, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if first != nil || next == len(keys) {
+			return "", false
+		}
+		next++
+		return keys[next-1], true
+	}
+	for range min(workers, len(keys)) {
+		wg.Go(func() {
+			var mine ReencryptProgress
+			for key, ok := take(); ok; key, ok = take() {
+				if err := reseal(ctx, kv, ring, key, &mine); err != nil {
+					mu.Lock()
+					first = cmp.Or(first, err)
+					mu.Unlock()
+					break
+				}
+			}
+			mu.Lock()
+			total.add(mine)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return total, first
+}
+
+// add counts q's records into p.
+func (p *ReencryptProgress) add(q ReencryptProgress) {
+	p.Scanned += q.Scanned
+	p.Rewritten += q.Rewritten
+	p.Current += q.Current
+	p.Changed += q.Changed
+	p.Unknown += q.Unknown
+	p.Corrupt += q.Corrupt
+}
+
+// reseal rewrites the record under key (when it is one that is sealed at
+// rest) under ring's current key, counting what it found in p.
+func reseal(ctx context.Context, kv KV, ring *seal.Ring, key string, p *ReencryptProgress) error {
+	p.Scanned++
+	if !sealedKind(key) {
+		return nil
+	}
+	b, err := kv.Get(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return errs.Store(ctx, "read "+key, err)
+	}
+	if id, ok := seal.KeyID(b); ok && id == ring.CurrentKeyID() {
+		p.Current++
+		return nil
+	}
+	plain, err := ring.Open(b, key)
+	switch {
+	case errors.Is(err, ErrUnknownKey):
+		p.Unknown++
+		return nil
+	case err != nil:
+		p.Corrupt++
+		return nil
+	}
+	ttl, err := kv.TTL(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return errs.Store(ctx, "read the ttl of "+key, err)
+	}
+	swapped, err := kv.CompareAndSwap(ctx, key, b, ring.Seal(plain, key), ttl)
+	if err != nil {
+		return errs.Store(ctx, "rewrite "+key, err)
+	}
+	if swapped {
+		p.Rewritten++
+	} else {
+		p.Changed++
+	}
+	return nil
+}
+
+// sealedKind reports whether key (without the app's prefix) names a record
+// that is sealed at rest: a token record, a pending sign-in, or an MCP
+// server's dynamic client registration (mcpauth, through seal.OfModule).
+func sealedKind(key string) bool {
+	rest, ok := strings.CutPrefix(key, "oauth:")
+	if !ok {
+		return false
+	}
+	first, _, _ := strings.Cut(rest, ":")
+	if first == "session" || strings.HasPrefix(rest, "mcp:client:") {
+		return true
+	}
+	return !reservedSegment(first) // any other reserved word is another kind; the rest are users
 }

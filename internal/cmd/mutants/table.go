@@ -392,7 +392,7 @@ func coreTable() []mutant {
 		},
 		{
 			Name: "engine/take-read-stale",
-			File: "documents.go",
+			File: "engine.go",
 			Old:  "\t\tf.wrote(docKey(r.ID, name), b)\n",
 			New:  "\t\t_ = b\n",
 			Run:  "^(TestTakeReadsServeTheHoldAndFollowItsWrites)$",

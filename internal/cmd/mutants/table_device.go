@@ -318,7 +318,7 @@ func reencryptSideBySide() []mutant {
 	return []mutant{
 		{
 			Name: "crypt/reencrypt-one-at-a-time",
-			File: "reencrypt.go",
+			File: "encryption.go",
 			Old:  "for range min(workers, len(keys)) {",
 			New:  "for range min(1, len(keys)) {",
 			Run:  run,
@@ -326,7 +326,7 @@ func reencryptSideBySide() []mutant {
 		},
 		{
 			Name: "crypt/reencrypt-unbounded",
-			File: "reencrypt.go",
+			File: "encryption.go",
 			Old:  "for range min(workers, len(keys)) {",
 			New:  "for range len(keys) {",
 			Run:  run,

@@ -30,7 +30,7 @@ func unnoticedGuards() []mutant {
 		},
 		{
 			Name: "reencrypt/reseal-not-fenced",
-			File: "reencrypt.go",
+			File: "encryption.go",
 			Old:  "swapped, err := kv.CompareAndSwap(ctx, key, b, ring.Seal(plain, key), ttl)",
 			New:  "swapped, err := true, kv.Set(ctx, key, ring.Seal(plain, key), ttl)",
 			Run:  "TestReencryptLeavesARecordWrittenMidWalk",

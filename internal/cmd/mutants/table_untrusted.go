@@ -105,7 +105,7 @@ func untrustedServers() []mutant {
 		},
 		{
 			Name: "mcp/record-reencrypt-skips-registrations",
-			File: "reencrypt.go",
+			File: "encryption.go",
 			Pkg:  "./mcpauth",
 			Old:  "if first == \"session\" || strings.HasPrefix(rest, \"mcp:client:\") {",
 			New:  "if first == \"session\" {",
