@@ -1,17 +1,23 @@
 package oauthflow_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/oauthflow/oauthflow"
 	"github.com/oauthflow/oauthflow/internal/testkit/authserver"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -207,4 +213,120 @@ func TestBoundSignInStartKeepsDPoPKeyThumbprint(t *testing.T) {
 	tok, err := env.mod(0).Tokens.GetTokens(t.Context(), "alice", "demo")
 	require.NoError(t, err)
 	require.Equal(t, jkt, thumbprintOf(t, tok.DPoPKey), "the grant is bound to the key the code was")
+}
+
+// boundStart opens alice's bound sign-in through POST /start on target's
+// scheme and host, and returns the cookie /start set and the sign-in's state.
+func boundStart(t *testing.T, m *oauthflow.Module, target string) (*http.Cookie, string) {
+	t.Helper()
+	_, doc, err := m.StartSignIn(context.Background(), "alice", "acme")
+	require.NoError(t, err)
+	require.NotEmpty(t, doc.Binding)
+	form := url.Values{"state": {doc.State}, "binding": {doc.Binding}}.Encode()
+	req := httptest.NewRequest(http.MethodPost, target+oauthflow.StartPath, strings.NewReader(form))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", target)
+	rec := httptest.NewRecorder()
+	m.StartHandler().ServeHTTP(rec, req)
+	require.Equal(t, http.StatusSeeOther, rec.Code, rec.Body.String())
+	cookies := rec.Result().Cookies()
+	require.Len(t, cookies, 1)
+	return cookies[0], doc.State
+}
+
+// boundCallback completes the sign-in under state at target with cookie.
+func boundCallback(m *oauthflow.Module, target, state string, cookie *http.Cookie) int {
+	req := httptest.NewRequest(http.MethodGet, target+oauthflow.CallbackPath+"?code=c&state="+state, nil)
+	req.AddCookie(cookie)
+	rec := httptest.NewRecorder()
+	m.CallbackHandler().ServeHTTP(rec, req)
+	return rec.Code
+}
+
+func boundModule(t *testing.T) *oauthflow.Module {
+	t.Helper()
+	reg := oauthflow.NewRegistry()
+	require.NoError(t, reg.Register(newFakeProvider("acme")))
+	m, err := oauthflow.New(context.Background(), oauthflow.Config{KV: oauthflow.NewMemoryKV(), Registry: reg,
+		BindSignIns: true, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+// Served over https, the sign-in's cookie is a __Host- cookie (Secure,
+// Path=/, no Domain), which no sibling subdomain and no plain-http page can
+// set: a cookie of the old name is refused there, so nobody can plant their
+// own sign-in's secret in the user's browser. Over plain http (loopback, in
+// development) the prefix cannot be used; the cookie keeps its old name.
+func TestBindingCookieIsHostPrefixedOverHTTPS(t *testing.T) {
+	t.Parallel()
+	m := boundModule(t)
+	const api = "https://api.example"
+	c, state := boundStart(t, m, api)
+	assert.Equal(t, "__Host-oauthflow_signin_"+state, c.Name)
+	assert.True(t, c.Secure && c.HttpOnly && c.Path == "/" && c.Domain == "", "%+v", c)
+	assert.Equal(t, http.SameSiteLaxMode, c.SameSite)
+
+	planted := &http.Cookie{Name: "oauthflow_signin_" + state, Value: c.Value}
+	assert.Equal(t, http.StatusForbidden, boundCallback(m, api, state, planted), "the unprefixed name over https")
+	assert.Equal(t, http.StatusOK, boundCallback(m, api, state, c))
+
+	const dev = "http://127.0.0.1:8080"
+	c, state = boundStart(t, m, dev)
+	assert.Equal(t, "oauthflow_signin_"+state, c.Name)
+	assert.False(t, c.Secure)
+	assert.Equal(t, "/api/v1/oauth/", c.Path)
+	assert.Equal(t, http.StatusOK, boundCallback(m, dev, state, c))
+}
+
+// Every check of who may complete a sign-in fails closed (issue 21, hole 5):
+// when the pending sign-in cannot be read for the check, the completion is
+// refused before anything is consumed, though the consume right after would
+// succeed. The sign-in stays pending for the browser that started it.
+func TestSignInCheckFailsClosed(t *testing.T) {
+	t.Parallel()
+	checks := map[string]func(*oauthflow.Config){
+		"VerifyUser": func(c *oauthflow.Config) {
+			c.VerifyUser = func(r *http.Request, userID string) error {
+				if c, err := r.Cookie(appUserCookie); err == nil && c.Value == userID {
+					return nil
+				}
+				return errors.New("not the app's user " + userID)
+			}
+		},
+		"BindSignIns": func(c *oauthflow.Config) { c.BindSignIns = true },
+	}
+	for name, check := range checks {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			kv := &sessionReadBlipKV{KV: oauthflow.NewMemoryKV()}
+			cfg := oauthflow.Config{KV: kv, WorkerInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)}
+			check(&cfg)
+			f := newSignInFixtureWith(t, newFakeProvider("acme"), cfg)
+			kv.failNext.Store(true)
+			rec := httptest.NewRecorder()
+			f.m.CallbackHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet,
+				oauthflow.CallbackPath+"?code=c&state="+f.prompt.State, nil)) // another browser: no login, no cookie
+			assert.False(t, kv.failNext.Load(), "the check's read failed")
+			assert.Equal(t, http.StatusServiceUnavailable, rec.Code, "a check that cannot read the sign-in refuses")
+			_, err := f.m.Tokens.GetTokens(ctx, "alice", "acme")
+			assert.ErrorIs(t, err, oauthflow.ErrNoToken, "no account was attached to alice")
+			_, err = f.m.Sessions.Peek(ctx, f.prompt.State)
+			assert.NoError(t, err, "the sign-in is still pending for the browser that started it")
+		})
+	}
+}
+
+// sessionReadBlipKV fails the next read (GET) of a pending sign-in, once.
+type sessionReadBlipKV struct {
+	oauthflow.KV
+	failNext atomic.Bool
+}
+
+func (k *sessionReadBlipKV) Get(ctx context.Context, key string) ([]byte, error) {
+	if strings.HasPrefix(key, "oauth:session:") && k.failNext.Swap(false) {
+		return nil, errBlip
+	}
+	return k.KV.Get(ctx, key)
 }

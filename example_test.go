@@ -1,9 +1,14 @@
 package oauthflow_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -185,4 +190,208 @@ func ExampleModule_StartDeviceSignIn() {
 	// pending /device
 	// completed {"authenticated":true}
 	// true <nil>
+}
+
+// Encryption at rest is one Config field. A ring is written as the
+// OAUTHFLOW_ENCRYPTION_KEYS variable holds it, "kid:base64key,..." with
+// 32-byte keys, the first one sealing; with Config.Encryption nil, New reads
+// that variable (KeyRingFromEnv). Token records and pending sign-ins are then
+// stored sealed, and read back as ever.
+func ExampleKeyRing() {
+	ctx := context.Background()
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	ring, err := oauthflow.ParseKeyRing("2026-11:" + base64.StdEncoding.EncodeToString(key))
+	if err != nil {
+		panic(err)
+	}
+	kv := oauthflow.NewMemoryKV()
+	m, err := oauthflow.New(ctx, oauthflow.Config{KV: kv, Encryption: ring})
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close()
+
+	_ = m.Tokens.StoreTokens(ctx, "alice", "github", oauthflow.StoredTokens{AccessToken: "gho-secret", Scope: "repo"})
+	raw, _ := kv.Get(ctx, "oauth:alice:github")
+	fmt.Println("sealing key:", ring.CurrentKeyID())
+	fmt.Println("token in the stored bytes:", bytes.Contains(raw, []byte("gho-secret")))
+	tokens, _ := m.Tokens.GetTokens(ctx, "alice", "github")
+	fmt.Println("read back:", tokens.AccessToken)
+	// Output:
+	// sealing key: 2026-11
+	// token in the stored bytes: false
+	// read back: gho-secret
+}
+
+// Rotating a key: put the new key first and keep the old one, so that every
+// instance seals with the new key and still opens what the old one sealed;
+// then Reencrypt re-seals what is stored, and the old key can leave the ring.
+// A walk is safe to run while the app serves, and to run again.
+func ExampleReencrypt() {
+	ctx := context.Background()
+	kv := oauthflow.NewMemoryKV()
+	k1, k2 := make([]byte, 32), make([]byte, 32)
+	_, _ = rand.Read(k1)
+	_, _ = rand.Read(k2)
+	old, _ := oauthflow.NewKeyRing(oauthflow.EncryptionKey{ID: "k1", Key: k1})
+	before := oauthflow.NewTokenStore(kv, oauthflow.NewRegistry(), oauthflow.WithEncryption(old))
+	_ = before.StoreTokens(ctx, "alice", "github", oauthflow.StoredTokens{AccessToken: "gho-secret", Scope: "repo"})
+
+	rotated, _ := oauthflow.NewKeyRing(oauthflow.EncryptionKey{ID: "k2", Key: k2}, oauthflow.EncryptionKey{ID: "k1", Key: k1})
+	p, err := oauthflow.Reencrypt(ctx, kv, rotated, oauthflow.ReencryptOptions{})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("rewritten:", p.Rewritten, "under unknown keys:", p.Unknown)
+
+	newOnly, _ := oauthflow.NewKeyRing(oauthflow.EncryptionKey{ID: "k2", Key: k2})
+	after := oauthflow.NewTokenStore(kv, oauthflow.NewRegistry(), oauthflow.WithEncryption(newOnly))
+	tokens, err := after.GetTokens(ctx, "alice", "github")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("read without k1:", tokens.AccessToken)
+	// Output:
+	// rewritten: 1 under unknown keys: 0
+	// read without k1: gho-secret
+}
+
+// A workflow is a small state machine whose runs live in the store, so any
+// instance can take a run further. Here a deletion waits for its user to
+// confirm: Launch runs the automatic "ask" and leaves the run waiting; Fire
+// runs the waiting "confirm" with the user's answer, and the run ends.
+func ExampleEngine_Launch() {
+	ctx := context.Background()
+	engine := oauthflow.NewEngine(oauthflow.NewMemoryKV())
+	err := engine.Register(&oauthflow.Workflow{
+		Name:   "delete-repo",
+		States: []string{oauthflow.StateStart, "confirming", oauthflow.StateEnd},
+		Transitions: []oauthflow.Transition{
+			{Name: "ask", From: oauthflow.StateStart, To: "confirming",
+				Do: func(context.Context, *oauthflow.TransitionContext) error { return nil }},
+			{Name: "confirm", From: "confirming", To: oauthflow.StateEnd, Wait: true,
+				Do: func(_ context.Context, tc *oauthflow.TransitionContext) error {
+					var args, answer struct{ Repo string }
+					if err := tc.DecodeArgs(&args); err != nil {
+						return err
+					}
+					if err := tc.DecodeInput(&answer); err != nil {
+						return err
+					}
+					return tc.SetResult(map[string]bool{"deleted": answer.Repo == args.Repo})
+				}},
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+
+	run, err := engine.Launch(ctx, "alice", "delete-repo", map[string]string{"Repo": "demo"}, oauthflow.RunOptions{})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(run.Status, run.State)
+
+	run, err = engine.Fire(ctx, run.ID, "confirm", map[string]string{"Repo": "demo"}, "alice")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(run.Status, run.State, string(run.Result))
+	// Output:
+	// waiting confirming
+	// completed end {"deleted":true}
+}
+
+// The host app registers each provider once, at setup, under the ID that
+// token records and sign-ins name it by. A provider is plain data and the
+// app's credentials; an ID can be registered only once.
+func ExampleRegistry_Register() {
+	reg := oauthflow.NewRegistry()
+	acme, err := providers.NewOAuth2(providers.Config{
+		ID:       "acme",
+		AuthURL:  "https://auth.acme.example/authorize",
+		TokenURL: "https://auth.acme.example/token",
+		Scopes:   []string{"read"},
+	}, providers.Credentials{
+		ClientID:     "acme-client",
+		ClientSecret: "acme-secret",
+		RedirectURL:  "https://app.example/api/v1/oauth/callback",
+	})
+	if err != nil {
+		panic(err)
+	}
+	if err := reg.Register(acme); err != nil {
+		panic(err)
+	}
+	fmt.Println(reg.IDs())
+	fmt.Println(reg.Register(acme))
+
+	_, err = reg.Get("globex")
+	fmt.Println("unknown:", errors.Is(err, oauthflow.ErrUnknownProvider))
+	// Output:
+	// [acme]
+	// oauthflow: invalid argument: provider "acme" is already registered
+	// unknown: true
+}
+
+// A TokenStore's Client carries the user's token to an API: every request
+// gets "Authorization: Bearer <token>", refreshed first when it has expired.
+// A user who never connected gets ErrNoToken, the cue to send them through
+// sign-in (Module.StartSignIn).
+func ExampleTokenStore_Client() {
+	ctx := context.Background()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "the API saw:", r.Header.Get("Authorization"))
+	}))
+	defer api.Close()
+
+	reg := oauthflow.NewRegistry()
+	acme, _ := providers.NewOAuth2(providers.Config{ID: "acme",
+		AuthURL: "https://auth.acme.example/authorize", TokenURL: "https://auth.acme.example/token"},
+		providers.Credentials{ClientID: "acme-client", RedirectURL: "https://app.example/api/v1/oauth/callback"})
+	_ = reg.Register(acme)
+	store := oauthflow.NewTokenStore(oauthflow.NewMemoryKV(), reg)
+	// A sign-in stores the tokens; here they are stored directly.
+	err := store.StoreTokens(ctx, "alice", "acme", oauthflow.StoredTokens{AccessToken: "at-alice", Scope: "read"})
+	if err != nil {
+		panic(err)
+	}
+
+	resp, err := store.Client(ctx, "alice", "acme").Get(api.URL)
+	if err != nil {
+		panic(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Print(string(body))
+
+	_, err = store.Client(ctx, "bob", "acme").Get(api.URL)
+	fmt.Println("bob must sign in:", errors.Is(err, oauthflow.ErrNoToken))
+	// Output:
+	// the API saw: Bearer at-alice
+	// bob must sign in: true
+}
+
+// Connections lists what a user has connected, for a settings page: the
+// granted scopes, whether the grant can be refreshed, and its health. It
+// never holds a token.
+func ExampleTokenStore_Connections() {
+	ctx := context.Background()
+	store := oauthflow.NewTokenStore(oauthflow.NewMemoryKV(), oauthflow.NewRegistry())
+	inAnHour := time.Now().Add(time.Hour).UnixMilli()
+	_ = store.StoreTokens(ctx, "alice", "github", oauthflow.StoredTokens{AccessToken: "gho-1", Scope: "repo read:user"})
+	_ = store.StoreTokens(ctx, "alice", "google", oauthflow.StoredTokens{AccessToken: "ya29-1", RefreshToken: "1//r",
+		ExpiresAt: inAnHour, Scope: "openid email"})
+
+	conns, err := store.Connections(ctx, "alice")
+	if err != nil {
+		panic(err)
+	}
+	for _, c := range conns {
+		fmt.Println(c.ProviderID, c.Scopes, c.HasRefreshToken, c.Health)
+	}
+	// Output:
+	// github [repo read:user] false healthy
+	// google [openid email] true healthy
 }

@@ -2,15 +2,25 @@ package oauthflow_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/testkit/authserver"
 	"github.com/oauthflow/oauthflow/internal/testkit/redistest"
+	"github.com/oauthflow/oauthflow/providers"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/oauth2"
 )
 
@@ -123,3 +133,218 @@ func (l *eventLog) last(kind oauthflow.EventKind) (oauthflow.Event, bool) {
 var errUnreachable = errors.New("dial tcp: connection refused")
 
 var epoch = time.Unix(1_800_000_000, 0)
+
+// flowEnv is a host app (one or more replicas sharing one KV) with the local
+// authorization server as its "demo" provider.
+type flowEnv struct {
+	t        *testing.T
+	as       *authserver.Server
+	kv       *switchKV
+	replicas []*replica
+	events   *eventLog
+	dpop     bool                    // the demo provider binds its grants to a key
+	device   bool                    // the demo provider offers the device grant
+	demo     func(*providers.Config) // changes the demo provider's Config
+}
+
+type replica struct {
+	mod *oauthflow.Module
+	api *httptest.Server
+}
+
+type envOptions struct {
+	replicas int
+	as       authserver.Options
+	kv       oauthflow.KV // nil: the real Redis (miniredis outside CI when none answers)
+	setup    func(m *oauthflow.Module)
+	config   func(c *oauthflow.Config) // changes each replica's Config before New
+	dpop     bool                      // the demo provider binds its grants to a key (providers.Config.DPoP)
+	device   bool                      // the demo provider offers the device grant (providers.Config.DeviceAuthURL)
+	demo     func(*providers.Config)   // changes the demo provider's Config
+}
+
+func newFlowEnv(t *testing.T, o envOptions) *flowEnv {
+	t.Helper()
+	if o.replicas == 0 {
+		o.replicas = 1
+	}
+	as := authserver.Start(o.as)
+	t.Cleanup(as.Close)
+	base := o.kv
+	if base == nil {
+		base = sharedRedisAny(t)
+	}
+	env := &flowEnv{t: t, as: as, kv: &switchKV{KV: base}, events: &eventLog{}, dpop: o.dpop, device: o.device, demo: o.demo}
+	// Every replica's provider redirects to the first replica's callback; the
+	// test may deliver the redirect to any replica.
+	mux0 := http.NewServeMux()
+	api0 := httptest.NewServer(mux0)
+	t.Cleanup(api0.Close)
+	for i := range o.replicas {
+		api, mux := api0, mux0
+		if i > 0 {
+			mux = http.NewServeMux()
+			api = httptest.NewServer(mux)
+			t.Cleanup(api.Close)
+		}
+		mod := env.newModule(api0.URL+oauthflow.CallbackPath, o.setup, o.config)
+		mod.Mount(mux)
+		env.replicas = append(env.replicas, &replica{mod: mod, api: api})
+	}
+	return env
+}
+
+func (env *flowEnv) newModule(redirect string, setup func(*oauthflow.Module), config ...func(*oauthflow.Config)) *oauthflow.Module {
+	t := env.t
+	var deviceURL string
+	if env.device {
+		deviceURL = env.as.DeviceAuthorizationURL()
+	}
+	pcfg := providers.Config{ID: "demo", DeviceAuthURL: deviceURL, DisplayName: "Demo <Cloud>", AuthURL: env.as.AuthURL(),
+		TokenURL: env.as.TokenURL(), RevocationURL: env.as.RevokeURL(), Scopes: []string{"read"}, AuthStyle: providers.AuthStyleHeader,
+		DPoP: env.dpop}
+	if env.demo != nil {
+		env.demo(&pcfg)
+	}
+	demo, err := providers.NewOAuth2(pcfg,
+		providers.Credentials{ClientID: authserver.DefaultClientID, ClientSecret: "demo-secret", RedirectURL: redirect})
+	require.NoError(t, err)
+	reg := oauthflow.NewRegistry()
+	require.NoError(t, reg.Register(demo))
+	cfg := oauthflow.Config{KV: env.kv, Registry: reg, Logger: slog.New(slog.DiscardHandler), OnEvent: env.events.hook}
+	for _, c := range config {
+		if c != nil {
+			c(&cfg)
+		}
+	}
+	mod, err := oauthflow.New(context.Background(), cfg)
+	require.NoError(t, err)
+	if setup != nil {
+		setup(mod)
+	}
+	return mod
+}
+
+func (env *flowEnv) mod(i int) *oauthflow.Module { return env.replicas[i].mod }
+
+// startSignIn launches the oauth workflow on replica i and returns the run and its prompt.
+func (env *flowEnv) startSignIn(i int, user string) (*oauthflow.Run, *oauthflow.OAuthPromptDocument) {
+	env.t.Helper()
+	r, doc, err := env.mod(i).StartSignIn(context.Background(), user, "demo")
+	require.NoError(env.t, err)
+	return r, doc
+}
+
+// consent plays the user at the authorization server and returns the redirect
+// it sends the browser to, rewritten to reach replica i.
+func (env *flowEnv) consent(authURL string, i int) string {
+	env.t.Helper()
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Get(authURL)
+	require.NoError(env.t, err)
+	_ = resp.Body.Close()
+	require.Equal(env.t, http.StatusFound, resp.StatusCode, "authorize answered %d", resp.StatusCode)
+	loc, err := url.Parse(resp.Header.Get("Location"))
+	require.NoError(env.t, err)
+	to, _ := url.Parse(env.replicas[i].api.URL)
+	loc.Host = to.Host
+	return loc.String()
+}
+
+// get fetches a URL and returns status, body and headers.
+func get(t *testing.T, u string) (int, string, http.Header) {
+	t.Helper()
+	resp, err := http.Get(u)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+// postComplete sends a body to replica i's /complete and decodes the JSON answer.
+func (env *flowEnv) postComplete(i int, contentType, body string) (int, map[string]any) {
+	env.t.Helper()
+	resp, err := http.Post(env.replicas[i].api.URL+oauthflow.CompletePath, contentType, strings.NewReader(body))
+	require.NoError(env.t, err)
+	defer func() { _ = resp.Body.Close() }()
+	var out map[string]any
+	require.NoError(env.t, json.NewDecoder(resp.Body).Decode(&out))
+	return resp.StatusCode, out
+}
+
+func (env *flowEnv) prompt(runID string) oauthflow.OAuthPromptDocument {
+	env.t.Helper()
+	var doc oauthflow.OAuthPromptDocument
+	require.NoError(env.t, env.mod(0).Engine.Document(context.Background(), runID, oauthflow.PromptDocumentName, &doc))
+	return doc
+}
+
+func (env *flowEnv) run(runID string) *oauthflow.Run {
+	env.t.Helper()
+	r, err := env.mod(0).Engine.Get(context.Background(), runID)
+	require.NoError(env.t, err)
+	return r
+}
+
+// sharedRedisAny is the real Redis (required under CI=true), or miniredis
+// outside CI when none answers.
+func sharedRedisAny(t *testing.T) oauthflow.KV {
+	c, real := redistest.Any(t)
+	if real {
+		return oauthflow.WithKeyPrefix(oauthflow.NewRedisKV(c), redistest.Prefix(t, c))
+	}
+	return oauthflow.NewRedisKV(c)
+}
+
+// switchKV is a KV that can be made to fail, to play a store outage.
+type switchKV struct {
+	oauthflow.KV
+	down atomic.Bool
+}
+
+var errStoreDown = &net503{}
+
+type net503 struct{}
+
+func (*net503) Error() string   { return "dial tcp 127.0.0.1:6379: connect: connection refused" }
+func (*net503) Timeout() bool   { return false }
+func (*net503) Temporary() bool { return true }
+
+func (s *switchKV) fail() error {
+	if s.down.Load() {
+		return errStoreDown
+	}
+	return nil
+}
+
+func (s *switchKV) Get(ctx context.Context, k string) ([]byte, error) {
+	if err := s.fail(); err != nil {
+		return nil, err
+	}
+	return s.KV.Get(ctx, k)
+}
+
+func (s *switchKV) GetDel(ctx context.Context, k string) ([]byte, error) {
+	if err := s.fail(); err != nil {
+		return nil, err
+	}
+	return s.KV.GetDel(ctx, k)
+}
+
+func (s *switchKV) Set(ctx context.Context, k string, v []byte, ttl time.Duration) error {
+	if err := s.fail(); err != nil {
+		return err
+	}
+	return s.KV.Set(ctx, k, v, ttl)
+}
+
+func (s *switchKV) SetNX(ctx context.Context, k string, v []byte, ttl time.Duration) (bool, error) {
+	if err := s.fail(); err != nil {
+		return false, err
+	}
+	return s.KV.SetNX(ctx, k, v, ttl)
+}
+
+// unknownState has the form of an issued state but was never issued.
+const unknownState = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"

@@ -1,10 +1,14 @@
 package oauthflow_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +16,9 @@ import (
 	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/testkit/kvtest"
 	"github.com/oauthflow/oauthflow/internal/testkit/redistest"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // A zero MemoryKV is ready to use: each method works on a fresh one, and the
@@ -78,5 +84,151 @@ func TestKVFromEnvUsesRedis(t *testing.T) {
 	defer func() { _ = store.(*oauthflow.RedisKV).Close() }()
 	if _, ok := store.(*oauthflow.RedisKV); !ok {
 		t.Fatalf("KV is %T, want *RedisKV", store)
+	}
+}
+
+// The servers behind redistest.Cluster are thrown away with the test, so a
+// prefix only has to keep subtests apart; redistest.Prefix's SCAN cleanup would
+// see one node of the three. The prefix carries no {hash tag}: keys must spread
+// over the slots, or a multi-key command would slip through unnoticed.
+func clusterKV(t *testing.T, c redis.UniversalClient) oauthflow.KV {
+	return oauthflow.WithKeyPrefix(oauthflow.NewRedisKV(c), "test:"+t.Name()+":")
+}
+
+func TestRedisClusterKV(t *testing.T) {
+	t.Parallel()
+	c := redistest.Cluster(t)
+	t.Run("SessionConsumeExactlyOnce", func(t *testing.T) {
+		t.Parallel()
+		assertConsumedOnce(t, clusterKV(t, c))
+	})
+	t.Run("Reencrypt", func(t *testing.T) { // its SCAN must walk all three masters
+		t.Parallel()
+		testReencrypt(t, clusterKV(t, c))
+	})
+	t.Run("ConcurrentRefreshAcrossReplicas", func(t *testing.T) {
+		t.Parallel()
+		testClusterConcurrentRefresh(t, c, clusterKV(t, c))
+	})
+}
+
+// Two replicas share the cluster; the token record and its refresh lock live in
+// different slots, and 1000 callers still cause exactly one provider refresh.
+func testClusterConcurrentRefresh(t *testing.T, c redis.UniversalClient, kv oauthflow.KV) {
+	prefix := "test:" + t.Name() + ":"
+	tokenKey, lockKey := prefix+"oauth:u:acme", prefix+"oauth:lock:u:acme"
+	require.NotEqual(t, c.ClusterKeySlot(ctx, tokenKey).Val(), c.ClusterKeySlot(ctx, lockKey).Val())
+
+	assertOneRefreshAcrossReplicas(t, kv)
+	assert.EqualValues(t, 0, c.Exists(ctx, lockKey).Val(), "refresh lock released")
+	assert.Contains(t, c.Get(ctx, tokenKey).Val(), "rt-2", "refreshed record stored")
+}
+
+// closedPort is a loopback port nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	return strconv.Itoa(port)
+}
+
+// With RequireKV and no Redis, New fails, and what it logs says so: never
+// that it goes on in memory.
+func TestRequireKVFailsWithoutClaimingAFallback(t *testing.T) {
+	t.Setenv("KVSTORE_HOST", "127.0.0.1")
+	t.Setenv("KVSTORE_PORT", closedPort(t))
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	m, err := oauthflow.New(context.Background(), oauthflow.Config{RequireKV: true, Logger: log})
+	if err == nil {
+		_ = m.Close()
+		t.Fatal("New succeeded with RequireKV and no Redis")
+	}
+	if !errors.Is(err, oauthflow.ErrStoreUnavailable) {
+		t.Errorf("err = %v, want ErrStoreUnavailable", err)
+	}
+	if strings.Contains(logs.String(), "in-memory") {
+		t.Errorf("the log claims a fallback that does not happen:\n%s", logs.String())
+	}
+}
+
+// Without RequireKV the fallback is taken and said.
+func TestKVFromEnvFallsBackToMemoryAndSaysSo(t *testing.T) {
+	t.Setenv("KVSTORE_HOST", "127.0.0.1")
+	t.Setenv("KVSTORE_PORT", closedPort(t))
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	m, err := oauthflow.New(context.Background(), oauthflow.Config{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if !strings.Contains(logs.String(), "in-memory") {
+		t.Errorf("the fallback to memory is not logged:\n%s", logs.String())
+	}
+}
+
+// go-redis's own lines reach the app's logger once it installs RedisLogger.
+func TestRedisLoggerRoutesGoRedisLines(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	redis.SetLogger(oauthflow.RedisLogger(log))
+	t.Cleanup(func() { redis.SetLogger(oauthflow.RedisLogger(slog.New(slog.DiscardHandler))) })
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + closedPort(t), MaxRetries: -1, PoolSize: 1})
+	defer c.Close()
+	_ = c.Ping(context.Background()).Err()
+	if !strings.Contains(logs.String(), "source=go-redis") || !strings.Contains(logs.String(), "dial") {
+		t.Errorf("go-redis's dial failure did not reach the logger:\n%s", logs.String())
+	}
+}
+
+// A Redis master acknowledges the write of a rotated refresh token and dies
+// before its replica has it; the replica is promoted. Without replica
+// acknowledgements the store then holds the spent refresh token and the
+// next refresh costs the grant; with them the refreshing process learns the
+// write is not on a replica, keeps the rotated tokens, and writes them again
+// when it finds the spent ones back.
+func TestRotatedTokenAcrossAFailover(t *testing.T) {
+	for _, acks := range []int{0, 1} {
+		t.Run(fmt.Sprintf("ReplicaAcks=%d", acks), func(t *testing.T) {
+			ctx := context.Background()
+			pair := redistest.Replicated(t)
+			f := newStoreFixture(t, oauthflow.NewRedisKV(pair.Client), oauthflow.WithReplicaAcks(acks, 200*time.Millisecond))
+			p := newRotating("rt-1")
+			f.prov.setRefresh(p.answer)
+			err := f.store.StoreTokens(ctx, "alice", "acme", oauthflow.StoredTokens{AccessToken: "access-0",
+				RefreshToken: "rt-1", ExpiresAt: f.clock.Now().Add(time.Hour).UnixMilli()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pair.Synced(t) // the sign-in is on the replica, whatever the setting
+			f.clock.Advance(2 * time.Hour)
+			pair.CutLink() // from here the master's writes never reach the replica
+			if tok, err := f.store.GetValidAccessToken(ctx, "alice", "acme"); err != nil || tok != "access-1" {
+				t.Fatalf("the refresh before the failover: %q, %v", tok, err)
+			}
+			// A read between the write and the failover (here GetTokens, which
+			// looks for kept writes) must not forget the unacknowledged one.
+			if _, err := f.store.GetTokens(ctx, "alice", "acme"); err != nil {
+				t.Fatal(err)
+			}
+			pair.Failover(t)
+			f.clock.Advance(2 * time.Hour)
+			tok, err := f.store.GetValidAccessToken(ctx, "alice", "acme")
+			if acks == 0 { // the recovery point RELIABILITY.md states without acknowledgements
+				if !errors.Is(err, oauthflow.ErrNoToken) || p.reused != 1 {
+					t.Fatalf("without acknowledgements the failover should cost the grant: %q, %v, %d reuses", tok, err, p.reused)
+				}
+				return
+			}
+			if total := f.prov.refreshes.Load(); err != nil || tok != "access-2" || p.reused != 0 || total != 2 {
+				t.Fatalf("after the failover: %q, %v, %d refreshes, %d reuses of a spent token; want access-2 from rt-2, 2, 0",
+					tok, err, total, p.reused)
+			}
+		})
 	}
 }

@@ -151,7 +151,7 @@ BenchmarkRefreshAheadAtScale/default-limit-2         	       1	 101000000 ns/op	
 BenchmarkRefreshAheadAtScale/default-limit-2         	  100000	   1170000 ns/op	       854.0 refreshes/s	       117.1 s-to-last
 BenchmarkRefreshAheadAtScale/concurrency-250-2       	  100000	    666000 ns/op	      1501.0 refreshes/s	        66.6 s-to-last
 BenchmarkRefreshAheadAgainst429
-    ahead_bench_test.go:1: a log line
+    bench_test.go:1: a log line
 BenchmarkRefreshAheadAgainst429-2                    	  100000	  50000000 ns/op	       0 calls-beyond-first-wave	       200.0 calls/5s
 PASS
 `

@@ -9,18 +9,20 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-
 	"github.com/oauthflow/oauthflow"
 	"github.com/oauthflow/oauthflow/internal/testkit/browsertest"
 	"github.com/oauthflow/oauthflow/internal/testkit/demo"
 	"github.com/oauthflow/oauthflow/providers"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // These tests drive a real headless Chromium through a host app whose frontend
@@ -271,4 +273,60 @@ func TestBrowserCrossOriginDirectCallbackKeepsDeclaredFields(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, conns, 1)
 	assert.Equal(t, map[string]string{"realmId": "4620816365"}, conns[0].Metadata)
+}
+
+// With BindSignIns, in a real Chromium: the widget on the frontend's origin
+// opens the popup through POST /start on the API's origin, the cookie it sets
+// comes back with the provider's redirect to the API's callback, and the
+// widget hears the success. The same sign-in's link, opened by anyone else,
+// is refused first, and that consumes nothing.
+func TestBrowserBoundSignIn(t *testing.T) {
+	t.Parallel()
+	c := startCrossOrigin(t, func(cfg *oauthflow.Config) { cfg.BindSignIns = true })
+	ctx := browsertest.New(t)
+	doc := c.startSignIn(t, "alice")
+	require.NotEmpty(t, doc.Binding)
+
+	forwarded := browsertest.ConsentOverHTTP(t, doc.AuthURL, browsertest.Allow)
+	status, _, _ := get(t, c.api+oauthflow.CallbackPath+"?"+forwarded.Encode())
+	require.Equal(t, http.StatusForbidden, status, "the link alone does not complete")
+	require.False(t, c.connected(t, "alice"))
+
+	showPrompt(t, ctx, c.frontend, doc)
+	connectWithWidget(t, ctx, c)
+}
+
+// Chromium with JavaScript turned off, on the frontend callback page of a
+// frontend whose API lives on another origin: the page's <noscript> form is
+// what the user sees, and submitting it ends on the API's callback page,
+// which says the account is connected; the token is stored.
+func TestBrowserWithoutJavaScriptCompletesThroughTheForm(t *testing.T) {
+	t.Parallel()
+	c := startCrossOrigin(t)
+	ctx := browsertest.New(t)
+	q := browsertest.ConsentOverHTTP(t, c.startSignIn(t, "erin").AuthURL, browsertest.Allow)
+	require.NotEmpty(t, q.Get("code"), "the consent redirected with %v", q)
+
+	var button, title, location string
+	browsertest.Run(t, ctx, "open the frontend callback page with JavaScript off",
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
+			return err
+		}),
+		chromedp.Navigate(c.frontend+"/oauth/callback?"+q.Encode()),
+		chromedp.WaitVisible(chromedp.CSS(`form button[type="submit"]`)),
+		browsertest.Into(chromedp.Text(chromedp.CSS(`form button[type="submit"]`)), &button))
+	assert.Equal(t, "Finish signing in", button)
+	assert.False(t, c.connected(t, "erin"), "nothing is completed before the user submits")
+
+	browsertest.Run(t, ctx, "submit the form",
+		chromedp.Click(chromedp.CSS(`form button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#oauthflow-result`)),
+		browsertest.Into(chromedp.Text(chromedp.CSS(`#oauthflow-result h1`)), &title),
+		browsertest.Into(chromedp.Location(), &location))
+	u, err := url.Parse(location)
+	require.NoError(t, err)
+	assert.Equal(t, c.api+oauthflow.CallbackPath, u.Scheme+"://"+u.Host+u.Path, "the API callback completed it")
+	assert.Contains(t, title, "account connected")
+	assert.True(t, c.connected(t, "erin"), "the token is stored")
 }
