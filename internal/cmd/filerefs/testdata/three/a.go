@@ -1,0 +1,4 @@
+package three
+
+// A is the ground: it uses nothing.
+func A() int { return 1 }
