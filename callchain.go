@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/oauthflow/oauthflow/internal/kv"
+	"github.com/oauthflow/oauthflow/internal/lease"
 )
 
 // A call tree is one Launch or Fire and every Launch or Fire its transitions
@@ -66,7 +67,7 @@ func (ch *callChain) drain(ctx context.Context) {
 // sibling holding a run is no re-entry, and waits for the lock like anyone else.
 type heldRun struct {
 	id    string
-	lease *lease
+	lease *lease.Lease
 	up    *heldRun
 	final *finalWrites // sent with the release
 }
@@ -110,7 +111,7 @@ func finalOf(ctx context.Context, id string) *finalWrites {
 type heldRunKey struct{}
 
 // holding returns ctx with run id, locked under l, added to its path's held runs.
-func holding(ctx context.Context, id string, l *lease) context.Context {
+func holding(ctx context.Context, id string, l *lease.Lease) context.Context {
 	up, _ := ctx.Value(heldRunKey{}).(*heldRun)
 	return context.WithValue(ctx, heldRunKey{}, &heldRun{id: id, lease: l, up: up, final: &finalWrites{}})
 }
@@ -119,7 +120,7 @@ func holding(ctx context.Context, id string, l *lease) context.Context {
 func holds(ctx context.Context, id string) bool { return heldEntry(ctx, id) != nil }
 
 // leaseOf returns the lease under which ctx's call path holds run id's lock, or nil.
-func leaseOf(ctx context.Context, id string) *lease {
+func leaseOf(ctx context.Context, id string) *lease.Lease {
 	if h := heldEntry(ctx, id); h != nil {
 		return h.lease
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/kv"
+	"github.com/oauthflow/oauthflow/internal/lease"
 	"github.com/oauthflow/oauthflow/internal/testkit/fakeclock"
 	"github.com/oauthflow/oauthflow/internal/testkit/redistest"
 	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
@@ -144,8 +145,8 @@ func testRunLockFreedOnlyByItsHolder(t *testing.T, store KV) {
 	waitfor.Recv(t, s.in[1], "B inside step, on the lapsed lock")
 
 	close(s.release[0])
-	if err := waitfor.Recv(t, aDone, "A's Fire"); !errors.Is(err, errLeaseLost) {
-		t.Fatalf("A's Fire after its lease lapsed: %v; want errLeaseLost", err)
+	if err := waitfor.Recv(t, aDone, "A's Fire"); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("A's Fire after its lease lapsed: %v; want lease.ErrLost", err)
 	}
 	cDone := fire(c)
 	select {

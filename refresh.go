@@ -18,6 +18,7 @@ import (
 
 	"github.com/oauthflow/oauthflow/internal/errs"
 	"github.com/oauthflow/oauthflow/internal/kv"
+	"github.com/oauthflow/oauthflow/internal/lease"
 	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
 
@@ -119,15 +120,15 @@ func (r *refreshRun) shared(ctx context.Context, seen []byte) (StoredTokens, err
 	var released <-chan struct{}
 	wait := r.s.lockWait
 	for backoff := wait.first; ; backoff = min(2*backoff, wait.max) {
-		l, got, err := tryLease(ctx, r.s.kv, lock, r.s.lockLease)
+		l, got, err := lease.Try(ctx, r.s.kv, lock, r.s.lockLease)
 		if err != nil {
 			return StoredTokens{}, err
 		}
 		if got {
 			t, err := r.locked(ctx, l, seen)
-			l.release(ctx)
+			l.Release(ctx)
 			kv.AnnounceRelease(ctx, r.s.kv, lock)
-			if !errors.Is(err, errLeaseLost) {
+			if !errors.Is(err, lease.ErrLost) {
 				return t, err
 			}
 		}
@@ -205,7 +206,7 @@ func (s *TokenStore) current(raw []byte, v tokenView, seen []byte) bool {
 // locked refreshes while holding l. A round ends when a write lands, the
 // record turns out current, or the provider fails; a record that changed under
 // the refresh (a sign-in, a disconnect) starts the next round from a new read.
-func (r *refreshRun) locked(ctx context.Context, l *lease, seen []byte) (StoredTokens, error) {
+func (r *refreshRun) locked(ctx context.Context, l *lease.Lease, seen []byte) (StoredTokens, error) {
 	for range maxRefreshRounds {
 		raw, v, err := r.s.read(ctx, r.key)
 		if err != nil {
@@ -225,7 +226,7 @@ func (r *refreshRun) locked(ctx context.Context, l *lease, seen []byte) (StoredT
 
 // round refreshes the record read as raw (base: its tokens, or the newer ones
 // this process could not write yet) and writes the result against raw.
-func (r *refreshRun) round(ctx context.Context, l *lease, raw []byte, base StoredTokens) (t StoredTokens, again bool, err error) {
+func (r *refreshRun) round(ctx context.Context, l *lease.Lease, raw []byte, base StoredTokens) (t StoredTokens, again bool, err error) {
 	if pw, ok := r.s.pendingFor(r.key, raw); ok {
 		if r.usable(pw.t) {
 			return r.save(ctx, l, raw, pw.t) // write what the last refresh could not
@@ -256,7 +257,7 @@ func (r *refreshRun) round(ctx context.Context, l *lease, raw []byte, base Store
 // until the refresh's deadline; whatever is still unwritten then is written by
 // the next refresh of this record in this process. A record deleted meanwhile
 // (a disconnect) gets nothing written, and t is revoked.
-func (r *refreshRun) save(ctx context.Context, l *lease, raw []byte, t StoredTokens) (StoredTokens, bool, error) {
+func (r *refreshRun) save(ctx context.Context, l *lease.Lease, raw []byte, t StoredTokens) (StoredTokens, bool, error) {
 	w := pendingWrite{conn: connRef{r.userID, r.providerID}, old: raw, oldPlain: r.s.plainOf(raw, r.key), new: r.s.seal(t, r.key), t: t}
 	switch err := r.write(ctx, l, &w); {
 	case err == nil:
@@ -265,7 +266,7 @@ func (r *refreshRun) save(ctx context.Context, l *lease, raw []byte, t StoredTok
 		return StoredTokens{}, false, r.revokeAfterDisconnect(ctx, t)
 	case errors.Is(err, errSuperseded):
 		return StoredTokens{}, true, nil
-	case errors.Is(err, errLeaseLost):
+	case errors.Is(err, lease.ErrLost):
 		r.s.pending.keep(r.key, w)
 		r.unsaved = err
 		return t, false, nil
@@ -299,7 +300,7 @@ const maxReseals = 3
 // tokens: the bytes the refresh read, or the same tokens sealed anew. A
 // re-encryption (Reencrypt) changes the bytes, not the tokens, so it is not a
 // newer record: the write follows it (w.old becomes the re-sealed bytes).
-func (r *refreshRun) write(ctx context.Context, l *lease, w *pendingWrite) error {
+func (r *refreshRun) write(ctx context.Context, l *lease.Lease, w *pendingWrite) error {
 	for range maxReseals {
 		err := r.fencedSwap(ctx, l, w)
 		if !errors.Is(err, errSuperseded) {
@@ -320,13 +321,13 @@ func (r *refreshRun) write(ctx context.Context, l *lease, w *pendingWrite) error
 }
 
 // fencedSwap writes w.new over w.old while l is still held.
-func (r *refreshRun) fencedSwap(ctx context.Context, l *lease, w *pendingWrite) error {
-	held, err := l.confirm(ctx)
+func (r *refreshRun) fencedSwap(ctx context.Context, l *lease.Lease, w *pendingWrite) error {
+	held, err := l.Confirm(ctx)
 	if err != nil {
 		return err
 	}
 	if !held {
-		return errLeaseLost
+		return lease.ErrLost
 	}
 	ok, err := r.s.kv.CompareAndSwap(ctx, r.key, w.old, w.new, r.s.ttl(w.t))
 	if err != nil {
@@ -350,7 +351,7 @@ func (r *refreshRun) fencedSwap(ctx context.Context, l *lease, w *pendingWrite) 
 // retry writes w again with a growing backoff until it lands, is superseded,
 // finds the record deleted (w's tokens are then revoked), the lease is lost or
 // ctx ends.
-func (r *refreshRun) retry(ctx context.Context, l *lease, w pendingWrite) {
+func (r *refreshRun) retry(ctx context.Context, l *lease.Lease, w pendingWrite) {
 	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		if err := xcontext.Sleep(ctx, backoff); err != nil {
 			r.unsaved = err
@@ -363,7 +364,7 @@ func (r *refreshRun) retry(ctx context.Context, l *lease, w pendingWrite) {
 		case errors.Is(err, errRecordGone):
 			_ = r.revokeAfterDisconnect(ctx, w.t)
 			return
-		case errors.Is(err, errLeaseLost):
+		case errors.Is(err, lease.ErrLost):
 			r.unsaved = err
 			return
 		}
@@ -375,18 +376,18 @@ func (r *refreshRun) retry(ctx context.Context, l *lease, w pendingWrite) {
 // loses nothing, and is written in the connection's health record (health,
 // as read before the refresh of base). again asks for a new round: the record
 // changed meanwhile.
-func (r *refreshRun) failed(ctx context.Context, l *lease, raw []byte, err error, health connMeta, base StoredTokens) (again bool, _ error) {
+func (r *refreshRun) failed(ctx context.Context, l *lease.Lease, raw []byte, err error, health connMeta, base StoredTokens) (again bool, _ error) {
 	p, _ := r.s.reg.Get(r.providerID)
 	if !grantDead(p, err) {
 		r.s.refreshFailed(ctx, r.userID, r.providerID, health, base, err)
 		return false, fmt.Errorf("oauthflow: refresh %s token: %w", r.providerID, err)
 	}
-	held, cerr := l.confirm(ctx)
+	held, cerr := l.Confirm(ctx)
 	if cerr != nil {
 		return false, cerr
 	}
 	if !held {
-		return false, errLeaseLost
+		return false, lease.ErrLost
 	}
 	deleted, derr := r.s.kv.CompareAndDelete(ctx, r.key, raw)
 	if derr != nil {

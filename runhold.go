@@ -13,6 +13,7 @@ import (
 
 	"github.com/oauthflow/oauthflow/internal/errs"
 	"github.com/oauthflow/oauthflow/internal/kv"
+	"github.com/oauthflow/oauthflow/internal/lease"
 )
 
 // locked runs fn while holding run id's lock, then reports the run's end to its
@@ -28,12 +29,11 @@ func (e *Engine) locked(ctx context.Context, id string, readRun bool, fn func(ct
 		readKey = runKey(id)
 	}
 	extra := takeOpsFor(ctx, id)
-	l, read, err := waitLeaseReading(ctx, e.kv, runLockKey(id), e.lease, readKey, extra...)
+	l, read, err := lease.WaitReading(ctx, e.kv, runLockKey(id), e.lease, readKey, extra...)
 	if err != nil {
 		return nil, err
 	}
-	l.now = e.now
-	l.proveAt(sent)
+	l.Trust(e.now, sent)
 	hctx := holding(ctx, id, l)
 	var r *Run
 	if err = e.checkTakeOps(hctx, id, extra); err == nil {
@@ -99,15 +99,15 @@ func (e *Engine) checkTakeOps(ctx context.Context, id string, ops []*kv.Op) erro
 // has since ended the run) writes nothing.
 func stillHeld(ctx context.Context, id string) error {
 	l := leaseOf(ctx, id)
-	if l == nil || l.recentlyProven() {
+	if l == nil || l.RecentlyProven() {
 		return nil
 	}
-	held, err := l.confirm(ctx)
+	held, err := l.Confirm(ctx)
 	if err != nil {
 		return err
 	}
 	if !held {
-		return fmt.Errorf("run %s: %w", id, errLeaseLost)
+		return fmt.Errorf("run %s: %w", id, lease.ErrLost)
 	}
 	return nil
 }
@@ -117,8 +117,8 @@ func stillHeld(ctx context.Context, id string) error {
 // lock is free. The fence holds as for any write: the lock is proven (or
 // confirmed) first. A run that cannot be saved (the lock lost, its delivery
 // not owed) keeps its due work: only the lock is released.
-func (e *Engine) saveAndRelease(ctx context.Context, id string, l *lease) error {
-	l.stop()
+func (e *Engine) saveAndRelease(ctx context.Context, id string, l *lease.Lease) error {
+	l.StopRenewing()
 	ctx = context.WithoutCancel(ctx)
 	f := finalOf(ctx, id)
 	var save []*kv.Op
@@ -131,7 +131,7 @@ func (e *Engine) saveAndRelease(ctx context.Context, id string, l *lease) error 
 	if err != nil { // a run not saved keeps its due work
 		save, f.tidy = nil, nil
 	}
-	ops := append(append(save, f.tidy...), &kv.Op{Kind: kv.OpCompareAndDelete, Key: l.key, Value: l.owner})
+	ops := append(append(save, f.tidy...), l.ReleaseOp())
 	kv.RunBatch(ctx, e.kv, ops...)
 	for _, op := range f.tidy {
 		if op.Err != nil {

@@ -87,7 +87,8 @@ func coreTable() []mutant {
 		// Leases: the cross-process refresh lock and the run lock.
 		{
 			Name: "lease/release-without-owner-check",
-			File: "lease.go",
+			File: "internal/lease/lease.go",
+			Pkg:  "./internal/lease",
 			Old:  "_, _ = l.kv.CompareAndDelete(context.WithoutCancel(ctx), l.key, l.owner)",
 			New:  "_ = l.kv.Del(context.WithoutCancel(ctx), l.key)",
 			Run:  "^(TestLeaseIsOnlyItsOwners)$",
@@ -95,7 +96,7 @@ func coreTable() []mutant {
 		},
 		{
 			Name: "lease/renewal-removed",
-			File: "lease.go",
+			File: "internal/lease/lease.go",
 			Old:  "case <-tick.C:",
 			New:  "case <-make(chan time.Time): // mutant: never renews",
 			Run:  "^(TestTokenStoreLeaseRenewedDuringSlowRefresh)$",
@@ -103,7 +104,7 @@ func coreTable() []mutant {
 		},
 		{
 			Name: "engine/run-lock-removed",
-			File: "lease.go",
+			File: "internal/lease/lease.go",
 			Old:  "\tif take.OK {\n",
 			New:  "\tif true {\n",
 			Run:  "^(TestEngineFireHoldsTheRunLock|TestEngineFireSerialisedAcrossInstances)$",
@@ -216,7 +217,7 @@ func coreTable() []mutant {
 		{
 			Name: "lease/write-without-holding",
 			File: "refresh.go",
-			Old:  "\theld, err := l.confirm(ctx)\n\tif err != nil {\n\t\treturn err\n\t}\n\tif !held {\n\t\treturn errLeaseLost\n\t}\n",
+			Old:  "\theld, err := l.Confirm(ctx)\n\tif err != nil {\n\t\treturn err\n\t}\n\tif !held {\n\t\treturn lease.ErrLost\n\t}\n",
 			New:  "",
 			Run:  "^(TestRefreshLostLeaseStopsBeforeWrite)$",
 			Why:  "a lease holder whose lock is in other hands never writes",
@@ -224,7 +225,7 @@ func coreTable() []mutant {
 		{
 			Name: "lease/delete-without-holding",
 			File: "refresh.go",
-			Old:  "\theld, cerr := l.confirm(ctx)\n",
+			Old:  "\theld, cerr := l.Confirm(ctx)\n",
 			New:  "\theld, cerr := true, error(nil)\n",
 			Run:  "^(TestRefreshLostLeaseKeepsRecordOnDeadGrant)$",
 			Why:  "a lease holder whose lock is in other hands never deletes a dead grant: the new holder decides",
@@ -377,8 +378,8 @@ func coreTable() []mutant {
 		{
 			Name: "engine/released-before-saved",
 			File: "runhold.go",
-			Old:  "\tops := append(append(save, f.tidy...), &kv.Op{Kind: kv.OpCompareAndDelete, Key: l.key, Value: l.owner})\n",
-			New:  "\tops := append([]*kv.Op{{Kind: kv.OpCompareAndDelete, Key: l.key, Value: l.owner}}, append(save, f.tidy...)...)\n",
+			Old:  "\tops := append(append(save, f.tidy...), l.ReleaseOp())\n",
+			New:  "\tops := append([]*kv.Op{l.ReleaseOp()}, append(save, f.tidy...)...)\n",
 			Run:  "^(TestEngineRunSavedBeforeItsLockIsFree)$",
 			Why:  "a run's last save lands before its lock is free: the next holder reads what this one wrote",
 		},
@@ -411,14 +412,14 @@ func coreTable() []mutant {
 		{
 			Name: "engine/save-without-holding",
 			File: "runhold.go",
-			Old:  "\tif !held {\n\t\treturn fmt.Errorf(\"run %s: %w\", id, errLeaseLost)\n\t}\n",
+			Old:  "\tif !held {\n\t\treturn fmt.Errorf(\"run %s: %w\", id, lease.ErrLost)\n\t}\n",
 			New:  "\t_ = held\n",
 			Run:  "^(TestCompletionAbandonedByItsInstanceIsFailedByAnother|TestRunLockFreedOnlyByItsHolder)$",
 			Why:  "an instance that hung past its run lock's lease rewrites neither the run nor its documents",
 		},
 		{
 			Name: "engine/trust-a-stale-proof",
-			File: "lease.go",
+			File: "internal/lease/lease.go",
 			Old:  "\treturn p != 0 && l.now().UnixNano()-p < int64(l.trustedFor())\n",
 			New:  "\treturn p != 0\n",
 			Run:  "^(TestCompletionAbandonedByItsInstanceIsFailedByAnother|TestRunLockFreedOnlyByItsHolder)$",

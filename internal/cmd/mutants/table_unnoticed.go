@@ -14,9 +14,9 @@ func unnoticedGuards() []mutant {
 		},
 		{
 			Name: "runlock/release-plain-del",
-			File: "runhold.go",
-			Old:  "&kv.Op{Kind: kv.OpCompareAndDelete, Key: l.key, Value: l.owner})\n\tkv.RunBatch(ctx, e.kv, ops...)\n",
-			New:  "&kv.Op{Kind: kv.OpGet, Key: l.key})\n\tkv.RunBatch(ctx, e.kv, ops...)\n\t_ = e.kv.Del(ctx, l.key) // mutant: a plain DEL\n",
+			File: "internal/lease/lease.go",
+			Old:  "\treturn &kv.Op{Kind: kv.OpCompareAndDelete, Key: l.key, Value: l.owner}\n",
+			New:  "\t_ = l.kv.Del(context.Background(), l.key) // mutant: a plain DEL\n\treturn &kv.Op{Kind: kv.OpGet, Key: l.key}\n",
 			Run:  "TestRunLockFreedOnlyByItsHolder",
 			Why:  "saveAndRelease frees the run's lock only while it holds it: a holder that outlived its lease leaves the next holder's lock alone",
 		},

@@ -1,7 +1,12 @@
-package oauthflow
+// Package lease holds locks in the KV: a lease on one key, held by one owner,
+// renewed while held and freed by its TTL if the holder dies. Every command
+// touches one key (Cluster-safe).
+package lease
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -12,13 +17,13 @@ import (
 	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
 
-// errLeaseLost means a lease holder found, right before a write, that the lock
+// ErrLost means a lease holder found, right before a write, that the lock
 // is no longer its own: it wrote nothing.
-var errLeaseLost = errors.New("oauthflow: the lock was lost before the write")
+var ErrLost = errors.New("oauthflow: the lock was lost before the write")
 
-// lease is a lock in the KV held by one owner, renewed while held and freed by
-// its TTL if the holder dies. Every command touches one key (Cluster-safe).
-type lease struct {
+// Lease is a lock in the KV held by one owner, renewed while held and freed by
+// its TTL if the holder dies.
+type Lease struct {
 	kv    kv.Store
 	key   string
 	owner []byte
@@ -26,23 +31,31 @@ type lease struct {
 	stop  func()
 
 	// now, when set, lets the holder trust a recent proof instead of asking
-	// the store again (proven): the lease's TTL counts from the moment the
-	// command that took or renewed it reached the store, so for a while after
-	// the moment before it was sent the lock cannot have lapsed.
+	// the store again (RecentlyProven): the lease's TTL counts from the moment
+	// the command that took or renewed it reached the store, so for a while
+	// after the moment before it was sent the lock cannot have lapsed.
 	now    func() time.Time
 	proven atomic.Int64 // UnixNano by now, before the last take or renewal that held; 0: none
 }
 
 // trustedFor is how long after a proof a holder writes without asking again:
 // a tenth of the lease, far inside the time the lock is sure to be its own.
-func (l *lease) trustedFor() time.Duration { return l.ttl / 10 }
+func (l *Lease) trustedFor() time.Duration { return l.ttl / 10 }
 
 // proveAt records that the lease was taken or renewed by a command sent after t.
-func (l *lease) proveAt(t time.Time) { l.proven.Store(t.UnixNano()) }
+func (l *Lease) proveAt(t time.Time) { l.proven.Store(t.UnixNano()) }
 
-// recentlyProven reports whether the lock is certainly still the holder's
+// Trust lets the holder trust, by the clock now, that the lock is its own for
+// a while after a proof; the take itself is the first, its command sent after
+// sent. Call it before the lease is shared.
+func (l *Lease) Trust(now func() time.Time, sent time.Time) {
+	l.now = now
+	l.proveAt(sent)
+}
+
+// RecentlyProven reports whether the lock is certainly still the holder's
 // without asking the store.
-func (l *lease) recentlyProven() bool {
+func (l *Lease) RecentlyProven() bool {
 	if l.now == nil {
 		return false
 	}
@@ -50,9 +63,9 @@ func (l *lease) recentlyProven() bool {
 	return p != 0 && l.now().UnixNano()-p < int64(l.trustedFor())
 }
 
-// tryLease takes key if it is free.
-func tryLease(ctx context.Context, store kv.Store, key string, ttl time.Duration) (*lease, bool, error) {
-	owner := []byte(randomHex(16))
+// Try takes key if it is free.
+func Try(ctx context.Context, store kv.Store, key string, ttl time.Duration) (*Lease, bool, error) {
+	owner := newOwner()
 	ok, err := store.SetNX(ctx, key, owner, ttl)
 	if err != nil {
 		return nil, false, errs.Store(ctx, "take lock", err)
@@ -63,24 +76,31 @@ func tryLease(ctx context.Context, store kv.Store, key string, ttl time.Duration
 	return held(ctx, store, key, owner, ttl), true, nil
 }
 
+// newOwner is a fresh owner's mark: 16 random bytes, hex.
+func newOwner() []byte {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24)
+	return hex.AppendEncode(nil, b)
+}
+
 // held is the lease on key that owner has just taken, renewed from now on.
-func held(ctx context.Context, store kv.Store, key string, owner []byte, ttl time.Duration) *lease {
-	l := &lease{kv: store, key: key, owner: owner, ttl: ttl}
+func held(ctx context.Context, store kv.Store, key string, owner []byte, ttl time.Duration) *Lease {
+	l := &Lease{kv: store, key: key, owner: owner, ttl: ttl}
 	l.stop = l.renewEvery(ctx)
 	return l
 }
 
-// waitLeaseReading is waitLease that also reads readKey (unless it is "")
-// and runs extra once the lock is taken. A free lock is taken, read and the
-// extra commands run in one batch (one round trip where the store can keep
-// the order): they run after the take, so a read sees what the previous
-// holder left.
-func waitLeaseReading(ctx context.Context, store kv.Store, key string, ttl time.Duration, readKey string, extra ...*kv.Op) (*lease, *kv.Op, error) {
+// WaitReading is Wait that also reads readKey (unless it is "") and runs
+// extra once the lock is taken. A free lock is taken, read and the extra
+// commands run in one batch (one round trip where the store can keep the
+// order): they run after the take, so a read sees what the previous holder
+// left.
+func WaitReading(ctx context.Context, store kv.Store, key string, ttl time.Duration, readKey string, extra ...*kv.Op) (*Lease, *kv.Op, error) {
 	if readKey == "" && len(extra) == 0 {
-		l, err := waitLease(ctx, store, key, ttl)
+		l, err := Wait(ctx, store, key, ttl)
 		return l, nil, err
 	}
-	owner := []byte(randomHex(16))
+	owner := newOwner()
 	take := &kv.Op{Kind: kv.OpSetNX, Key: key, Value: owner, TTL: ttl}
 	var read *kv.Op
 	batch := []*kv.Op{take}
@@ -97,7 +117,7 @@ func waitLeaseReading(ctx context.Context, store kv.Store, key string, ttl time.
 	}
 	// Someone else holds it: what was read went before the take, so it is
 	// read again, with the extra commands, once the lock is ours.
-	l, err := waitLease(ctx, store, key, ttl)
+	l, err := Wait(ctx, store, key, ttl)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -109,10 +129,10 @@ func waitLeaseReading(ctx context.Context, store kv.Store, key string, ttl time.
 	return l, read, nil
 }
 
-// waitLease takes key, waiting with a short backoff while someone else holds it.
-func waitLease(ctx context.Context, store kv.Store, key string, ttl time.Duration) (*lease, error) {
+// Wait takes key, waiting with a short backoff while someone else holds it.
+func Wait(ctx context.Context, store kv.Store, key string, ttl time.Duration) (*Lease, error) {
 	for backoff := time.Millisecond; ; backoff = min(2*backoff, 25*time.Millisecond) {
-		l, ok, err := tryLease(ctx, store, key, ttl)
+		l, ok, err := Try(ctx, store, key, ttl)
 		if err != nil || ok {
 			return l, err
 		}
@@ -122,10 +142,10 @@ func waitLease(ctx context.Context, store kv.Store, key string, ttl time.Duratio
 	}
 }
 
-// confirm renews the lease and reports whether it is still ours. A holder calls
+// Confirm renews the lease and reports whether it is still ours. A holder calls
 // it right before a write and writes nothing when it is not: a renewal that
 // failed may have let the lock expire and another owner take it.
-func (l *lease) confirm(ctx context.Context) (bool, error) {
+func (l *Lease) Confirm(ctx context.Context) (bool, error) {
 	var sent time.Time
 	if l.now != nil {
 		sent = l.now()
@@ -140,15 +160,25 @@ func (l *lease) confirm(ctx context.Context) (bool, error) {
 	return ok, nil
 }
 
-// release stops the renewal and frees the lock if it is still ours.
-func (l *lease) release(ctx context.Context) {
+// Release stops the renewal and frees the lock if it is still ours.
+func (l *Lease) Release(ctx context.Context) {
 	l.stop()
 	_, _ = l.kv.CompareAndDelete(context.WithoutCancel(ctx), l.key, l.owner)
 }
 
+// StopRenewing stops the renewal, for a holder that frees the lock in a batch
+// of its own (ReleaseOp). It returns once no renewal runs.
+func (l *Lease) StopRenewing() { l.stop() }
+
+// ReleaseOp is the command that frees the lock if it is still ours, for a
+// batch that ends with it; call StopRenewing first.
+func (l *Lease) ReleaseOp() *kv.Op {
+	return &kv.Op{Kind: kv.OpCompareAndDelete, Key: l.key, Value: l.owner}
+}
+
 // renewEvery extends the lease every ttl/3 until the returned stop is called,
 // ctx ends, or a renewal finds the lock in other hands (nothing left to renew).
-func (l *lease) renewEvery(ctx context.Context) (stop func()) {
+func (l *Lease) renewEvery(ctx context.Context) (stop func()) {
 	done := make(chan struct{})
 	exited := make(chan struct{})
 	go func() {

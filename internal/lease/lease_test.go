@@ -1,9 +1,11 @@
-package oauthflow
+package lease
 
 import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/oauthflow/oauthflow/internal/kv"
 )
 
 // A holder whose lease ran out and was taken by another owner neither frees
@@ -11,22 +13,22 @@ import (
 func TestLeaseIsOnlyItsOwners(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	kv := NewMemoryKV()
-	l, ok, err := tryLease(ctx, kv, "oauth:lock:x", time.Minute)
+	store := kv.NewMemory(nil)
+	l, ok, err := Try(ctx, store, "oauth:lock:x", time.Minute)
 	if err != nil || !ok {
-		t.Fatalf("tryLease = %v, %v", ok, err)
+		t.Fatalf("Try = %v, %v", ok, err)
 	}
-	if held, err := l.confirm(ctx); err != nil || !held {
+	if held, err := l.Confirm(ctx); err != nil || !held {
 		t.Fatalf("confirm while held = %v, %v", held, err)
 	}
-	if err := kv.Set(ctx, "oauth:lock:x", []byte("other-owner"), time.Minute); err != nil {
+	if err := store.Set(ctx, "oauth:lock:x", []byte("other-owner"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if held, err := l.confirm(ctx); err != nil || held {
+	if held, err := l.Confirm(ctx); err != nil || held {
 		t.Fatalf("confirm after another owner took the lock = %v, %v; want false", held, err)
 	}
-	l.release(ctx)
-	v, err := kv.Get(ctx, "oauth:lock:x")
+	l.Release(ctx)
+	v, err := store.Get(ctx, "oauth:lock:x")
 	if err != nil || string(v) != "other-owner" {
 		t.Fatalf("after release the lock holds %q, %v; want the other owner's", v, err)
 	}
@@ -35,10 +37,10 @@ func TestLeaseIsOnlyItsOwners(t *testing.T) {
 // A lease shorter than the ticker's resolution renews without panicking.
 func TestLeaseTinyTTL(t *testing.T) {
 	t.Parallel()
-	l, ok, err := tryLease(context.Background(), NewMemoryKV(), "oauth:lock:y", time.Nanosecond)
+	l, ok, err := Try(context.Background(), kv.NewMemory(nil), "oauth:lock:y", time.Nanosecond)
 	if err != nil || !ok {
-		t.Fatalf("tryLease = %v, %v", ok, err)
+		t.Fatalf("Try = %v, %v", ok, err)
 	}
 	time.Sleep(3 * time.Millisecond) // let the renewal tick at least once
-	l.release(context.Background())
+	l.Release(context.Background())
 }
