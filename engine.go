@@ -280,6 +280,209 @@ func (e *Engine) finished(ctx context.Context, ch *callChain, r *Run) {
 	notify(ctx)
 }
 
+// locked runs fn while holding run id's lock, then reports the run's end to its
+// parent and the OnRunDone hooks once the lock is released. A run's
+// transitions step under its lock, and the lock is released with the run's
+// last save in one batch (runHold.release).
+func (e *Engine) locked(ctx context.Context, id string, readRun bool, fn func(ctx context.Context, read *kv.Op) (*Run, error)) (*Run, error) {
+	ctx, ch, root := chain(ctx)
+	if holds(ctx, id) {
+		return nil, fmt.Errorf("%w: run %s is already executing in this call", ErrTransitionNotAllowed, id)
+	}
+	readKey := ""
+	if readRun {
+		readKey = runKey(id)
+	}
+	hctx, h, read, err := takeRun(ctx, e.kv, id, runLockKey(id), e.lease, e.now, readKey)
+	if h == nil {
+		return nil, err
+	}
+	var r *Run
+	if err == nil {
+		r, err = fn(hctx, read)
+	}
+	err = errors.Join(err, e.release(hctx, id, h))
+	if r != nil && r.State == StateEnd && !errors.Is(err, ErrTransitionNotAllowed) {
+		e.finished(ctx, ch, r)
+	}
+	if root {
+		ch.drain(ctx)
+	}
+	return r, err
+}
+
+// withTake returns ctx asking the next take of run id's lock on its path to
+// send ops with it (withTake): a caller that knows what the run's
+// transition will need saves their round trips.
+func (e *Engine) withTake(ctx context.Context, id string, ops ...*kv.Op) context.Context {
+	return withTake(ctx, id, ops...)
+}
+
+// release sends h's final writes with the release of run id's lock and
+// reports them: a finished run's due work that could not be removed is
+// only logged, since work left behind finds its run moved on.
+func (e *Engine) release(ctx context.Context, id string, h *runHold) error {
+	ctx = context.WithoutCancel(ctx)
+	save, tidy := h.release(ctx, e.kv)
+	for _, op := range tidy {
+		if op.Err != nil {
+			e.log.LogAttrs(ctx, slog.LevelWarn, "oauthflow: a finished run's due work could not be removed",
+				slog.String("run", id), slog.String("work", op.Member), slog.String("error", logSafeError(op.Err)))
+		}
+	}
+	return saveError(ctx, save)
+}
+
+// tidyAtRelease removes member from the due-work index with the release of
+// run id's lock when ctx's call path holds it, at once otherwise. It only
+// tidies: work left behind finds its run moved on and does nothing.
+func (e *Engine) tidyAtRelease(ctx context.Context, id, member string) error {
+	op := &kv.Op{Kind: kv.OpUnschedule, Key: dueIndex, Member: member}
+	if h := holdOf(ctx, id); h != nil {
+		h.tidyAtRelease(op)
+		return nil
+	}
+	op.Run(ctx, e.kv)
+	if op.Err != nil {
+		return errs.Store(ctx, "unschedule "+member, op.Err)
+	}
+	return nil
+}
+
+// Saving a run: every write of a run's records is fenced by its lock, and
+// the writes that must land together (the run, the delivery owed to its
+// parent) go as one list of operations.
+
+func (e *Engine) save(ctx context.Context, r *Run) error {
+	if err := stillHeld(ctx, r.ID); err != nil {
+		return err
+	}
+	ops, err := e.saveOps(ctx, r)
+	if err != nil {
+		return err
+	}
+	kv.RunBatch(ctx, e.kv, ops...)
+	return saveError(ctx, ops)
+}
+
+// saveLast saves r with the release of its lock when ctx's call path holds it
+// (the release sends both in one batch), at once otherwise. A run whose save
+// cannot be made keeps its due work: only the lock is released.
+func (e *Engine) saveLast(ctx context.Context, r *Run) error {
+	h := holdOf(ctx, r.ID)
+	if h == nil {
+		return e.save(ctx, r)
+	}
+	ctx = context.WithoutCancel(ctx)
+	err := stillHeld(ctx, r.ID)
+	var ops []*kv.Op
+	if err == nil {
+		ops, err = e.saveOps(ctx, r)
+	}
+	if err != nil {
+		h.unsaved()
+		return err
+	}
+	h.saveAtRelease(ops)
+	return nil
+}
+
+// saveOps are the writes that save r: the run, and for an ended run its
+// documents' shorter TTL. An ended child's delivery is owed first, here: its
+// end is not saved unless the delivery is recorded.
+func (e *Engine) saveOps(ctx context.Context, r *Run) ([]*kv.Op, error) {
+	r.UpdatedAt = e.now().UnixMilli()
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("oauthflow: encode run: %w", err)
+	}
+	ops := []*kv.Op{{Kind: kv.OpSet, Key: runKey(r.ID), Value: b, TTL: e.ttlOf(r)}}
+	if r.State != StateEnd {
+		return ops, nil
+	}
+	if err := e.recordDelivery(ctx, r); err != nil {
+		return nil, err
+	}
+	expire, err := e.shortenOps(ctx, r)
+	return append(ops, expire...), err
+}
+
+// saveError is the error of the first save op that failed; nil when all landed.
+func saveError(ctx context.Context, ops []*kv.Op) error {
+	for i, op := range ops {
+		if op.Err == nil {
+			continue
+		}
+		if i == 0 {
+			return errs.Store(ctx, "save run", op.Err)
+		}
+		return errs.Store(ctx, "expire document", op.Err)
+	}
+	return nil
+}
+
+// ttlOf is how long r and its documents are kept: a run that has ended, for
+// the finished-run TTL only.
+func (e *Engine) ttlOf(r *Run) time.Duration {
+	if r.State == StateEnd {
+		return e.doneTTL
+	}
+	return e.ttl
+}
+
+// A call tree is one Launch or Fire and every Launch or Fire its transitions
+// make, synchronously, from any number of goroutines (an agent calling tools in
+// parallel, each launching a child run). Each path down the tree carries the
+// runs it holds locked (runHold); the whole tree shares one callChain,
+// where a child that ends while its parent is locked further up its path
+// leaves the parent's notification for the root to deliver once every lock is
+// released. A transition waits for the goroutines it starts before it returns.
+
+// callChain holds the parent notifications a call tree deferred. It is safe
+// for concurrent use.
+type callChain struct {
+	mu       sync.Mutex
+	deferred []func(context.Context)
+}
+
+type callChainKey struct{}
+
+// chain returns ctx's call chain; at the root of a tree, a new one in a derived
+// context, and root true.
+func chain(ctx context.Context) (_ context.Context, _ *callChain, root bool) {
+	if ch, ok := ctx.Value(callChainKey{}).(*callChain); ok {
+		return ctx, ch, false
+	}
+	ch := &callChain{}
+	return context.WithValue(ctx, callChainKey{}, ch), ch, true
+}
+
+// later defers fn until the root drains the chain.
+func (ch *callChain) later(fn func(context.Context)) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	ch.deferred = append(ch.deferred, fn)
+}
+
+// next takes the first deferred function, or returns nil.
+func (ch *callChain) next() func(context.Context) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if len(ch.deferred) == 0 {
+		return nil
+	}
+	fn := ch.deferred[0]
+	ch.deferred = ch.deferred[1:]
+	return fn
+}
+
+// drain runs what was deferred, outside the lock: what it runs may defer more.
+func (ch *callChain) drain(ctx context.Context) {
+	for fn := ch.next(); fn != nil; fn = ch.next() {
+		fn(ctx)
+	}
+}
+
 // Get returns the run runID, or ErrRunNotFound.
 func (e *Engine) Get(ctx context.Context, runID string) (*Run, error) {
 	if !issuedRunID(runID) {
@@ -443,8 +646,8 @@ func (e *Engine) GetDocument(ctx context.Context, runID, name string) (*Document
 // readDocument reads key, or takes the answer read with the take of run
 // runID's lock on ctx's path (withTake), kept current by its writes.
 func (e *Engine) readDocument(ctx context.Context, runID, key string) ([]byte, error) {
-	if f := finalOf(ctx, runID); f != nil {
-		if op := f.readWithTake(key); op != nil {
+	if h := holdOf(ctx, runID); h != nil {
+		if op := h.readWithTake(key); op != nil {
 			return op.Got, op.Err
 		}
 	}
@@ -469,8 +672,8 @@ func (e *Engine) saveDocument(ctx context.Context, r *Run, name, widget string, 
 	if err := e.kv.Set(ctx, docKey(r.ID, name), b, e.ttlOf(r)); err != nil {
 		return errs.Store(ctx, "save document", err)
 	}
-	if f := finalOf(ctx, r.ID); f != nil {
-		f.wrote(docKey(r.ID, name), b)
+	if h := holdOf(ctx, r.ID); h != nil {
+		h.wrote(docKey(r.ID, name), b)
 	}
 	if r.Documents == nil {
 		r.Documents = make(map[string]string)

@@ -1,52 +1,61 @@
 package oauthflow
 
-// Taking, holding and releasing a run: a run's transitions step under its
-// lock (a lease), a call that already holds it joins it, and the
-// lock is released with the hold's final writes in one batch, the run saved
-// before the lock is free.
+// Taking, holding and releasing a run's record: bytes under a key, written
+// only while the run's lock (a lease) is held. A run is held under its lock
+// on one call path; a call that already holds it joins it, and the lock is
+// released with the hold's final writes in one batch, the record saved
+// before the lock is free. What a run's record says, and what to write at its
+// end, is the engine's: this part writes what it is given.
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
+	"sync"
+	"time"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
 	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/lease"
 )
 
-// locked runs fn while holding run id's lock, then reports the run's end to its
-// parent and the OnRunDone hooks once the lock is released.
-func (e *Engine) locked(ctx context.Context, id string, readRun bool, fn func(ctx context.Context, read *kv.Op) (*Run, error)) (*Run, error) {
-	ctx, ch, root := chain(ctx)
-	if holds(ctx, id) {
-		return nil, fmt.Errorf("%w: run %s is already executing in this call", ErrTransitionNotAllowed, id)
-	}
-	sent := e.now()
-	readKey := ""
-	if readRun {
-		readKey = runKey(id)
-	}
+// runHold is a run whose lock one call path holds, linked to the runs locked
+// above it on that path. A path is never changed, only extended in a derived
+// context, so goroutines started by one transition each see their own path: a
+// sibling holding a run is no re-entry, and waits for the lock like anyone else.
+type runHold struct {
+	id    string
+	lease *lease.Lease
+	up    *runHold
+
+	// What the hold sends in one batch with its release: the record's last
+	// save, and removals of due work that only tidy up.
+	save       []*kv.Op
+	tidy       []*kv.Op
+	saveFailed bool // the last save could not be made: it keeps its due work
+
+	mu   sync.Mutex
+	read map[string]*kv.Op // documents read with the take, by key, as they are now
+}
+
+type heldKey struct{}
+
+// takeRun waits for run id's lock, the lease on lockKey, reading readKey (unless
+// it is "") and sending the commands withTake asked for, in one batch after
+// the take. It returns ctx with the run added to its path's held runs, and
+// the read. An error with a hold is a write sent with the take that failed:
+// the caller runs nothing, and releases the hold.
+func takeRun(ctx context.Context, store kv.Store, id, lockKey string, ttl time.Duration, now func() time.Time, readKey string) (context.Context, *runHold, *kv.Op, error) {
+	sent := now()
 	extra := takeOpsFor(ctx, id)
-	l, read, err := lease.WaitReading(ctx, e.kv, runLockKey(id), e.lease, readKey, extra...)
+	l, read, err := lease.WaitReading(ctx, store, lockKey, ttl, readKey, extra...)
 	if err != nil {
-		return nil, err
+		return ctx, nil, nil, err
 	}
-	l.Trust(e.now, sent)
-	hctx := holding(ctx, id, l)
-	var r *Run
-	if err = e.checkTakeOps(hctx, id, extra); err == nil {
-		r, err = fn(hctx, read)
-	}
-	err = errors.Join(err, e.saveAndRelease(hctx, id, l))
-	if r != nil && r.State == StateEnd && !errors.Is(err, ErrTransitionNotAllowed) {
-		e.finished(ctx, ch, r)
-	}
-	if root {
-		ch.drain(ctx)
-	}
-	return r, err
+	l.Trust(now, sent)
+	up, _ := ctx.Value(heldKey{}).(*runHold)
+	h := &runHold{id: id, lease: l, up: up}
+	ctx = context.WithValue(ctx, heldKey{}, h)
+	return ctx, h, read, h.checkTakeOps(ctx, extra)
 }
 
 // takeWith carries commands to send with the take of one run's lock: a
@@ -62,7 +71,7 @@ type takeWithKey struct{}
 // withTake returns ctx asking the next take of run id's lock on its path to
 // send ops with it, in one batch after the take. A write among them must land
 // or the call does not run; a read's answer serves the hold's reads of its key.
-func (e *Engine) withTake(ctx context.Context, id string, ops ...*kv.Op) context.Context {
+func withTake(ctx context.Context, id string, ops ...*kv.Op) context.Context {
 	return context.WithValue(ctx, takeWithKey{}, &takeWith{id: id, ops: ops})
 }
 
@@ -75,8 +84,7 @@ func takeOpsFor(ctx context.Context, id string) []*kv.Op {
 
 // checkTakeOps checks the commands sent with the take and keeps their reads
 // for the hold.
-func (e *Engine) checkTakeOps(ctx context.Context, id string, ops []*kv.Op) error {
-	f := finalOf(ctx, id)
+func (h *runHold) checkTakeOps(ctx context.Context, ops []*kv.Op) error {
 	for _, op := range ops {
 		if op.Kind != kv.OpGet {
 			if op.Err != nil {
@@ -84,25 +92,40 @@ func (e *Engine) checkTakeOps(ctx context.Context, id string, ops []*kv.Op) erro
 			}
 			continue
 		}
-		f.mu.Lock()
-		if f.read == nil {
-			f.read = make(map[string]*kv.Op)
+		h.mu.Lock()
+		if h.read == nil {
+			h.read = make(map[string]*kv.Op)
 		}
-		f.read[op.Key] = op
-		f.mu.Unlock()
+		h.read[op.Key] = op
+		h.mu.Unlock()
 	}
 	return nil
 }
 
+// holdOf returns the hold of run id's lock on ctx's call path, or nil when the
+// path does not hold it.
+func holdOf(ctx context.Context, id string) *runHold {
+	for h, _ := ctx.Value(heldKey{}).(*runHold); h != nil; h = h.up {
+		if h.id == id {
+			return h
+		}
+	}
+	return nil
+}
+
+// holds reports whether ctx's call path holds run id's lock.
+func holds(ctx context.Context, id string) bool { return holdOf(ctx, id) != nil }
+
 // stillHeld checks, right before a write of run id's records, that the call
 // still holds the run's lock: an instance that hung past its lease (another
-// has since ended the run) writes nothing.
+// has since ended the run) writes nothing. A path that does not hold the
+// lock is not fenced.
 func stillHeld(ctx context.Context, id string) error {
-	l := leaseOf(ctx, id)
-	if l == nil || l.RecentlyProven() {
+	h := holdOf(ctx, id)
+	if h == nil || h.lease.RecentlyProven() {
 		return nil
 	}
-	held, err := l.Confirm(ctx)
+	held, err := h.lease.Confirm(ctx)
 	if err != nil {
 		return err
 	}
@@ -112,51 +135,45 @@ func stillHeld(ctx context.Context, id string) error {
 	return nil
 }
 
-// saveAndRelease sends the hold's final writes and then releases l, all in
-// one batch: the store runs them in order, so the run is saved before the
-// lock is free. The fence holds as for any write: the lock is proven (or
-// confirmed) first. A run that cannot be saved (the lock lost, its delivery
-// not owed) keeps its due work: only the lock is released.
-func (e *Engine) saveAndRelease(ctx context.Context, id string, l *lease.Lease) error {
-	l.StopRenewing()
-	ctx = context.WithoutCancel(ctx)
-	f := finalOf(ctx, id)
-	var save []*kv.Op
-	var err error
-	if f.run != nil {
-		if err = stillHeld(ctx, id); err == nil {
-			save, err = e.saveOps(ctx, f.run)
-		}
-	}
-	if err != nil { // a run not saved keeps its due work
-		save, f.tidy = nil, nil
-	}
-	ops := append(append(save, f.tidy...), l.ReleaseOp())
-	kv.RunBatch(ctx, e.kv, ops...)
-	for _, op := range f.tidy {
-		if op.Err != nil {
-			e.log.LogAttrs(ctx, slog.LevelWarn, "oauthflow: a finished run's due work could not be removed",
-				slog.String("run", id), slog.String("work", op.Member), slog.String("error", logSafeError(op.Err)))
-		}
-	}
-	if err != nil {
-		return err
-	}
-	return saveError(ctx, save)
+// readWithTake returns the answer to a read of key sent with the take of the
+// lock, kept current by the hold's own writes; nil when there is none.
+func (h *runHold) readWithTake(key string) *kv.Op {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.read[key]
 }
 
-// tidyAtRelease removes member from the due-work index with the release of
-// run id's lock when ctx's call path holds it, at once otherwise. It only
-// tidies: work left behind finds its run moved on and does nothing.
-func (e *Engine) tidyAtRelease(ctx context.Context, id, member string) error {
-	op := &kv.Op{Kind: kv.OpUnschedule, Key: dueIndex, Member: member}
-	if f := finalOf(ctx, id); f != nil {
-		f.tidy = append(f.tidy, op)
-		return nil
+// wrote records that the hold wrote value under key.
+func (h *runHold) wrote(key string, value []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.read[key]; ok {
+		h.read[key] = &kv.Op{Kind: kv.OpGet, Key: key, Got: value}
 	}
-	op.Run(ctx, e.kv)
-	if op.Err != nil {
-		return errs.Store(ctx, "unschedule "+member, op.Err)
+}
+
+// saveAtRelease makes ops the record's last save, sent with the release.
+// The caller has fenced it (stillHeld).
+func (h *runHold) saveAtRelease(ops []*kv.Op) { h.save = ops }
+
+// unsaved says the record's last save could not be made (the lock lost, a
+// write it needed refused): the release frees only the lock, and the
+// record keeps its due work.
+func (h *runHold) unsaved() { h.save, h.saveFailed = nil, true }
+
+// tidyAtRelease sends op, a removal that only tidies up, with the release.
+func (h *runHold) tidyAtRelease(op *kv.Op) { h.tidy = append(h.tidy, op) }
+
+// release sends the hold's final writes and then releases the lock, all in
+// one batch on store: the store runs them in order, so the record is saved
+// before the lock is free. It returns the save's and the tidying's commands,
+// with their results.
+func (h *runHold) release(ctx context.Context, store kv.Store) (save, tidy []*kv.Op) {
+	h.lease.StopRenewing()
+	if h.saveFailed { // a record not saved keeps its due work
+		h.tidy = nil
 	}
-	return nil
+	ops := append(append(h.save, h.tidy...), h.lease.ReleaseOp())
+	kv.RunBatch(context.WithoutCancel(ctx), store, ops...)
+	return h.save, h.tidy
 }

@@ -112,7 +112,7 @@ func coreTable() []mutant {
 		},
 		{
 			Name: "engine/self-fire-not-refused",
-			File: "runhold.go",
+			File: "engine.go",
 			Old:  "\tif holds(ctx, id) {\n",
 			New:  "\tif false && holds(ctx, id) {\n",
 			Run:  "^(TestEngineRunFiringItselfIsRefused)$",
@@ -120,7 +120,7 @@ func coreTable() []mutant {
 		},
 		{
 			Name: "engine/fan-out-unguarded",
-			File: "callchain.go",
+			File: "engine.go",
 			Old:  "func (ch *callChain) later(fn func(context.Context)) {\n\tch.mu.Lock()\n\tdefer ch.mu.Unlock()\n",
 			New:  "func (ch *callChain) later(fn func(context.Context)) {\n",
 			Run:  "^(TestEngineFanOutChildrenDeliverOnce)$",
@@ -336,7 +336,7 @@ func coreTable() []mutant {
 
 		{
 			Name: "engine/ended-run-kept-30-days",
-			File: "runsave.go",
+			File: "engine.go",
 			Old:  "\tif r.State == StateEnd {\n\t\treturn e.doneTTL\n\t}\n",
 			New:  "",
 			Run:  "^(TestFinishedSignInExpires)$",
@@ -344,7 +344,7 @@ func coreTable() []mutant {
 		},
 		{
 			Name: "engine/ended-run-documents-kept",
-			File: "runsave.go",
+			File: "engine.go",
 			Old:  "\texpire, err := e.shortenOps(ctx, r)\n\treturn append(ops, expire...), err\n",
 			New:  "\treturn ops, nil\n",
 			Run:  "^(TestFinishedSignInExpires)$",
@@ -378,8 +378,8 @@ func coreTable() []mutant {
 		{
 			Name: "engine/released-before-saved",
 			File: "runhold.go",
-			Old:  "\tops := append(append(save, f.tidy...), l.ReleaseOp())\n",
-			New:  "\tops := append([]*kv.Op{l.ReleaseOp()}, append(save, f.tidy...)...)\n",
+			Old:  "\tops := append(append(h.save, h.tidy...), h.lease.ReleaseOp())\n",
+			New:  "\tops := append([]*kv.Op{h.lease.ReleaseOp()}, append(h.save, h.tidy...)...)\n",
 			Run:  "^(TestEngineRunSavedBeforeItsLockIsFree)$",
 			Why:  "a run's last save lands before its lock is free: the next holder reads what this one wrote",
 		},
@@ -387,14 +387,14 @@ func coreTable() []mutant {
 			Name: "engine/take-write-unchecked",
 			File: "runhold.go",
 			Old:  "\t\t\tif op.Err != nil {\n\t\t\t\treturn errs.Store(ctx, \"write with the run's lock\", op.Err)\n\t\t\t}\n",
-			New:  "",
+			New:  "\t\t\tif false && op.Err != nil {\n\t\t\t\treturn errs.Store(ctx, \"write with the run's lock\", op.Err)\n\t\t\t}\n",
 			Run:  "^(TestTakeWriteFailedRunsNothing)$",
 			Why:  "a write sent with a run lock's take (a completion's watch) lands before the run's transition runs",
 		},
 		{
 			Name: "engine/take-read-stale",
 			File: "engine.go",
-			Old:  "\t\tf.wrote(docKey(r.ID, name), b)\n",
+			Old:  "\t\th.wrote(docKey(r.ID, name), b)\n",
 			New:  "\t\t_ = b\n",
 			Run:  "^(TestTakeReadsServeTheHoldAndFollowItsWrites)$",
 			Why:  "a document read with a run lock's take follows the hold's own writes",
@@ -413,7 +413,7 @@ func coreTable() []mutant {
 			Name: "engine/save-without-holding",
 			File: "runhold.go",
 			Old:  "\tif !held {\n\t\treturn fmt.Errorf(\"run %s: %w\", id, lease.ErrLost)\n\t}\n",
-			New:  "\t_ = held\n",
+			New:  "\tif false && !held {\n\t\treturn fmt.Errorf(\"run %s: %w\", id, lease.ErrLost)\n\t}\n",
 			Run:  "^(TestCompletionAbandonedByItsInstanceIsFailedByAnother|TestRunLockFreedOnlyByItsHolder)$",
 			Why:  "an instance that hung past its run lock's lease rewrites neither the run nor its documents",
 		},

@@ -37,7 +37,7 @@ func edges() []mutant {
 		},
 		{
 			Name: "edges/owed-after-save",
-			File: "runsave.go",
+			File: "engine.go",
 			Old:  "\tif err := e.recordDelivery(ctx, r); err != nil {\n\t\treturn nil, err\n\t}\n",
 			New:  "",
 			Why:  "a child's delivery is owed before its end is saved, so a crash after the save leaves it to the worker",
@@ -45,7 +45,7 @@ func edges() []mutant {
 		},
 		{
 			Name: "edges/owe-failure-ignored",
-			File: "runsave.go",
+			File: "engine.go",
 			Old:  "\tif err := e.recordDelivery(ctx, r); err != nil {\n\t\treturn nil, err\n\t}\n",
 			New:  "\t_ = e.recordDelivery(ctx, r)\n",
 			Why:  "a child's end that cannot be owed to its parent is not saved",
@@ -62,7 +62,7 @@ func edges() []mutant {
 		{
 			Name: "edges/unsaved-run-tidied",
 			File: "runhold.go",
-			Old:  "\tif err != nil { // a run not saved keeps its due work\n",
+			Old:  "\tif h.saveFailed { // a record not saved keeps its due work\n",
 			New:  "\tif false {\n",
 			Why:  "a run whose last save failed keeps its due work (its sign-in's lapse)",
 			Run:  "TestUnsavedEndKeepsItsDueWork",

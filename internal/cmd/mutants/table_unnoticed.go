@@ -18,7 +18,7 @@ func unnoticedGuards() []mutant {
 			Old:  "\treturn &kv.Op{Kind: kv.OpCompareAndDelete, Key: l.key, Value: l.owner}\n",
 			New:  "\t_ = l.kv.Del(context.Background(), l.key) // mutant: a plain DEL\n\treturn &kv.Op{Kind: kv.OpGet, Key: l.key}\n",
 			Run:  "TestRunLockFreedOnlyByItsHolder",
-			Why:  "saveAndRelease frees the run's lock only while it holds it: a holder that outlived its lease leaves the next holder's lock alone",
+			Why:  "a run hold's release frees the run's lock only while it holds it: a holder that outlived its lease leaves the next holder's lock alone",
 		},
 		{
 			Name: "worker/claim-without-lease",

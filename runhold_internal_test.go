@@ -1,0 +1,198 @@
+package oauthflow
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/kv"
+	"github.com/oauthflow/oauthflow/internal/lease"
+)
+
+// recordingStore is a store that keeps the order of the writes it runs, and
+// refuses every Schedule when refuse is set. It runs a batch one command at a
+// time, in order, like any store without a batch of its own.
+type recordingStore struct {
+	kv.Store
+	refuse bool
+
+	mu    sync.Mutex
+	order []string
+}
+
+var errRefused = errors.New("refused")
+
+func (s *recordingStore) note(what string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.order = append(s.order, what)
+}
+
+func (s *recordingStore) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	s.note("set " + key)
+	return s.Store.Set(ctx, key, value, ttl)
+}
+
+func (s *recordingStore) CompareAndDelete(ctx context.Context, key string, value []byte) (bool, error) {
+	s.note("release " + key)
+	return s.Store.CompareAndDelete(ctx, key, value)
+}
+
+func (s *recordingStore) Schedule(ctx context.Context, index, member string, due time.Time) error {
+	if s.refuse {
+		return errRefused
+	}
+	return s.Store.Schedule(ctx, index, member, due)
+}
+
+func newStore() *recordingStore { return &recordingStore{Store: kv.NewMemory(nil)} }
+
+func take(t *testing.T, ctx context.Context, store kv.Store, id string) (context.Context, *runHold, *kv.Op) {
+	t.Helper()
+	hctx, h, read, err := takeRun(ctx, store, id, "lock:"+id, time.Minute, time.Now, "run:"+id)
+	if err != nil {
+		t.Fatalf("takeRun(%s): %v", id, err)
+	}
+	return hctx, h, read
+}
+
+// A hold is on the call path that took it, and on the paths derived from it;
+// never on the path above.
+func TestHoldIsOnItsPathOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := newStore()
+	actx, a, _ := take(t, ctx, store, "a")
+	bctx, b, _ := take(t, actx, store, "b")
+	if holds(ctx, "a") || holds(actx, "b") {
+		t.Fatal("a path above the take holds the run")
+	}
+	if holdOf(bctx, "a") != a || holdOf(bctx, "b") != b {
+		t.Fatal("a path below the takes does not hold both runs")
+	}
+	b.release(bctx, store)
+	a.release(actx, store)
+	if _, ok, _ := lease.Try(ctx, store, "lock:a", time.Minute); !ok {
+		t.Fatal("the lock is not free after the release")
+	}
+}
+
+// Take reads the run's record, and the reads withTake sent serve the hold,
+// kept current by its own writes.
+func TestTakeReadsServeTheHold(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := newStore()
+	for key, v := range map[string]string{"run:r": "record", "doc:r": "v1"} {
+		if err := store.Set(ctx, key, []byte(v), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	doc := &kv.Op{Kind: kv.OpGet, Key: "doc:r"}
+	hctx, h, read := take(t, withTake(ctx, "r", doc), store, "r")
+	defer h.release(hctx, store)
+	if string(read.Got) != "record" || read.Err != nil {
+		t.Fatalf("the record read with the take = %q, %v", read.Got, read.Err)
+	}
+	if op := h.readWithTake("doc:r"); op == nil || string(op.Got) != "v1" {
+		t.Fatalf("readWithTake = %+v; want the document sent with the take", op)
+	}
+	h.wrote("doc:r", []byte("v2"))
+	h.wrote("doc:other", []byte("x"))
+	if op := h.readWithTake("doc:r"); op == nil || string(op.Got) != "v2" {
+		t.Fatalf("readWithTake after a write = %+v; want the hold's own write", op)
+	}
+	if op := h.readWithTake("doc:other"); op != nil {
+		t.Fatalf("readWithTake of a key not read with the take = %+v; want nil", op)
+	}
+}
+
+// A write sent with the take that fails comes back with the hold, whose
+// release frees the lock.
+func TestTakeWriteFailedIsReported(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := newStore()
+	store.refuse = true
+	watch := &kv.Op{Kind: kv.OpSchedule, Key: "due", Member: "watch:r", Due: time.Now()}
+	hctx, h, _, err := takeRun(withTake(ctx, "r", watch), store, "r", "lock:r", time.Minute, time.Now, "")
+	if !errors.Is(err, errRefused) || !errors.Is(err, errs.StoreUnavailable) || h == nil {
+		t.Fatalf("Take = %v, %v; want the refused write's error with the hold", h, err)
+	}
+	h.release(hctx, store)
+	if _, ok, _ := lease.Try(ctx, store, "lock:r", time.Minute); !ok {
+		t.Fatal("the lock is not free after the release")
+	}
+}
+
+// The release saves the record and tidies before it frees the lock, in one
+// batch; a record that could not be saved keeps its due work.
+func TestReleaseSavesBeforeTheLockIsFree(t *testing.T) {
+	t.Parallel()
+	for _, unsaved := range []bool{false, true} {
+		ctx := context.Background()
+		store := newStore()
+		if err := store.Schedule(ctx, "due", "lapse:r", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		hctx, h, _ := take(t, ctx, store, "r")
+		h.saveAtRelease([]*kv.Op{{Kind: kv.OpSet, Key: "run:r", Value: []byte("ended"), TTL: time.Minute}})
+		h.tidyAtRelease(&kv.Op{Kind: kv.OpUnschedule, Key: "due", Member: "lapse:r"})
+		if unsaved {
+			h.unsaved()
+		}
+		save, tidy := h.release(hctx, store)
+		members, err := store.Store.(*kv.Memory).Members(ctx, "due")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, kept := members["lapse:r"]
+		want := []string{"set run:r", "release lock:r"}
+		if unsaved {
+			want = want[1:]
+		}
+		switch {
+		case !slices.Equal(store.order, want):
+			t.Errorf("unsaved %v: the store ran %q; want %q", unsaved, store.order, want)
+		case kept != unsaved:
+			t.Errorf("unsaved %v: the due work is kept: %v", unsaved, kept)
+		case unsaved != (len(save) == 0 && len(tidy) == 0):
+			t.Errorf("unsaved %v: Release returned save %v, tidy %v", unsaved, save, tidy)
+		}
+	}
+}
+
+// A hold whose lock another owner took is no longer held: stillHeld says so
+// once its proof is old. A path that does not hold the run is not fenced.
+func TestStillHeldFencesALostLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := newStore()
+	var mu sync.Mutex
+	at := time.Unix(1_000_000, 0)
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return at }
+	hctx, h, _, err := takeRun(ctx, store, "r", "lock:r", time.Minute, now, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.release(hctx, store)
+	if err := store.Set(ctx, "lock:r", []byte("another-owner"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := stillHeld(hctx, "r"); err != nil {
+		t.Fatalf("stillHeld right after the take = %v; want the take's proof trusted", err)
+	}
+	mu.Lock()
+	at = at.Add(time.Minute)
+	mu.Unlock()
+	if err := stillHeld(hctx, "r"); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("stillHeld once the proof is old = %v; want lease.ErrLost", err)
+	}
+	if err := stillHeld(ctx, "r"); err != nil {
+		t.Fatalf("stillHeld on a path that does not hold the run = %v; want nil", err)
+	}
+}
