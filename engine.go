@@ -12,6 +12,7 @@ import (
 
 	"github.com/oauthflow/oauthflow/internal/errs"
 	"github.com/oauthflow/oauthflow/internal/kv"
+	"github.com/oauthflow/oauthflow/internal/runstore"
 	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
 
@@ -273,7 +274,7 @@ func (e *Engine) finished(ctx context.Context, ch *callChain, r *Run) {
 				slog.String("run", r.ID), slog.String("parent", r.ParentID), slog.String("error", logSafeError(err)))
 		}
 	}
-	if holds(ctx, r.ParentID) {
+	if runstore.Holds(ctx, r.ParentID) {
 		ch.later(notify)
 		return
 	}
@@ -283,17 +284,17 @@ func (e *Engine) finished(ctx context.Context, ch *callChain, r *Run) {
 // locked runs fn while holding run id's lock, then reports the run's end to its
 // parent and the OnRunDone hooks once the lock is released. A run's
 // transitions step under its lock, and the lock is released with the run's
-// last save in one batch (runHold.release).
+// last save in one batch (runstore.Hold.Release).
 func (e *Engine) locked(ctx context.Context, id string, readRun bool, fn func(ctx context.Context, read *kv.Op) (*Run, error)) (*Run, error) {
 	ctx, ch, root := chain(ctx)
-	if holds(ctx, id) {
+	if runstore.Holds(ctx, id) {
 		return nil, fmt.Errorf("%w: run %s is already executing in this call", ErrTransitionNotAllowed, id)
 	}
 	readKey := ""
 	if readRun {
 		readKey = runKey(id)
 	}
-	hctx, h, read, err := takeRun(ctx, e.kv, id, runLockKey(id), e.lease, e.now, readKey)
+	hctx, h, read, err := runstore.Take(ctx, e.kv, id, runLockKey(id), e.lease, e.now, readKey)
 	if h == nil {
 		return nil, err
 	}
@@ -312,18 +313,18 @@ func (e *Engine) locked(ctx context.Context, id string, readRun bool, fn func(ct
 }
 
 // withTake returns ctx asking the next take of run id's lock on its path to
-// send ops with it (withTake): a caller that knows what the run's
+// send ops with it (runstore.WithTake): a caller that knows what the run's
 // transition will need saves their round trips.
 func (e *Engine) withTake(ctx context.Context, id string, ops ...*kv.Op) context.Context {
-	return withTake(ctx, id, ops...)
+	return runstore.WithTake(ctx, id, ops...)
 }
 
 // release sends h's final writes with the release of run id's lock and
 // reports them: a finished run's due work that could not be removed is
 // only logged, since work left behind finds its run moved on.
-func (e *Engine) release(ctx context.Context, id string, h *runHold) error {
+func (e *Engine) release(ctx context.Context, id string, h *runstore.Hold) error {
 	ctx = context.WithoutCancel(ctx)
-	save, tidy := h.release(ctx, e.kv)
+	save, tidy := h.Release(ctx, e.kv)
 	for _, op := range tidy {
 		if op.Err != nil {
 			e.log.LogAttrs(ctx, slog.LevelWarn, "oauthflow: a finished run's due work could not be removed",
@@ -338,8 +339,8 @@ func (e *Engine) release(ctx context.Context, id string, h *runHold) error {
 // tidies: work left behind finds its run moved on and does nothing.
 func (e *Engine) tidyAtRelease(ctx context.Context, id, member string) error {
 	op := &kv.Op{Kind: kv.OpUnschedule, Key: dueIndex, Member: member}
-	if h := holdOf(ctx, id); h != nil {
-		h.tidyAtRelease(op)
+	if h := runstore.Of(ctx, id); h != nil {
+		h.TidyAtRelease(op)
 		return nil
 	}
 	op.Run(ctx, e.kv)
@@ -354,7 +355,7 @@ func (e *Engine) tidyAtRelease(ctx context.Context, id, member string) error {
 // parent) go as one list of operations.
 
 func (e *Engine) save(ctx context.Context, r *Run) error {
-	if err := stillHeld(ctx, r.ID); err != nil {
+	if err := runstore.StillHeld(ctx, r.ID); err != nil {
 		return err
 	}
 	ops, err := e.saveOps(ctx, r)
@@ -369,21 +370,21 @@ func (e *Engine) save(ctx context.Context, r *Run) error {
 // (the release sends both in one batch), at once otherwise. A run whose save
 // cannot be made keeps its due work: only the lock is released.
 func (e *Engine) saveLast(ctx context.Context, r *Run) error {
-	h := holdOf(ctx, r.ID)
+	h := runstore.Of(ctx, r.ID)
 	if h == nil {
 		return e.save(ctx, r)
 	}
 	ctx = context.WithoutCancel(ctx)
-	err := stillHeld(ctx, r.ID)
+	err := runstore.StillHeld(ctx, r.ID)
 	var ops []*kv.Op
 	if err == nil {
 		ops, err = e.saveOps(ctx, r)
 	}
 	if err != nil {
-		h.unsaved()
+		h.Unsaved()
 		return err
 	}
-	h.saveAtRelease(ops)
+	h.SaveAtRelease(ops)
 	return nil
 }
 
@@ -433,7 +434,7 @@ func (e *Engine) ttlOf(r *Run) time.Duration {
 // A call tree is one Launch or Fire and every Launch or Fire its transitions
 // make, synchronously, from any number of goroutines (an agent calling tools in
 // parallel, each launching a child run). Each path down the tree carries the
-// runs it holds locked (runHold); the whole tree shares one callChain,
+// runs it holds locked (runstore.Hold); the whole tree shares one callChain,
 // where a child that ends while its parent is locked further up its path
 // leaves the parent's notification for the root to deliver once every lock is
 // released. A transition waits for the goroutines it starts before it returns.
@@ -646,8 +647,8 @@ func (e *Engine) GetDocument(ctx context.Context, runID, name string) (*Document
 // readDocument reads key, or takes the answer read with the take of run
 // runID's lock on ctx's path (withTake), kept current by its writes.
 func (e *Engine) readDocument(ctx context.Context, runID, key string) ([]byte, error) {
-	if h := holdOf(ctx, runID); h != nil {
-		if op := h.readWithTake(key); op != nil {
+	if h := runstore.Of(ctx, runID); h != nil {
+		if op := h.ReadWithTake(key); op != nil {
 			return op.Got, op.Err
 		}
 	}
@@ -666,14 +667,14 @@ func (e *Engine) saveDocument(ctx context.Context, r *Run, name, widget string, 
 	if err != nil {
 		return fmt.Errorf("oauthflow: encode document: %w", err)
 	}
-	if err := stillHeld(ctx, r.ID); err != nil {
+	if err := runstore.StillHeld(ctx, r.ID); err != nil {
 		return err
 	}
 	if err := e.kv.Set(ctx, docKey(r.ID, name), b, e.ttlOf(r)); err != nil {
 		return errs.Store(ctx, "save document", err)
 	}
-	if h := holdOf(ctx, r.ID); h != nil {
-		h.wrote(docKey(r.ID, name), b)
+	if h := runstore.Of(ctx, r.ID); h != nil {
+		h.Wrote(docKey(r.ID, name), b)
 	}
 	if r.Documents == nil {
 		r.Documents = make(map[string]string)

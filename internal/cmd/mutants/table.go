@@ -113,8 +113,8 @@ func coreTable() []mutant {
 		{
 			Name: "engine/self-fire-not-refused",
 			File: "engine.go",
-			Old:  "\tif holds(ctx, id) {\n",
-			New:  "\tif false && holds(ctx, id) {\n",
+			Old:  "\tif runstore.Holds(ctx, id) {\n",
+			New:  "\tif false && runstore.Holds(ctx, id) {\n",
 			Run:  "^(TestEngineRunFiringItselfIsRefused)$",
 			Why:  "a run that fires itself within its own transition is refused at once, not deadlocked on its own lock",
 		},
@@ -377,7 +377,7 @@ func coreTable() []mutant {
 		},
 		{
 			Name: "engine/released-before-saved",
-			File: "runhold.go",
+			File: "internal/runstore/runstore.go",
 			Old:  "\tops := append(append(h.save, h.tidy...), h.lease.ReleaseOp())\n",
 			New:  "\tops := append([]*kv.Op{h.lease.ReleaseOp()}, append(h.save, h.tidy...)...)\n",
 			Run:  "^(TestEngineRunSavedBeforeItsLockIsFree)$",
@@ -385,7 +385,7 @@ func coreTable() []mutant {
 		},
 		{
 			Name: "engine/take-write-unchecked",
-			File: "runhold.go",
+			File: "internal/runstore/runstore.go",
 			Old:  "\t\t\tif op.Err != nil {\n\t\t\t\treturn errs.Store(ctx, \"write with the run's lock\", op.Err)\n\t\t\t}\n",
 			New:  "\t\t\tif false && op.Err != nil {\n\t\t\t\treturn errs.Store(ctx, \"write with the run's lock\", op.Err)\n\t\t\t}\n",
 			Run:  "^(TestTakeWriteFailedRunsNothing)$",
@@ -394,7 +394,7 @@ func coreTable() []mutant {
 		{
 			Name: "engine/take-read-stale",
 			File: "engine.go",
-			Old:  "\t\th.wrote(docKey(r.ID, name), b)\n",
+			Old:  "\t\th.Wrote(docKey(r.ID, name), b)\n",
 			New:  "\t\t_ = b\n",
 			Run:  "^(TestTakeReadsServeTheHoldAndFollowItsWrites)$",
 			Why:  "a document read with a run lock's take follows the hold's own writes",
@@ -411,7 +411,7 @@ func coreTable() []mutant {
 
 		{
 			Name: "engine/save-without-holding",
-			File: "runhold.go",
+			File: "internal/runstore/runstore.go",
 			Old:  "\tif !held {\n\t\treturn fmt.Errorf(\"run %s: %w\", id, lease.ErrLost)\n\t}\n",
 			New:  "\tif false && !held {\n\t\treturn fmt.Errorf(\"run %s: %w\", id, lease.ErrLost)\n\t}\n",
 			Run:  "^(TestCompletionAbandonedByItsInstanceIsFailedByAnother|TestRunLockFreedOnlyByItsHolder)$",

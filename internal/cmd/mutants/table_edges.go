@@ -61,7 +61,7 @@ func edges() []mutant {
 		},
 		{
 			Name: "edges/unsaved-run-tidied",
-			File: "runhold.go",
+			File: "internal/runstore/runstore.go",
 			Old:  "\tif h.saveFailed { // a record not saved keeps its due work\n",
 			New:  "\tif false {\n",
 			Why:  "a run whose last save failed keeps its due work (its sign-in's lapse)",

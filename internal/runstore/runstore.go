@@ -1,11 +1,10 @@
-package oauthflow
-
-// Taking, holding and releasing a run's record: bytes under a key, written
-// only while the run's lock (a lease) is held. A run is held under its lock
-// on one call path; a call that already holds it joins it, and the lock is
-// released with the hold's final writes in one batch, the record saved
-// before the lock is free. What a run's record says, and what to write at its
-// end, is the engine's: this part writes what it is given.
+// Package runstore takes, holds and releases a run's record: bytes under a
+// key, written only while the run's lock (a lease) is held. A run is held
+// under its lock on one call path; a call that already holds it joins it, and
+// the lock is released with the hold's final writes in one batch, the record
+// saved before the lock is free. What a run's record says, and what to write
+// at its end, is the engine's: the package writes what it is given.
+package runstore
 
 import (
 	"context"
@@ -18,14 +17,14 @@ import (
 	"github.com/oauthflow/oauthflow/internal/lease"
 )
 
-// runHold is a run whose lock one call path holds, linked to the runs locked
+// Hold is a run whose lock one call path holds, linked to the runs locked
 // above it on that path. A path is never changed, only extended in a derived
 // context, so goroutines started by one transition each see their own path: a
 // sibling holding a run is no re-entry, and waits for the lock like anyone else.
-type runHold struct {
+type Hold struct {
 	id    string
 	lease *lease.Lease
-	up    *runHold
+	up    *Hold
 
 	// What the hold sends in one batch with its release: the record's last
 	// save, and removals of due work that only tidy up.
@@ -39,12 +38,12 @@ type runHold struct {
 
 type heldKey struct{}
 
-// takeRun waits for run id's lock, the lease on lockKey, reading readKey (unless
-// it is "") and sending the commands withTake asked for, in one batch after
+// Take waits for run id's lock, the lease on lockKey, reading readKey (unless
+// it is "") and sending the commands WithTake asked for, in one batch after
 // the take. It returns ctx with the run added to its path's held runs, and
 // the read. An error with a hold is a write sent with the take that failed:
 // the caller runs nothing, and releases the hold.
-func takeRun(ctx context.Context, store kv.Store, id, lockKey string, ttl time.Duration, now func() time.Time, readKey string) (context.Context, *runHold, *kv.Op, error) {
+func Take(ctx context.Context, store kv.Store, id, lockKey string, ttl time.Duration, now func() time.Time, readKey string) (context.Context, *Hold, *kv.Op, error) {
 	sent := now()
 	extra := takeOpsFor(ctx, id)
 	l, read, err := lease.WaitReading(ctx, store, lockKey, ttl, readKey, extra...)
@@ -52,15 +51,15 @@ func takeRun(ctx context.Context, store kv.Store, id, lockKey string, ttl time.D
 		return ctx, nil, nil, err
 	}
 	l.Trust(now, sent)
-	up, _ := ctx.Value(heldKey{}).(*runHold)
-	h := &runHold{id: id, lease: l, up: up}
+	up, _ := ctx.Value(heldKey{}).(*Hold)
+	h := &Hold{id: id, lease: l, up: up}
 	ctx = context.WithValue(ctx, heldKey{}, h)
 	return ctx, h, read, h.checkTakeOps(ctx, extra)
 }
 
 // takeWith carries commands to send with the take of one run's lock: a
 // caller that knows what the run's transition will need saves their round
-// trips (see withTake).
+// trips (see WithTake).
 type takeWith struct {
 	id  string
 	ops []*kv.Op
@@ -68,10 +67,10 @@ type takeWith struct {
 
 type takeWithKey struct{}
 
-// withTake returns ctx asking the next take of run id's lock on its path to
+// WithTake returns ctx asking the next take of run id's lock on its path to
 // send ops with it, in one batch after the take. A write among them must land
 // or the call does not run; a read's answer serves the hold's reads of its key.
-func withTake(ctx context.Context, id string, ops ...*kv.Op) context.Context {
+func WithTake(ctx context.Context, id string, ops ...*kv.Op) context.Context {
 	return context.WithValue(ctx, takeWithKey{}, &takeWith{id: id, ops: ops})
 }
 
@@ -84,7 +83,7 @@ func takeOpsFor(ctx context.Context, id string) []*kv.Op {
 
 // checkTakeOps checks the commands sent with the take and keeps their reads
 // for the hold.
-func (h *runHold) checkTakeOps(ctx context.Context, ops []*kv.Op) error {
+func (h *Hold) checkTakeOps(ctx context.Context, ops []*kv.Op) error {
 	for _, op := range ops {
 		if op.Kind != kv.OpGet {
 			if op.Err != nil {
@@ -102,10 +101,10 @@ func (h *runHold) checkTakeOps(ctx context.Context, ops []*kv.Op) error {
 	return nil
 }
 
-// holdOf returns the hold of run id's lock on ctx's call path, or nil when the
+// Of returns the hold of run id's lock on ctx's call path, or nil when the
 // path does not hold it.
-func holdOf(ctx context.Context, id string) *runHold {
-	for h, _ := ctx.Value(heldKey{}).(*runHold); h != nil; h = h.up {
+func Of(ctx context.Context, id string) *Hold {
+	for h, _ := ctx.Value(heldKey{}).(*Hold); h != nil; h = h.up {
 		if h.id == id {
 			return h
 		}
@@ -113,15 +112,15 @@ func holdOf(ctx context.Context, id string) *runHold {
 	return nil
 }
 
-// holds reports whether ctx's call path holds run id's lock.
-func holds(ctx context.Context, id string) bool { return holdOf(ctx, id) != nil }
+// Holds reports whether ctx's call path holds run id's lock.
+func Holds(ctx context.Context, id string) bool { return Of(ctx, id) != nil }
 
-// stillHeld checks, right before a write of run id's records, that the call
+// StillHeld checks, right before a write of run id's records, that the call
 // still holds the run's lock: an instance that hung past its lease (another
 // has since ended the run) writes nothing. A path that does not hold the
 // lock is not fenced.
-func stillHeld(ctx context.Context, id string) error {
-	h := holdOf(ctx, id)
+func StillHeld(ctx context.Context, id string) error {
+	h := Of(ctx, id)
 	if h == nil || h.lease.RecentlyProven() {
 		return nil
 	}
@@ -135,16 +134,16 @@ func stillHeld(ctx context.Context, id string) error {
 	return nil
 }
 
-// readWithTake returns the answer to a read of key sent with the take of the
+// ReadWithTake returns the answer to a read of key sent with the take of the
 // lock, kept current by the hold's own writes; nil when there is none.
-func (h *runHold) readWithTake(key string) *kv.Op {
+func (h *Hold) ReadWithTake(key string) *kv.Op {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.read[key]
 }
 
-// wrote records that the hold wrote value under key.
-func (h *runHold) wrote(key string, value []byte) {
+// Wrote records that the hold wrote value under key.
+func (h *Hold) Wrote(key string, value []byte) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.read[key]; ok {
@@ -152,23 +151,23 @@ func (h *runHold) wrote(key string, value []byte) {
 	}
 }
 
-// saveAtRelease makes ops the record's last save, sent with the release.
-// The caller has fenced it (stillHeld).
-func (h *runHold) saveAtRelease(ops []*kv.Op) { h.save = ops }
+// SaveAtRelease makes ops the record's last save, sent with the release.
+// The caller has fenced it (StillHeld).
+func (h *Hold) SaveAtRelease(ops []*kv.Op) { h.save = ops }
 
-// unsaved says the record's last save could not be made (the lock lost, a
+// Unsaved says the record's last save could not be made (the lock lost, a
 // write it needed refused): the release frees only the lock, and the
 // record keeps its due work.
-func (h *runHold) unsaved() { h.save, h.saveFailed = nil, true }
+func (h *Hold) Unsaved() { h.save, h.saveFailed = nil, true }
 
-// tidyAtRelease sends op, a removal that only tidies up, with the release.
-func (h *runHold) tidyAtRelease(op *kv.Op) { h.tidy = append(h.tidy, op) }
+// TidyAtRelease sends op, a removal that only tidies up, with the release.
+func (h *Hold) TidyAtRelease(op *kv.Op) { h.tidy = append(h.tidy, op) }
 
-// release sends the hold's final writes and then releases the lock, all in
+// Release sends the hold's final writes and then releases the lock, all in
 // one batch on store: the store runs them in order, so the record is saved
 // before the lock is free. It returns the save's and the tidying's commands,
 // with their results.
-func (h *runHold) release(ctx context.Context, store kv.Store) (save, tidy []*kv.Op) {
+func (h *Hold) Release(ctx context.Context, store kv.Store) (save, tidy []*kv.Op) {
 	h.lease.StopRenewing()
 	if h.saveFailed { // a record not saved keeps its due work
 		h.tidy = nil

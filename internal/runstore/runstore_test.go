@@ -1,4 +1,4 @@
-package oauthflow
+package runstore
 
 import (
 	"context"
@@ -51,11 +51,11 @@ func (s *recordingStore) Schedule(ctx context.Context, index, member string, due
 
 func newStore() *recordingStore { return &recordingStore{Store: kv.NewMemory(nil)} }
 
-func take(t *testing.T, ctx context.Context, store kv.Store, id string) (context.Context, *runHold, *kv.Op) {
+func take(t *testing.T, ctx context.Context, store kv.Store, id string) (context.Context, *Hold, *kv.Op) {
 	t.Helper()
-	hctx, h, read, err := takeRun(ctx, store, id, "lock:"+id, time.Minute, time.Now, "run:"+id)
+	hctx, h, read, err := Take(ctx, store, id, "lock:"+id, time.Minute, time.Now, "run:"+id)
 	if err != nil {
-		t.Fatalf("takeRun(%s): %v", id, err)
+		t.Fatalf("Take(%s): %v", id, err)
 	}
 	return hctx, h, read
 }
@@ -68,20 +68,20 @@ func TestHoldIsOnItsPathOnly(t *testing.T) {
 	store := newStore()
 	actx, a, _ := take(t, ctx, store, "a")
 	bctx, b, _ := take(t, actx, store, "b")
-	if holds(ctx, "a") || holds(actx, "b") {
+	if Holds(ctx, "a") || Holds(actx, "b") {
 		t.Fatal("a path above the take holds the run")
 	}
-	if holdOf(bctx, "a") != a || holdOf(bctx, "b") != b {
+	if Of(bctx, "a") != a || Of(bctx, "b") != b {
 		t.Fatal("a path below the takes does not hold both runs")
 	}
-	b.release(bctx, store)
-	a.release(actx, store)
+	b.Release(bctx, store)
+	a.Release(actx, store)
 	if _, ok, _ := lease.Try(ctx, store, "lock:a", time.Minute); !ok {
 		t.Fatal("the lock is not free after the release")
 	}
 }
 
-// Take reads the run's record, and the reads withTake sent serve the hold,
+// Take reads the run's record, and the reads WithTake sent serve the hold,
 // kept current by its own writes.
 func TestTakeReadsServeTheHold(t *testing.T) {
 	t.Parallel()
@@ -93,21 +93,21 @@ func TestTakeReadsServeTheHold(t *testing.T) {
 		}
 	}
 	doc := &kv.Op{Kind: kv.OpGet, Key: "doc:r"}
-	hctx, h, read := take(t, withTake(ctx, "r", doc), store, "r")
-	defer h.release(hctx, store)
+	hctx, h, read := take(t, WithTake(ctx, "r", doc), store, "r")
+	defer h.Release(hctx, store)
 	if string(read.Got) != "record" || read.Err != nil {
 		t.Fatalf("the record read with the take = %q, %v", read.Got, read.Err)
 	}
-	if op := h.readWithTake("doc:r"); op == nil || string(op.Got) != "v1" {
-		t.Fatalf("readWithTake = %+v; want the document sent with the take", op)
+	if op := h.ReadWithTake("doc:r"); op == nil || string(op.Got) != "v1" {
+		t.Fatalf("ReadWithTake = %+v; want the document sent with the take", op)
 	}
-	h.wrote("doc:r", []byte("v2"))
-	h.wrote("doc:other", []byte("x"))
-	if op := h.readWithTake("doc:r"); op == nil || string(op.Got) != "v2" {
-		t.Fatalf("readWithTake after a write = %+v; want the hold's own write", op)
+	h.Wrote("doc:r", []byte("v2"))
+	h.Wrote("doc:other", []byte("x"))
+	if op := h.ReadWithTake("doc:r"); op == nil || string(op.Got) != "v2" {
+		t.Fatalf("ReadWithTake after a write = %+v; want the hold's own write", op)
 	}
-	if op := h.readWithTake("doc:other"); op != nil {
-		t.Fatalf("readWithTake of a key not read with the take = %+v; want nil", op)
+	if op := h.ReadWithTake("doc:other"); op != nil {
+		t.Fatalf("ReadWithTake of a key not read with the take = %+v; want nil", op)
 	}
 }
 
@@ -119,11 +119,11 @@ func TestTakeWriteFailedIsReported(t *testing.T) {
 	store := newStore()
 	store.refuse = true
 	watch := &kv.Op{Kind: kv.OpSchedule, Key: "due", Member: "watch:r", Due: time.Now()}
-	hctx, h, _, err := takeRun(withTake(ctx, "r", watch), store, "r", "lock:r", time.Minute, time.Now, "")
+	hctx, h, _, err := Take(WithTake(ctx, "r", watch), store, "r", "lock:r", time.Minute, time.Now, "")
 	if !errors.Is(err, errRefused) || !errors.Is(err, errs.StoreUnavailable) || h == nil {
 		t.Fatalf("Take = %v, %v; want the refused write's error with the hold", h, err)
 	}
-	h.release(hctx, store)
+	h.Release(hctx, store)
 	if _, ok, _ := lease.Try(ctx, store, "lock:r", time.Minute); !ok {
 		t.Fatal("the lock is not free after the release")
 	}
@@ -140,12 +140,12 @@ func TestReleaseSavesBeforeTheLockIsFree(t *testing.T) {
 			t.Fatal(err)
 		}
 		hctx, h, _ := take(t, ctx, store, "r")
-		h.saveAtRelease([]*kv.Op{{Kind: kv.OpSet, Key: "run:r", Value: []byte("ended"), TTL: time.Minute}})
-		h.tidyAtRelease(&kv.Op{Kind: kv.OpUnschedule, Key: "due", Member: "lapse:r"})
+		h.SaveAtRelease([]*kv.Op{{Kind: kv.OpSet, Key: "run:r", Value: []byte("ended"), TTL: time.Minute}})
+		h.TidyAtRelease(&kv.Op{Kind: kv.OpUnschedule, Key: "due", Member: "lapse:r"})
 		if unsaved {
-			h.unsaved()
+			h.Unsaved()
 		}
-		save, tidy := h.release(hctx, store)
+		save, tidy := h.Release(hctx, store)
 		members, err := store.Store.(*kv.Memory).Members(ctx, "due")
 		if err != nil {
 			t.Fatal(err)
@@ -166,7 +166,7 @@ func TestReleaseSavesBeforeTheLockIsFree(t *testing.T) {
 	}
 }
 
-// A hold whose lock another owner took is no longer held: stillHeld says so
+// A hold whose lock another owner took is no longer held: StillHeld says so
 // once its proof is old. A path that does not hold the run is not fenced.
 func TestStillHeldFencesALostLock(t *testing.T) {
 	t.Parallel()
@@ -175,24 +175,24 @@ func TestStillHeldFencesALostLock(t *testing.T) {
 	var mu sync.Mutex
 	at := time.Unix(1_000_000, 0)
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return at }
-	hctx, h, _, err := takeRun(ctx, store, "r", "lock:r", time.Minute, now, "")
+	hctx, h, _, err := Take(ctx, store, "r", "lock:r", time.Minute, now, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.release(hctx, store)
+	defer h.Release(hctx, store)
 	if err := store.Set(ctx, "lock:r", []byte("another-owner"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := stillHeld(hctx, "r"); err != nil {
-		t.Fatalf("stillHeld right after the take = %v; want the take's proof trusted", err)
+	if err := StillHeld(hctx, "r"); err != nil {
+		t.Fatalf("StillHeld right after the take = %v; want the take's proof trusted", err)
 	}
 	mu.Lock()
 	at = at.Add(time.Minute)
 	mu.Unlock()
-	if err := stillHeld(hctx, "r"); !errors.Is(err, lease.ErrLost) {
-		t.Fatalf("stillHeld once the proof is old = %v; want lease.ErrLost", err)
+	if err := StillHeld(hctx, "r"); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("StillHeld once the proof is old = %v; want lease.ErrLost", err)
 	}
-	if err := stillHeld(ctx, "r"); err != nil {
-		t.Fatalf("stillHeld on a path that does not hold the run = %v; want nil", err)
+	if err := StillHeld(ctx, "r"); err != nil {
+		t.Fatalf("StillHeld on a path that does not hold the run = %v; want nil", err)
 	}
 }
