@@ -380,3 +380,88 @@ func TestRefreshLimiterBoundedWithTheRegistry(t *testing.T) {
 			len(l.slots), len(l.buckets), maxResolved)
 	}
 }
+
+// otherProvider is a second provider beside heldProvider's "acme": it
+// reports, as it refreshes, how many of acme's refreshes have returned.
+type otherProvider struct {
+	countingProvider
+	acme *heldProvider
+	seen chan int64
+}
+
+func (p *otherProvider) ProviderID() string { return "beta" }
+func (p *otherProvider) RefreshToken(ctx context.Context, rt string) (*TokenSet, error) {
+	select {
+	case p.seen <- p.acme.ended.Load():
+	default:
+	}
+	return p.countingProvider.RefreshToken(ctx, rt)
+}
+
+// A provider whose token endpoint hangs holds only its share of the worker:
+// with more of its connections due than the worker has slots, another
+// provider's refresh ahead and a sign-in's lapse still run while every one
+// of the hanging provider's slots waits on its endpoint.
+func TestWorkerNotStarvedByAHangingProvider(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
+	acme := &heldProvider{gate: make(chan struct{}), full: make(chan struct{}), fullAt: defaultRefreshConcurrency}
+	beta := &otherProvider{acme: acme, seen: make(chan int64, 1)}
+	reg := NewRegistry()
+	for _, p := range []Provider{acme, beta} {
+		if err := reg.Register(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store, quiet := NewMemoryKV(), slog.New(slog.DiscardHandler)
+	s := NewTokenStore(store, reg, WithClock(clock.Now), WithLogger(quiet), WithRefreshAhead(5*time.Minute, 3*time.Hour))
+	w := newWorker(store, clock.Now, quiet, time.Hour)
+	w.handle(jobAhead, s.refreshAhead)
+	lapsed := make(chan int64, 1)
+	var lapses atomic.Int64
+	w.handle(jobLapse, func(context.Context, string) error {
+		lapses.Add(1)
+		lapsed <- acme.ended.Load()
+		return nil
+	})
+	ctx := context.Background()
+	connect := func(user, provider string, expires time.Duration) {
+		t.Helper()
+		if err := s.StoreTokens(ctx, user, provider, StoredTokens{AccessToken: "a", RefreshToken: "r",
+			ExpiresAt: clock.Now().Add(expires).UnixMilli()}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.GetValidAccessToken(ctx, user, provider); err != nil { // marks it read: due
+			t.Fatal(err)
+		}
+	}
+	const due = maxInFlight + 44
+	for i := range due {
+		connect(fmt.Sprintf("u%d", i), "acme", 4*time.Minute)
+	}
+	connect("v", "beta", 4*time.Minute+time.Second) // due after every one of acme's
+	if err := w.schedule(ctx, jobLapse, "run-1", clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	drained := make(chan struct{})
+	go func() { defer close(drained); w.drain(ctx) }()
+	waitfor.Recv(t, acme.full, "acme's slots all waiting on its endpoint")
+	if n := waitfor.Recv(t, beta.seen, "beta's refresh ahead"); n != 0 {
+		t.Fatalf("beta's refresh ran once %d of acme's refreshes had given up, want while all of them hang", n)
+	}
+	if n := waitfor.Recv(t, lapsed, "the sign-in's lapse"); n != 0 {
+		t.Fatalf("the lapse ran once %d of acme's refreshes had given up, want while all of them hang", n)
+	}
+	if n := acme.inFlight.Load(); n != defaultRefreshConcurrency {
+		t.Fatalf("%d of acme's refreshes at its endpoint, want %d", n, defaultRefreshConcurrency)
+	}
+	close(acme.gate)
+	waitfor.Recv(t, drained, "the drain")
+	waitfor.Group(t, &w.running, "the worker's pieces")
+	if n, most := acme.calls.Load(), acme.most.Load(); n != due || most != defaultRefreshConcurrency {
+		t.Fatalf("acme: %d refreshes, at most %d at once; want %d, at most %d", n, most, due, defaultRefreshConcurrency)
+	}
+	if b, l := beta.calls.Load(), lapses.Load(); b != 1 || l != 1 {
+		t.Fatalf("beta refreshed %d times, the lapse ran %d times; want once each", b, l)
+	}
+}
