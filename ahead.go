@@ -9,6 +9,7 @@ import (
 
 	"github.com/oauthflow/oauthflow/internal/errs"
 	"github.com/oauthflow/oauthflow/internal/kv"
+	"github.com/oauthflow/oauthflow/internal/worker"
 )
 
 // Refresh ahead: with WithRefreshAhead (Config.RefreshAhead) the Module's
@@ -84,6 +85,15 @@ func aheadProvider(member string) string {
 	return providerID
 }
 
+// aheadShare is the worker's share for refreshes ahead: a kind's, and a
+// group's for each provider, so that a provider whose endpoint hangs leaves
+// the worker to the others.
+var aheadShare = worker.Share{Most: worker.KindShare, Group: aheadProvider, GroupMost: worker.GroupShare}
+
+// dueIndex is the worker's index of due work, where the library's jobs
+// write their entries in batches of their own.
+const dueIndex = worker.Index
+
 // markEvery is how often one process marks a connection read.
 func (a *aheadState) markEvery() time.Duration { return a.idle / 8 }
 
@@ -109,7 +119,7 @@ func (a *aheadState) next(now time.Time, expiresAt int64) time.Time {
 func (a *aheadState) markOps(userID, providerID string, now time.Time, expiresAt int64) []*kv.Op {
 	return []*kv.Op{
 		{Kind: kv.OpSchedule, Key: connIndexKey(userID), Member: seenMember(providerID), Due: now},
-		{Kind: kv.OpSchedule, Key: dueIndex, Member: jobAhead + ":" + aheadMember(userID, providerID), Due: a.due(expiresAt)},
+		{Kind: kv.OpSchedule, Key: dueIndex, Member: worker.Member(jobAhead, aheadMember(userID, providerID)), Due: a.due(expiresAt)},
 	}
 }
 
@@ -177,8 +187,8 @@ func (a *aheadState) remember(ref connRef, now time.Time) {
 
 // refreshAhead is the worker's job for a connection "{provider}:{user}":
 // refresh it when it is due, and keep its entry at its next due time. It
-// returns errHandled once it has placed the entry itself.
-func (s *TokenStore) refreshAhead(ctx context.Context, member string) error {
+// reports rescheduled once it has placed (or removed) the entry itself.
+func (s *TokenStore) refreshAhead(ctx context.Context, member string) (rescheduled bool, err error) {
 	providerID, userID, _ := strings.Cut(member, ":")
 	if s.ahead == nil || checkIDs(userID, providerID) != nil {
 		return s.removeFromRefreshAhead(ctx, member) // refresh ahead was turned off, or the entry is not ours
@@ -186,7 +196,7 @@ func (s *TokenStore) refreshAhead(ctx context.Context, member string) error {
 	a, now := s.ahead, s.now()
 	seen, ok, err := s.seenAt(ctx, member)
 	if err != nil {
-		return err
+		return false, err
 	}
 	switch {
 	case !ok:
@@ -199,7 +209,7 @@ func (s *TokenStore) refreshAhead(ctx context.Context, member string) error {
 	case errors.Is(err, ErrNoToken), errors.Is(err, ErrCorruptRecord), errors.Is(err, ErrUnknownKey):
 		return s.removeFromRefreshAhead(ctx, member)
 	case err != nil:
-		return err
+		return false, err
 	case v.expiresAt == 0 || len(v.refresh) == 0:
 		return s.removeFromRefreshAhead(ctx, member)
 	}
@@ -216,7 +226,7 @@ func (s *TokenStore) refreshAhead(ctx context.Context, member string) error {
 		return s.reschedule(ctx, member, slowed.until)
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	t, err := s.refreshDue(ctx, userID, providerID, raw)
 	release()
@@ -232,7 +242,7 @@ func (s *TokenStore) refreshAhead(ctx context.Context, member string) error {
 	if m := s.readMeta(ctx, userID, providerID); m.Failures > 0 && m.NextAttempt > now.UnixMilli() {
 		return s.reschedule(ctx, member, time.UnixMilli(m.NextAttempt)) // the failure it recorded
 	}
-	return err // tried again when the claim's lease lapses
+	return false, err // tried again when the claim's lease lapses
 }
 
 // refreshDue refreshes the record read as raw, unless it was rewritten by the
@@ -241,14 +251,13 @@ func (s *TokenStore) refreshDue(ctx context.Context, userID, providerID string, 
 	return s.runRefresh(ctx, userID, providerID, raw, refreshWhen{ahead: true})
 }
 
-// errHandled tells the worker that a job has placed its own entry.
-var errHandled = errors.New("oauthflow: the job rescheduled itself")
-
-func (s *TokenStore) reschedule(ctx context.Context, member string, due time.Time) error {
-	if err := s.kv.Schedule(ctx, dueIndex, jobAhead+":"+member, due); err != nil {
-		return errs.Store(ctx, "schedule refresh ahead", err)
+// reschedule makes the connection's entry due at due; it reports
+// rescheduled once it is.
+func (s *TokenStore) reschedule(ctx context.Context, member string, due time.Time) (rescheduled bool, err error) {
+	if err := s.kv.Schedule(ctx, dueIndex, worker.Member(jobAhead, member), due); err != nil {
+		return false, errs.Store(ctx, "schedule refresh ahead", err)
 	}
-	return errHandled
+	return true, nil
 }
 
 // postponeIdle puts off an idle connection until its record would have lapsed
@@ -256,35 +265,36 @@ func (s *TokenStore) reschedule(ctx context.Context, member string, due time.Tim
 // the worker saw: if another came while it postponed the entry, the entry may
 // have been moved by that read's mark and overwritten here, so it is made
 // due again.
-func (s *TokenStore) postponeIdle(ctx context.Context, member string, seen time.Time) error {
-	if err := s.reschedule(ctx, member, seen.Add(refreshableTokenTTL)); !errors.Is(err, errHandled) {
-		return err
+func (s *TokenStore) postponeIdle(ctx context.Context, member string, seen time.Time) (rescheduled bool, err error) {
+	if _, err := s.reschedule(ctx, member, seen.Add(refreshableTokenTTL)); err != nil {
+		return false, err
 	}
 	again, ok, err := s.seenAt(ctx, member)
 	if err != nil || !ok || !again.After(seen) {
-		return errHandled
+		return true, nil
 	}
 	return s.reschedule(ctx, member, s.now())
 }
 
 // removeFromRefreshAhead takes a connection out of refresh ahead: it is
-// gone, or cannot be refreshed. A sign-in that wrote it meanwhile is put back.
-func (s *TokenStore) removeFromRefreshAhead(ctx context.Context, member string) error {
+// gone, or cannot be refreshed. A sign-in that wrote it meanwhile is put
+// back. It removes (or places) the entry itself: rescheduled is always true.
+func (s *TokenStore) removeFromRefreshAhead(ctx context.Context, member string) (rescheduled bool, err error) {
 	providerID, userID, _ := strings.Cut(member, ":")
-	ops := []*kv.Op{{Kind: kv.OpUnschedule, Key: dueIndex, Member: jobAhead + ":" + member}}
+	ops := []*kv.Op{{Kind: kv.OpUnschedule, Key: dueIndex, Member: worker.Member(jobAhead, member)}}
 	if checkIDs(userID, providerID) == nil {
 		ops = append(ops, &kv.Op{Kind: kv.OpUnschedule, Key: connIndexKey(userID), Member: seenMember(providerID)})
 	}
 	kv.RunBatch(ctx, s.kv, ops...)
 	if s.ahead == nil || checkIDs(userID, providerID) != nil {
-		return errHandled
+		return true, nil
 	}
 	_, v, err := s.read(ctx, tokenKey(userID, providerID))
 	if err != nil || v.expiresAt == 0 || len(v.refresh) == 0 {
-		return errHandled
+		return true, nil
 	}
 	s.writeMarks(ctx, userID, providerID, s.now(), v.expiresAt)
-	return errHandled
+	return true, nil
 }
 
 // seenAt is when the connection was last marked read; ok is false when it

@@ -2,7 +2,6 @@ package oauthflow
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -124,8 +123,8 @@ func TestParkKeepsARaceWithARead(t *testing.T) {
 	store.before = func(string, string, time.Time) { // the read's mark, just before the park's write
 		kv.RunBatch(ctx, store.Memory, s.ahead.markOps("u", "acme", clock.Now(), clock.Now().Add(time.Hour).UnixMilli())...)
 	}
-	if err := s.postponeIdle(ctx, member, seen); err != errHandled {
-		t.Fatal(err)
+	if rescheduled, err := s.postponeIdle(ctx, member, seen); err != nil || !rescheduled {
+		t.Fatalf("rescheduled %v, %v; want the entry placed by the job", rescheduled, err)
 	}
 	due, ok := dueOf(t, store, member)
 	if !ok || due.After(clock.Now().Add(time.Hour)) {
@@ -146,8 +145,8 @@ func TestLeaveKeepsARaceWithASignIn(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if err := s.removeFromRefreshAhead(ctx, member); err != errHandled {
-		t.Fatal(err)
+	if rescheduled, err := s.removeFromRefreshAhead(ctx, member); err != nil || !rescheduled {
+		t.Fatalf("rescheduled %v, %v; want the entry placed by the job", rescheduled, err)
 	}
 	if _, ok := dueOf(t, store, member); !ok {
 		t.Fatal("the signed-in connection was taken out of refresh ahead")
@@ -165,8 +164,8 @@ func TestRefreshAheadOffTakesEntriesOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	off := NewTokenStore(store, s.reg, WithClock(clock.Now))
-	if err := off.refreshAhead(ctx, aheadMember("u", "acme")); err != errHandled {
-		t.Fatal(err)
+	if rescheduled, err := off.refreshAhead(ctx, aheadMember("u", "acme")); err != nil || !rescheduled {
+		t.Fatalf("rescheduled %v, %v; want the entry placed by the job", rescheduled, err)
 	}
 	if _, ok := dueOf(t, store, aheadMember("u", "acme")); ok {
 		t.Fatal("the entry is still there")
@@ -188,8 +187,8 @@ func TestRefreshAheadOfShortTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		if err := s.refreshAhead(ctx, aheadMember("u", "acme")); err != errHandled {
-			t.Fatal(err)
+		if rescheduled, err := s.refreshAhead(ctx, aheadMember("u", "acme")); err != nil || !rescheduled {
+			t.Fatalf("rescheduled %v, %v; want the entry placed by the job", rescheduled, err)
 		}
 	}
 	if n := p.calls.Load(); n != 1 {
@@ -220,8 +219,8 @@ func TestConnectionsKeepTheLastRead(t *testing.T) {
 		t.Fatalf("connections %+v, %v", conns, err)
 	}
 	clock.Advance(56 * time.Minute) // inside the 5-minute ahead time
-	if err := s.refreshAhead(ctx, aheadMember("u", "acme")); !errors.Is(err, errHandled) {
-		t.Fatal(err)
+	if rescheduled, err := s.refreshAhead(ctx, aheadMember("u", "acme")); err != nil || !rescheduled {
+		t.Fatalf("rescheduled %v, %v; want the entry placed by the job", rescheduled, err)
 	}
 	if n := p.calls.Load(); n != 1 {
 		t.Fatalf("provider called %d times after a listing, want 1: the last read was lost", n)

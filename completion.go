@@ -42,16 +42,16 @@ func (m *Module) completionDone(ctx context.Context, s *Session) {
 	if s.WorkflowID == "" {
 		return
 	}
-	if err := m.work.cancel(ctx, jobAbandon, s.WorkflowID); err != nil {
+	if err := m.work.Cancel(ctx, jobAbandon, s.WorkflowID); err != nil {
 		m.log.WarnContext(ctx, "oauthflow: a finished completion's watch could not be removed",
 			"run", s.WorkflowID, "error", err.Error())
 	}
 }
 
 // abandon fires abandonSignIn on a run whose completion never ended.
-func (m *Module) abandon(ctx context.Context, runID string) error {
-	_, err := m.fireIfWaiting(ctx, runID, transitionAbandon)
-	return err
+func (m *Module) abandon(ctx context.Context, runID string) (rescheduled bool, err error) {
+	_, err = m.fireIfWaiting(ctx, runID, transitionAbandon)
+	return false, err
 }
 
 // fireIfWaiting fires transition on run runID as its user and returns the

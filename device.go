@@ -144,12 +144,12 @@ func (m *Module) initiateDevice(ctx context.Context, tc *TransitionContext, args
 	if err := tc.SetData(oauthRunData{Provider: args.Provider, Scopes: scopes, Device: run}); err != nil {
 		return err
 	}
-	if err := m.work.schedule(ctx, jobDevice, tc.Run.ID, time.UnixMilli(run.NextPollAt)); err != nil {
+	if err := m.work.Schedule(ctx, jobDevice, tc.Run.ID, time.UnixMilli(run.NextPollAt)); err != nil {
 		return err
 	}
 	// The lapse ends the run at the code's expiry even when no poll gets
 	// through to hear expired_token.
-	if err := m.work.schedule(ctx, jobLapse, tc.Run.ID, time.UnixMilli(run.ExpiresAt)); err != nil {
+	if err := m.work.Schedule(ctx, jobLapse, tc.Run.ID, time.UnixMilli(run.ExpiresAt)); err != nil {
 		return err
 	}
 	return tc.SaveDocument(ctx, PromptDocumentName, promptWidget, OAuthPromptDocument{
@@ -230,21 +230,21 @@ func (m *Module) newDeviceRun(runID string, p Provider, a *DeviceAuthorization) 
 // follow it, are the server's, as a redirect completion is once its state
 // is spent: they run under a context of their own (CompletionTimeout) that
 // the worker's stop does not end, and Close waits for them.
-func (m *Module) pollDevice(ctx context.Context, runID string) error {
+func (m *Module) pollDevice(ctx context.Context, runID string) (rescheduled bool, err error) {
 	ctx, cancel := m.serverOwned(ctx)
 	defer cancel()
 	r, err := m.fireIfWaiting(ctx, runID, transitionPollDevice)
 	if err != nil || r == nil || r.Status != RunWaiting {
-		return err
+		return false, err
 	}
 	var data oauthRunData
 	if err := decodeStrict(r.Data, &data, "data"); err != nil || data.Device == nil {
-		return err
+		return false, err
 	}
-	if err := m.work.schedule(ctx, jobDevice, runID, time.UnixMilli(data.Device.NextPollAt)); err != nil {
-		return err
+	if err := m.work.Schedule(ctx, jobDevice, runID, time.UnixMilli(data.Device.NextPollAt)); err != nil {
+		return false, err
 	}
-	return errHandled
+	return true, nil
 }
 
 // pollDeviceTransition asks the token endpoint once for the device code's

@@ -269,7 +269,7 @@ func (e *Engine) finished(ctx context.Context, ch *callChain, r *Run) {
 		return
 	}
 	notify := func(ctx context.Context) {
-		if err := e.deliver(ctx, r.ID); err != nil {
+		if _, err := e.deliver(ctx, r.ID); err != nil {
 			e.log.LogAttrs(ctx, slog.LevelWarn, "oauthflow: parent callback failed; the worker retries it",
 				slog.String("run", r.ID), slog.String("parent", r.ParentID), slog.String("error", logSafeError(err)))
 		}
@@ -558,37 +558,38 @@ func reportsToParent(r *Run) bool {
 
 // deliver fires the callback transition of child's parent with the child's
 // result. It returns an error only when a later try may land (the store
-// failed, or the child's end is not saved yet); a delivery that can never
-// land (the parent is gone, or not waiting for it) is dropped with a warning.
-func (e *Engine) deliver(ctx context.Context, child string) error {
+// failed); a delivery that can never land (the parent is gone, or not
+// waiting for it) is dropped with a warning. It keeps the entry itself
+// (rescheduled) while the child's end is not saved yet.
+func (e *Engine) deliver(ctx context.Context, child string) (rescheduled bool, err error) {
 	r, err := e.Get(ctx, child)
 	if errors.Is(err, ErrRunNotFound) {
-		return e.removeDelivery(ctx, child)
+		return false, e.removeDelivery(ctx, child)
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !reportsToParent(r) {
-		return e.removeDelivery(ctx, child)
+		return false, e.removeDelivery(ctx, child)
 	}
 	if r.State != StateEnd {
 		// Owed before the end's save landed (or the save failed): the entry
 		// stays, claimed again later, until the end is saved and owed anew.
-		return errHandled
+		return true, nil
 	}
 	in, err := marshalArg(ChildResult{RunID: r.ID, Status: r.Status, Result: r.Result})
 	if err != nil {
-		return err
+		return false, err
 	}
 	_, err = e.fire(ctx, r.ParentID, r.Options.Callback.Transition, in, r.UserID, r.ID)
 	if retryable(err) {
-		return err
+		return false, err
 	}
 	if err != nil && !isTransitionFailure(err) {
 		e.log.LogAttrs(ctx, slog.LevelWarn, "oauthflow: a child's result cannot reach its parent",
 			slog.String("run", r.ID), slog.String("parent", r.ParentID), slog.String("error", logSafeError(err)))
 	}
-	return e.removeDelivery(ctx, child)
+	return false, e.removeDelivery(ctx, child)
 }
 
 // removeDelivery removes child's delivery from the due work.

@@ -7,7 +7,7 @@ import (
 
 // WorkOnce runs one pass of m's background worker now and reports how many
 // pieces of due work it did: tests drive due work without waiting for a tick.
-func WorkOnce(ctx context.Context, m *Module) int { return m.work.pass(ctx) }
+func WorkOnce(ctx context.Context, m *Module) int { return m.work.Pass(ctx) }
 
 // WithSessionEncryption lets the external tests seal a SessionService of
 // their own; apps set Config.Encryption.
@@ -19,7 +19,7 @@ var DefaultRefreshBackoff = defaultRefreshBackoff
 // StopWork cancels m's background worker's context, as Close does first,
 // without waiting for the work in flight: a test holds a piece of work at
 // the moment Close has stopped the worker, then lets it go and calls Close.
-func StopWork(m *Module) { m.work.stop() }
+func StopWork(m *Module) { m.work.Stop() }
 
 // SetRefreshTimeout bounds m's refreshes (and so the retries of a rotated
 // token's write) at d, as WithRefreshTimeout does for a TokenStore: set it

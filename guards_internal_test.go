@@ -16,6 +16,7 @@ import (
 	"github.com/oauthflow/oauthflow/internal/testkit/fakeclock"
 	"github.com/oauthflow/oauthflow/internal/testkit/redistest"
 	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
+	"github.com/oauthflow/oauthflow/internal/worker"
 )
 
 // Guards of issue 26 that no test noticed: the run lock's owner check at its
@@ -168,7 +169,7 @@ func testRunLockFreedOnlyByItsHolder(t *testing.T, store KV) {
 	}
 }
 
-// A piece of work a pass claims is leased for workLease: neither another
+// A piece of work a pass claims is leased for worker.Lease: neither another
 // instance's pass nor the claimer's own next one takes it again until the
 // lease lapses, so a failing job is retried after its lease, not every pass.
 func TestWorkerClaimLeasesTheWork(t *testing.T) {
@@ -185,27 +186,27 @@ func testWorkerClaimLeasesTheWork(t *testing.T, store KV) {
 	ctx := context.Background()
 	clock := fakeclock.New(time.Now())
 	var tries atomic.Int64
-	instance := func() *worker {
-		w := newWorker(store, clock.Now, slog.New(slog.DiscardHandler), time.Hour)
-		w.handle("flaky", func(context.Context, string) error {
+	instance := func() *worker.Worker {
+		w := worker.New(storeOf(store), worker.Config{Now: clock.Now, Every: time.Hour})
+		w.Handle("flaky", worker.Share{}, func(context.Context, string) (bool, error) {
 			tries.Add(1)
-			return errors.New("the provider is down")
+			return false, errors.New("the provider is down")
 		})
 		return w
 	}
 	a, b := instance(), instance()
-	if err := a.schedule(ctx, "flaky", "c1", clock.Now()); err != nil {
+	if err := a.Schedule(ctx, "flaky", "c1", clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	passes := func(want int, when string) {
 		t.Helper()
-		if n := a.pass(ctx) + b.pass(ctx); n != want {
+		if n := a.Pass(ctx) + b.Pass(ctx); n != want {
 			t.Fatalf("%s: the two instances' passes did %d pieces; want %d", when, n, want)
 		}
 	}
 	passes(1, "due")
 	passes(0, "just claimed")
-	clock.Advance(workLease - time.Second)
+	clock.Advance(worker.Lease - time.Second)
 	passes(0, "a second before the lease lapses")
 	clock.Advance(2 * time.Second)
 	passes(1, "a second after the lease lapsed")

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/oauthflow/oauthflow/internal/testkit/fakeclock"
 	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
+	"github.com/oauthflow/oauthflow/internal/worker"
 )
 
 // heldProvider holds every refresh until the test opens the gate, and
@@ -56,7 +58,7 @@ func (p *heldProvider) RefreshToken(ctx context.Context, rt string) (*TokenSet, 
 // clock, each with a worker, and n connections of provider p due now.
 type limitedFleet struct {
 	stores  []*TokenStore
-	workers []*worker
+	workers []*worker.Worker
 	clock   *fakeclock.Clock
 }
 
@@ -72,8 +74,8 @@ func newLimitedFleet(t *testing.T, p Provider, instances, n int, limits map[stri
 	for range instances {
 		s := NewTokenStore(kv, reg, WithClock(clock.Now), WithLogger(slog.New(slog.DiscardHandler)),
 			WithRefreshAhead(5*time.Minute, 3*time.Hour), WithRefreshLimits(limits))
-		w := newWorker(kv, clock.Now, slog.New(slog.DiscardHandler), time.Hour)
-		w.handle(jobAhead, s.refreshAhead)
+		w := worker.New(kv, worker.Config{Now: clock.Now, Every: time.Hour})
+		w.Handle(jobAhead, aheadShare, s.refreshAhead)
 		f.stores, f.workers = append(f.stores, s), append(f.workers, w)
 	}
 	ctx := context.Background()
@@ -95,7 +97,7 @@ func (f *limitedFleet) passAll(t *testing.T) {
 	t.Helper()
 	var wg sync.WaitGroup
 	for _, w := range f.workers {
-		wg.Go(func() { w.pass(context.Background()) })
+		wg.Go(func() { w.Pass(context.Background()) })
 	}
 	waitfor.Group(t, &wg, "the fleet's passes")
 }
@@ -113,7 +115,7 @@ func TestRefreshAheadConcurrencyPerProvider(t *testing.T) {
 		}
 	}
 	done := make(chan struct{})
-	go func() { defer close(done); f.workers[0].pass(context.Background()) }()
+	go func() { defer close(done); f.workers[0].Pass(context.Background()) }()
 	waitfor.Recv(t, all, "every refresh asking for a slot")
 	waitfor.Recv(t, p.full, "three refreshes in flight")
 	if held := len(f.stores[0].limiter.slotsOf("acme", 3)); held != 3 {
@@ -156,21 +158,21 @@ func TestRefreshAhead429SlowsTheFleet(t *testing.T) {
 	p.status.Store(http.StatusTooManyRequests)
 	f := newLimitedFleet(t, p, 2, 10, map[string]RefreshLimit{"acme": {Concurrency: 1}})
 	ctx := context.Background()
-	members, err := f.stores[0].kv.Claim(ctx, dueIndex, f.clock.Now(), workLease, 1)
+	members, err := f.stores[0].kv.Claim(ctx, dueIndex, f.clock.Now(), worker.Lease, 1)
 	if err != nil || len(members) != 1 {
 		t.Fatalf("claim: %v, %v", members, err)
 	}
-	f.workers[0].do(ctx, members[0]) // instance 0 hears 429
+	f.stores[0].refreshAhead(ctx, strings.TrimPrefix(members[0], jobAhead+":")) // instance 0 hears 429
 	if n := p.calls.Load(); n != 1 {
 		t.Fatalf("%d provider calls, want 1", n)
 	}
 	p.status.Store(0)
-	f.workers[1].pass(ctx)
+	f.workers[1].Pass(ctx)
 	if n := p.calls.Load(); n != 1 {
 		t.Fatalf("instance 1 called the provider %d more times during the slow-down", n-1)
 	}
 	f.clock.Advance(fleetSlowDown + time.Second)
-	f.workers[1].pass(ctx)
+	f.workers[1].Pass(ctx)
 	if n := p.calls.Load(); n < 10 {
 		t.Fatalf("after the slow-down %d provider calls, want every connection refreshed", n)
 	}
@@ -191,7 +193,7 @@ func TestRefreshAheadQueuedBehind429(t *testing.T) {
 		}
 	}
 	done := make(chan struct{})
-	go func() { defer close(done); f.workers[0].pass(context.Background()) }()
+	go func() { defer close(done); f.workers[0].Pass(context.Background()) }()
 	waitfor.Recv(t, all, "five refreshes waiting for the provider's one slot")
 	waitfor.Recv(t, p.full, "the first refresh at the provider")
 	close(p.gate)
@@ -415,14 +417,14 @@ func TestWorkerNotStarvedByAHangingProvider(t *testing.T) {
 	}
 	store, quiet := NewMemoryKV(), slog.New(slog.DiscardHandler)
 	s := NewTokenStore(store, reg, WithClock(clock.Now), WithLogger(quiet), WithRefreshAhead(5*time.Minute, 3*time.Hour))
-	w := newWorker(store, clock.Now, quiet, time.Hour)
-	w.handle(jobAhead, s.refreshAhead)
+	w := worker.New(store, worker.Config{Now: clock.Now, Every: time.Hour})
+	w.Handle(jobAhead, aheadShare, s.refreshAhead)
 	lapsed := make(chan int64, 1)
 	var lapses atomic.Int64
-	w.handle(jobLapse, func(context.Context, string) error {
+	w.Handle(jobLapse, worker.Share{Most: worker.KindShare}, func(context.Context, string) (bool, error) {
 		lapses.Add(1)
 		lapsed <- acme.ended.Load()
-		return nil
+		return false, nil
 	})
 	ctx := context.Background()
 	connect := func(user, provider string, expires time.Duration) {
@@ -435,16 +437,16 @@ func TestWorkerNotStarvedByAHangingProvider(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const due = maxInFlight + 44
+	const due = worker.MaxInFlight + 44
 	for i := range due {
 		connect(fmt.Sprintf("u%d", i), "acme", 4*time.Minute)
 	}
 	connect("v", "beta", 4*time.Minute+time.Second) // due after every one of acme's
-	if err := w.schedule(ctx, jobLapse, "run-1", clock.Now()); err != nil {
+	if err := w.Schedule(ctx, jobLapse, "run-1", clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	drained := make(chan struct{})
-	go func() { defer close(drained); w.drain(ctx) }()
+	go func() { defer close(drained); w.Drain(ctx); w.Wait() }()
 	waitfor.Recv(t, acme.full, "acme's slots all waiting on its endpoint")
 	if n := waitfor.Recv(t, beta.seen, "beta's refresh ahead"); n != 0 {
 		t.Fatalf("beta's refresh ran once %d of acme's refreshes had given up, want while all of them hang", n)
@@ -456,8 +458,7 @@ func TestWorkerNotStarvedByAHangingProvider(t *testing.T) {
 		t.Fatalf("%d of acme's refreshes at its endpoint, want %d", n, defaultRefreshConcurrency)
 	}
 	close(acme.gate)
-	waitfor.Recv(t, drained, "the drain")
-	waitfor.Group(t, &w.running, "the worker's pieces")
+	waitfor.Recv(t, drained, "the drain and the worker's pieces")
 	if n, most := acme.calls.Load(), acme.most.Load(); n != due || most != defaultRefreshConcurrency {
 		t.Fatalf("acme: %d refreshes, at most %d at once; want %d, at most %d", n, most, due, defaultRefreshConcurrency)
 	}

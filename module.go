@@ -13,6 +13,7 @@ import (
 	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/outbound"
 	"github.com/oauthflow/oauthflow/internal/seal"
+	"github.com/oauthflow/oauthflow/internal/worker"
 )
 
 // Config wires a Module. Its zero value means: Redis from KVSTORE_* (memory if it
@@ -138,7 +139,7 @@ type Module struct {
 	pages       pageCache // rendered success pages
 	now         func() time.Time
 	signInTTL   time.Duration
-	work        *worker
+	work        *worker.Worker // the time-driven work: lapses, deliveries, abandoned completions, refreshes ahead, device polls
 
 	completionTimeout, runLockLease time.Duration
 }
@@ -194,13 +195,14 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	if err := m.Engine.Register(m.oauthWorkflow()); err != nil {
 		return nil, err
 	}
-	m.work = newWorker(storeOf(store), now, log, cfg.WorkerInterval)
-	m.work.handle(jobLapse, m.lapse)
-	m.work.handle(jobDeliver, m.Engine.deliver)
-	m.work.handle(jobAbandon, m.abandon)
-	m.work.handle(jobAhead, m.Tokens.refreshAhead)
-	m.work.handle(jobDevice, m.pollDevice)
-	m.work.start()
+	m.work = worker.New(storeOf(store), worker.Config{Now: now, Log: log, Every: cfg.WorkerInterval, ErrorText: logSafeError})
+	kind := worker.Share{Most: worker.KindShare}
+	m.work.Handle(jobLapse, kind, m.lapse)
+	m.work.Handle(jobDeliver, kind, m.Engine.deliver)
+	m.work.Handle(jobAbandon, kind, m.abandon)
+	m.work.Handle(jobAhead, aheadShare, m.Tokens.refreshAhead)
+	m.work.Handle(jobDevice, kind, m.pollDevice)
+	m.work.Start()
 	return m, nil
 }
 
@@ -245,7 +247,7 @@ func moduleKV(ctx context.Context, cfg Config, log *slog.Logger) (KV, bool, erro
 // provider, never a token), whose users must sign in again once the process
 // exits.
 func (m *Module) Close() error {
-	m.work.close()
+	m.work.Close()
 	m.Tokens.flights.Wait() // a refresh in flight writes what the provider rotated first
 	err := m.Tokens.unwrittenErr()
 	if m.ownsKV {

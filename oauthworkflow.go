@@ -153,7 +153,7 @@ func (m *Module) initiateOAuth(ctx context.Context, tc *TransitionContext) error
 	if err := tc.SetData(oauthRunData{Provider: args.Provider, ExpectedState: res.State}); err != nil {
 		return err
 	}
-	if err := m.work.schedule(ctx, jobLapse, tc.Run.ID, m.now().Add(m.signInTTL)); err != nil {
+	if err := m.work.Schedule(ctx, jobLapse, tc.Run.ID, m.now().Add(m.signInTTL)); err != nil {
 		return err
 	}
 	return tc.SaveDocument(ctx, PromptDocumentName, promptWidget, OAuthPromptDocument{
@@ -173,9 +173,9 @@ func (m *Module) tidyDueWork(ctx context.Context, id, job string) {
 
 // lapse fires expireSignIn on an oauth run whose sign-in lapsed; a run that has
 // moved on (signed in, failed) or is gone needs nothing.
-func (m *Module) lapse(ctx context.Context, runID string) error {
-	_, err := m.fireIfWaiting(ctx, runID, transitionExpire)
-	return err
+func (m *Module) lapse(ctx context.Context, runID string) (rescheduled bool, err error) {
+	_, err = m.fireIfWaiting(ctx, runID, transitionExpire)
+	return false, err
 }
 
 // expireTransition ends a sign-in that lapsed unused: the run returns

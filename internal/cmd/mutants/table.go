@@ -311,7 +311,7 @@ func coreTable() []mutant {
 		{
 			Name: "worker/lapse-not-scheduled",
 			File: "oauthworkflow.go",
-			Old:  "if err := m.work.schedule(ctx, jobLapse, tc.Run.ID, m.now().Add(m.signInTTL)); err != nil {",
+			Old:  "if err := m.work.Schedule(ctx, jobLapse, tc.Run.ID, m.now().Add(m.signInTTL)); err != nil {",
 			New:  "if err := error(nil); err != nil {",
 			Run:  "^(TestSignInLapses|TestSignInLapsesOnItsOwn)$",
 			Why:  "a sign-in that lapses unused ends its run and resumes the parent with status failed",
@@ -718,8 +718,8 @@ func coreTable() []mutant {
 		{
 			Name: "ahead/leave-loses-a-sign-in",
 			File: "ahead.go",
-			Old:  "\tif err != nil || v.expiresAt == 0 || len(v.refresh) == 0 {\n\t\treturn errHandled\n\t}\n\ts.writeMarks(",
-			New:  "\t_ = err\n\treturn errHandled\n\ts.writeMarks(",
+			Old:  "\tif err != nil || v.expiresAt == 0 || len(v.refresh) == 0 {\n\t\treturn true, nil\n\t}\n\ts.writeMarks(",
+			New:  "\t_ = err\n\treturn true, nil\n\ts.writeMarks(",
 			Why:  "a sign-in that lands while the worker takes a connection out keeps it in",
 			Run:  "TestLeaveKeepsARaceWithASignIn",
 		},
@@ -735,7 +735,7 @@ func coreTable() []mutant {
 			Name: "ahead/off-keeps-entries",
 			File: "ahead.go",
 			Old:  "\t\treturn s.removeFromRefreshAhead(ctx, member) // refresh ahead was turned off, or the entry is not ours\n",
-			New:  "\t\treturn nil\n",
+			New:  "\t\treturn false, nil\n",
 			Why:  "an instance without refresh ahead takes the entries out",
 			Run:  "TestRefreshAheadOffTakesEntriesOut",
 		},
@@ -869,7 +869,8 @@ func coreTable() []mutant {
 		},
 		{
 			Name: "worker/one-piece-at-a-time",
-			File: "worker.go",
+			File: "internal/worker/worker.go",
+			Pkg:  "./internal/worker",
 			Old:  "\t\tgo w.run(ctx, p)\n",
 			New:  "\t\tw.run(ctx, p)\n",
 			Why:  "a pass does its pieces side by side, so refreshes ahead that wait on providers do not queue behind each other",

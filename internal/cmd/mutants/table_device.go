@@ -73,7 +73,7 @@ func deviceSignIns() []mutant {
 		{
 			Name: "device/no-lapse",
 			File: "device.go",
-			Old:  "\tif err := m.work.schedule(ctx, jobLapse, tc.Run.ID, time.UnixMilli(run.ExpiresAt)); err != nil {\n\t\treturn err\n\t}\n",
+			Old:  "\tif err := m.work.Schedule(ctx, jobLapse, tc.Run.ID, time.UnixMilli(run.ExpiresAt)); err != nil {\n\t\treturn err\n\t}\n",
 			New:  "",
 			Run:  run,
 			Why:  "the sign-in ends at the code's expiry even while no poll gets through",
@@ -121,8 +121,8 @@ func deviceSignIns() []mutant {
 		{
 			Name: "device/no-next-poll",
 			File: "device.go",
-			Old:  "\t\treturn err\n\t}\n\treturn errHandled\n",
-			New:  "\t\treturn err\n\t}\n\treturn nil\n",
+			Old:  "\t\treturn false, err\n\t}\n\treturn true, nil\n",
+			New:  "\t\treturn false, err\n\t}\n\treturn false, nil\n",
 			Run:  run,
 			Why:  "a pending sign-in is polled again: the job keeps its entry",
 		},
@@ -217,7 +217,7 @@ func refreshAtScale() []mutant {
 	return []mutant{
 		{
 			Name: "scale/one-claim-a-tick",
-			File: "worker.go",
+			File: "internal/worker/worker.go",
 			Old:  "\t\tif err != nil || len(members) < want {\n",
 			New:  "\t\tif _ = err; true {\n",
 			Run:  run,

@@ -22,9 +22,9 @@ func unnoticedGuards() []mutant {
 		},
 		{
 			Name: "worker/claim-without-lease",
-			File: "worker.go",
-			Old:  "w.kv.Claim(ctx, dueIndex, w.now(), workLease, n)",
-			New:  "w.kv.Claim(ctx, dueIndex, w.now(), 0, n)",
+			File: "internal/worker/worker.go",
+			Old:  "w.kv.Claim(ctx, Index, w.now(), Lease, n)",
+			New:  "w.kv.Claim(ctx, Index, w.now(), 0, n)",
 			Run:  "TestWorkerClaimLeasesTheWork",
 			Why:  "a claimed piece of work is leased: no other pass takes it again, and a failing job waits out its lease",
 		},

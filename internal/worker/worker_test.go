@@ -1,9 +1,8 @@
-package oauthflow
+package worker
 
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,59 +13,65 @@ import (
 	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
 )
 
-// A pass does its pieces of work side by side, all of them up to maxInFlight:
-// every piece here waits until maxInFlight of them run, which only a pass
+// The kinds of work of these tests, named after the library's.
+const (
+	device = "device" // a device sign-in's poll
+	lapse  = "lapse"  // a sign-in's lapse
+)
+
+// A pass does its pieces of work side by side, all of them up to MaxInFlight:
+// every piece here waits until MaxInFlight of them run, which only a pass
 // that runs that many at once lets happen, and none sees more.
 func TestWorkerPassRunsPiecesSideBySide(t *testing.T) {
 	t.Parallel()
-	store := NewMemoryKV()
+	store := kv.NewMemory(nil)
 	now := time.Now()
-	w := newWorker(store, func() time.Time { return now }, slog.New(slog.DiscardHandler), time.Hour)
+	w := New(store, Config{Now: func() time.Time { return now }, Every: time.Hour})
 	var mu sync.Mutex
 	running, most := 0, 0
 	full := make(chan struct{})
-	w.handle("slow", func(ctx context.Context, _ string) error {
+	w.Handle("slow", Share{}, func(ctx context.Context, _ string) (bool, error) {
 		mu.Lock()
 		running++
 		most = max(most, running)
-		if running == maxInFlight {
+		if running == MaxInFlight {
 			close(full)
 		}
 		mu.Unlock()
 		defer func() { mu.Lock(); running--; mu.Unlock() }()
 		select {
 		case <-full:
-			return nil
-		case <-ctx.Done(): // only if the pass never runs maxInFlight at once
-			return ctx.Err()
+			return false, nil
+		case <-ctx.Done(): // only if the pass never runs MaxInFlight at once
+			return false, ctx.Err()
 		}
 	})
 	ctx := context.Background()
-	for i := range maxInFlight {
-		if err := w.schedule(ctx, "slow", string(rune('a'+i)), now); err != nil {
+	for i := range MaxInFlight {
+		if err := w.Schedule(ctx, "slow", string(rune('a'+i)), now); err != nil {
 			t.Fatal(err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second) // a deadlock breaker, not a measure
 	defer cancel()
-	if n := w.pass(ctx); n != maxInFlight {
-		t.Fatalf("the pass did %d pieces, want %d", n, maxInFlight)
+	if n := w.Pass(ctx); n != MaxInFlight {
+		t.Fatalf("the pass did %d pieces, want %d", n, MaxInFlight)
 	}
-	if most != maxInFlight {
-		t.Fatalf("at most %d pieces ran at once, want %d", most, maxInFlight)
+	if most != MaxInFlight {
+		t.Fatalf("at most %d pieces ran at once, want %d", most, MaxInFlight)
 	}
 }
 
 // Work due in bulk is drained in one go, claim after claim as pieces end,
-// never more than maxInFlight at once.
+// never more than MaxInFlight at once.
 func TestWorkerDrainsBulkWork(t *testing.T) {
 	t.Parallel()
-	store := NewMemoryKV()
+	store := kv.NewMemory(nil)
 	now := time.Now()
-	w := newWorker(store, func() time.Time { return now }, slog.New(slog.DiscardHandler), time.Hour)
+	w := New(store, Config{Now: func() time.Time { return now }, Every: time.Hour})
 	var mu sync.Mutex
 	running, most, done := 0, 0, 0
-	w.handle("quick", func(context.Context, string) error {
+	w.Handle("quick", Share{}, func(context.Context, string) (bool, error) {
 		mu.Lock()
 		running++
 		most = max(most, running)
@@ -76,24 +81,24 @@ func TestWorkerDrainsBulkWork(t *testing.T) {
 		running--
 		done++
 		mu.Unlock()
-		return nil
+		return false, nil
 	})
 	ctx := context.Background()
-	const due = 3*maxInFlight + 17
+	const due = 3*MaxInFlight + 17
 	for i := range due {
-		if err := w.schedule(ctx, "quick", fmt.Sprint(i), now); err != nil {
+		if err := w.Schedule(ctx, "quick", fmt.Sprint(i), now); err != nil {
 			t.Fatal(err)
 		}
 	}
-	w.drain(ctx)
+	w.Drain(ctx)
 	waitfor.Group(t, &w.running, "the drained pieces")
 	if done != due {
 		t.Fatalf("one drain did %d of %d due pieces", done, due)
 	}
-	if most > maxInFlight {
-		t.Fatalf("%d pieces ran at once, more than %d", most, maxInFlight)
+	if most > MaxInFlight {
+		t.Fatalf("%d pieces ran at once, more than %d", most, MaxInFlight)
 	}
-	if left, err := store.Claim(ctx, dueIndex, now, workLease, 1); err != nil || len(left) != 0 {
+	if left, err := store.Claim(ctx, Index, now, Lease, 1); err != nil || len(left) != 0 {
 		t.Fatalf("left due: %v, %v", left, err)
 	}
 }
@@ -106,50 +111,50 @@ func TestWorkerHoldsBackWhatItsShareHasNoRoomFor(t *testing.T) {
 	t.Parallel()
 	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
 	store := kv.NewMemory(nil)
-	w := newWorker(store, clock.Now, slog.New(slog.DiscardHandler), time.Hour)
+	w := New(store, Config{Now: clock.Now, Every: time.Hour})
 	hang := make(chan struct{})
 	var started, ended, inFlight atomic.Int64
-	w.handle(jobDevice, func(ctx context.Context, _ string) error { // a device endpoint that hangs
+	w.Handle(device, Share{Most: KindShare}, func(ctx context.Context, _ string) (bool, error) { // a device endpoint that hangs
 		started.Add(1)
 		defer ended.Add(1)
-		if inFlight.Add(1) > kindShare {
-			return nil // beyond the share: ends at once, and the lapse below sees it
+		if inFlight.Add(1) > KindShare {
+			return false, nil // beyond the share: ends at once, and the lapse below sees it
 		}
 		defer inFlight.Add(-1)
 		select {
 		case <-hang:
-			return nil
+			return false, nil
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		}
 	})
 	lapsed := make(chan int64, 1)
-	w.handle(jobLapse, func(context.Context, string) error {
+	w.Handle(lapse, Share{Most: KindShare}, func(context.Context, string) (bool, error) {
 		lapsed <- ended.Load()
-		return nil
+		return false, nil
 	})
 	ctx := context.Background()
 	const over = 100
-	const due = kindShare + maxHeld + over
+	const due = KindShare + maxHeld + over
 	for i := range due {
-		if err := w.schedule(ctx, jobDevice, fmt.Sprint(i), clock.Now().Add(-time.Minute)); err != nil {
+		if err := w.Schedule(ctx, device, fmt.Sprint(i), clock.Now().Add(-time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := w.schedule(ctx, jobLapse, "run-1", clock.Now()); err != nil { // due after every poll
+	if err := w.Schedule(ctx, lapse, "run-1", clock.Now()); err != nil { // due after every poll
 		t.Fatal(err)
 	}
-	w.drain(ctx)
+	w.Drain(ctx)
 	if n := waitfor.Recv(t, lapsed, "the lapse"); n != 0 {
 		t.Fatalf("the lapse ran once %d device polls had given up, want while all of them hang", n)
 	}
 	w.mu.Lock()
-	running, held := w.busy[jobDevice], w.nHeld
+	running, held := w.busy[device], w.nHeld
 	w.mu.Unlock()
-	if running != kindShare || held != maxHeld {
-		t.Fatalf("%d device polls in flight and %d held, want %d and %d", running, held, kindShare, maxHeld)
+	if running != KindShare || held != maxHeld {
+		t.Fatalf("%d device polls in flight and %d held, want %d and %d", running, held, KindShare, maxHeld)
 	}
-	index, err := store.Members(ctx, dueIndex)
+	index, err := store.Members(ctx, Index)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,11 +167,11 @@ func TestWorkerHoldsBackWhatItsShareHasNoRoomFor(t *testing.T) {
 	if back != over {
 		t.Fatalf("%d device polls put back due within %s, want the %d beyond what is held", back, 2*busyRetry, over)
 	}
-	clock.Advance(workLease / 2) // the held polls could no longer end within their lease
+	clock.Advance(Lease / 2) // the held polls could no longer end within their lease
 	close(hang)
 	waitfor.Group(t, &w.running, "the worker's pieces")
-	if n := started.Load(); n != kindShare {
-		t.Fatalf("%d device polls ran, want the %d in flight: the held ones are let go", n, kindShare)
+	if n := started.Load(); n != KindShare {
+		t.Fatalf("%d device polls ran, want the %d in flight: the held ones are let go", n, KindShare)
 	}
 	if w.nHeld != 0 {
 		t.Fatalf("%d pieces still held", w.nHeld)
@@ -178,28 +183,28 @@ func TestWorkerHoldsBackWhatItsShareHasNoRoomFor(t *testing.T) {
 func TestWorkerStartsNoHeldPieceOnceStopped(t *testing.T) {
 	t.Parallel()
 	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
-	store := NewMemoryKV()
-	w := newWorker(store, clock.Now, slog.New(slog.DiscardHandler), time.Hour)
+	store := kv.NewMemory(nil)
+	w := New(store, Config{Now: clock.Now, Every: time.Hour})
 	var started atomic.Int64
 	full := make(chan struct{})
-	w.handle(jobDevice, func(ctx context.Context, _ string) error {
-		if started.Add(1) == kindShare {
+	w.Handle(device, Share{Most: KindShare}, func(ctx context.Context, _ string) (bool, error) {
+		if started.Add(1) == KindShare {
 			close(full)
 		}
 		<-ctx.Done() // hangs until the worker stops
-		return ctx.Err()
+		return false, ctx.Err()
 	})
 	ctx, stop := context.WithCancel(context.Background())
-	for i := range kindShare + 10 {
-		if err := w.schedule(ctx, jobDevice, fmt.Sprint(i), clock.Now()); err != nil {
+	for i := range KindShare + 10 {
+		if err := w.Schedule(ctx, device, fmt.Sprint(i), clock.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	w.drain(ctx)
+	w.Drain(ctx)
 	waitfor.Recv(t, full, "the device polls' share in flight")
 	stop()
 	waitfor.Group(t, &w.running, "the worker's pieces")
-	if n := started.Load(); n != kindShare {
-		t.Fatalf("%d device polls started, want %d: held ones started after the worker stopped", n, kindShare)
+	if n := started.Load(); n != KindShare {
+		t.Fatalf("%d device polls started, want %d: held ones started after the worker stopped", n, KindShare)
 	}
 }
