@@ -16,12 +16,11 @@ import (
 	"github.com/oauthflow/oauthflow/internal/testkit/fakeclock"
 	"github.com/oauthflow/oauthflow/internal/testkit/redistest"
 	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
-	"github.com/oauthflow/oauthflow/internal/worker"
 )
 
 // Guards of issue 26 that no test noticed: the run lock's owner check at its
-// release, the worker's claim lease and Reencrypt's compare-and-swap. Each
-// runs on memory and a real Redis.
+// release and Reencrypt's compare-and-swap (the worker's claim lease is
+// tested in internal/worker). Each runs on memory and a real Redis.
 
 // guardKVs are the stores the guards are tried on, each empty.
 func guardKVs() map[string]func(t *testing.T) KV {
@@ -166,52 +165,6 @@ func testRunLockFreedOnlyByItsHolder(t *testing.T, store KV) {
 	}
 	if n := s.entered.Load(); n != 2 {
 		t.Fatalf("step ran %d times; want 2 (A, whose write was fenced, and B)", n)
-	}
-}
-
-// A piece of work a pass claims is leased for worker.Lease: neither another
-// instance's pass nor the claimer's own next one takes it again until the
-// lease lapses, so a failing job is retried after its lease, not every pass.
-func TestWorkerClaimLeasesTheWork(t *testing.T) {
-	t.Parallel()
-	for name, newKV := range guardKVs() {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			testWorkerClaimLeasesTheWork(t, newKV(t))
-		})
-	}
-}
-
-func testWorkerClaimLeasesTheWork(t *testing.T, store KV) {
-	ctx := context.Background()
-	clock := fakeclock.New(time.Now())
-	var tries atomic.Int64
-	instance := func() *worker.Worker {
-		w := worker.New(storeOf(store), worker.Config{Now: clock.Now, Every: time.Hour})
-		w.Handle("flaky", worker.Share{}, func(context.Context, string) (bool, error) {
-			tries.Add(1)
-			return false, errors.New("the provider is down")
-		})
-		return w
-	}
-	a, b := instance(), instance()
-	if err := a.Schedule(ctx, "flaky", "c1", clock.Now()); err != nil {
-		t.Fatal(err)
-	}
-	passes := func(want int, when string) {
-		t.Helper()
-		if n := a.Pass(ctx) + b.Pass(ctx); n != want {
-			t.Fatalf("%s: the two instances' passes did %d pieces; want %d", when, n, want)
-		}
-	}
-	passes(1, "due")
-	passes(0, "just claimed")
-	clock.Advance(worker.Lease - time.Second)
-	passes(0, "a second before the lease lapses")
-	clock.Advance(2 * time.Second)
-	passes(1, "a second after the lease lapsed")
-	if n := tries.Load(); n != 2 {
-		t.Fatalf("the failing job ran %d times; want 2", n)
 	}
 }
 

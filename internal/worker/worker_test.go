@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/testkit/fakeclock"
+	"github.com/oauthflow/oauthflow/internal/testkit/redistest"
 	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
 )
 
@@ -206,5 +208,62 @@ func TestWorkerStartsNoHeldPieceOnceStopped(t *testing.T) {
 	waitfor.Group(t, &w.running, "the worker's pieces")
 	if n := started.Load(); n != KindShare {
 		t.Fatalf("%d device polls started, want %d: held ones started after the worker stopped", n, KindShare)
+	}
+}
+
+// stores are the stores the worker is tried on, each empty.
+func stores() map[string]func(t *testing.T) kv.Store {
+	return map[string]func(t *testing.T) kv.Store{
+		"memory": func(*testing.T) kv.Store { return kv.NewMemory(nil) },
+		"redis": func(t *testing.T) kv.Store {
+			c := redistest.Real(t)
+			return kv.WithPrefix(kv.NewRedis(c), redistest.Prefix(t, c))
+		},
+	}
+}
+
+// A piece of work a pass claims is leased for Lease: neither another
+// instance's pass nor the claimer's own next one takes it again until the
+// lease lapses, so a failing job is retried after its lease, not every pass.
+func TestWorkerClaimLeasesTheWork(t *testing.T) {
+	t.Parallel()
+	for name, newKV := range stores() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testWorkerClaimLeasesTheWork(t, newKV(t))
+		})
+	}
+}
+
+func testWorkerClaimLeasesTheWork(t *testing.T, store kv.Store) {
+	ctx := context.Background()
+	clock := fakeclock.New(time.Now())
+	var tries atomic.Int64
+	instance := func() *Worker {
+		w := New(store, Config{Now: clock.Now, Every: time.Hour})
+		w.Handle("flaky", Share{}, func(context.Context, string) (bool, error) {
+			tries.Add(1)
+			return false, errors.New("the provider is down")
+		})
+		return w
+	}
+	a, b := instance(), instance()
+	if err := a.Schedule(ctx, "flaky", "c1", clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	passes := func(want int, when string) {
+		t.Helper()
+		if n := a.Pass(ctx) + b.Pass(ctx); n != want {
+			t.Fatalf("%s: the two instances' passes did %d pieces; want %d", when, n, want)
+		}
+	}
+	passes(1, "due")
+	passes(0, "just claimed")
+	clock.Advance(Lease - time.Second)
+	passes(0, "a second before the lease lapses")
+	clock.Advance(2 * time.Second)
+	passes(1, "a second after the lease lapsed")
+	if n := tries.Load(); n != 2 {
+		t.Fatalf("the failing job ran %d times; want 2", n)
 	}
 }

@@ -23,6 +23,7 @@ func unnoticedGuards() []mutant {
 		{
 			Name: "worker/claim-without-lease",
 			File: "internal/worker/worker.go",
+			Pkg:  "./internal/worker",
 			Old:  "w.kv.Claim(ctx, Index, w.now(), Lease, n)",
 			New:  "w.kv.Claim(ctx, Index, w.now(), 0, n)",
 			Run:  "TestWorkerClaimLeasesTheWork",
