@@ -3,6 +3,7 @@ package oauthflow
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -221,9 +222,9 @@ func (s *TokenStore) refreshAhead(ctx context.Context, member string) (reschedul
 		return s.reschedule(ctx, member, due)
 	}
 	release, err := s.admit(ctx, providerID)
-	var slowed *errSlowedDown
+	var slowed *slowedDownError
 	if errors.As(err, &slowed) {
-		return s.reschedule(ctx, member, slowed.until)
+		return s.reschedule(ctx, member, slowed.Until)
 	}
 	if err != nil {
 		return false, err
@@ -314,3 +315,85 @@ func (s *TokenStore) seenAt(ctx context.Context, member string) (time.Time, bool
 	}
 	return time.UnixMilli(ms), ok, nil
 }
+
+// Refreshing ahead at scale, politely: a hundred thousand connections may
+// come due in one hour, and a fleet of instances must not hammer a provider
+// with them. Each provider's refreshes ahead are bounded on each instance
+// (Concurrency) and across the fleet (PerSecond), and a provider that
+// answers 429 slows the whole fleet's refreshes ahead of its tokens, not
+// just the instance that heard it (keyLimiter holds to the limits,
+// with a bucket of permits per provider in the store). Refreshes on read
+// are never held back: a user is waiting on them.
+
+// RefreshLimit bounds the refreshes ahead of one provider's tokens.
+type RefreshLimit struct {
+	// Concurrency is how many of the provider's tokens one instance
+	// refreshes ahead at once; 0: 100, GitHub's documented secondary limit
+	// on concurrent requests, which at 100 ms a refresh is 1,000 a second.
+	Concurrency int
+	// PerSecond is how many refreshes ahead a second the provider gets
+	// from all the instances that share the store; 0: no limit but
+	// Concurrency.
+	PerSecond int
+}
+
+// defaultRefreshConcurrency is GitHub's secondary limit: no more than 100
+// concurrent requests.
+const defaultRefreshConcurrency = 100
+
+// defaultRefreshLimits are the limits of providers that document one for
+// their token endpoint.
+var defaultRefreshLimits = map[string]RefreshLimit{}
+
+// WithRefreshLimits sets the refresh-ahead limits of providers by ID; the
+// limit under "" applies to every provider not named.
+func WithRefreshLimits(limits map[string]RefreshLimit) TokenStoreOption {
+	return func(s *TokenStore) {
+		s.limiter.limits = limits
+	}
+}
+
+// refreshLimiter is a TokenStore's bounds on refreshes ahead: the limits by
+// provider, and the limiter that holds the refreshes to them.
+type refreshLimiter struct {
+	limits map[string]RefreshLimit
+	keyLimiter
+}
+
+func (l *refreshLimiter) limit(providerID string) keyLimit {
+	lim, ok := l.limits[providerID]
+	if !ok {
+		if lim, ok = defaultRefreshLimits[providerID]; !ok {
+			lim = l.limits[""]
+		}
+	}
+	if lim.Concurrency <= 0 {
+		lim.Concurrency = defaultRefreshConcurrency
+	}
+	return keyLimit{Concurrency: lim.Concurrency, PerSecond: lim.PerSecond}
+}
+
+// admit lets one refresh ahead of providerID's tokens go under its limit
+// (keyLimiter.Admit), once the limiter has let go of what it kept
+// for providers the registry no longer holds (those its resolvers built
+// are let go beyond maxResolved).
+func (s *TokenStore) admit(ctx context.Context, providerID string) (release func(), err error) {
+	l := &s.limiter
+	lim := l.limit(providerID)
+	if s.reg != nil {
+		l.Forget(s.reg.bound(), s.reg.Has)
+	}
+	return l.Admit(ctx, providerID, lim)
+}
+
+// slowDown slows the fleet's refreshes ahead of providerID's tokens for
+// keySlowDown, after the provider answered 429.
+func (s *TokenStore) slowDown(ctx context.Context, providerID string) {
+	if err := s.limiter.Slow(ctx, providerID); err != nil {
+		s.events.log.WarnContext(ctx, "oauthflow: a provider's slow-down could not be shared; this instance slows down alone",
+			"provider", providerID, "error", err.Error())
+	}
+}
+
+// rateLimited reports whether err is a provider's 429.
+func rateLimited(err error) bool { return providerStatus(err) == http.StatusTooManyRequests }

@@ -3,8 +3,6 @@ package oauthflow
 import (
 	"context"
 	"errors"
-
-	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -13,139 +11,114 @@ import (
 	"github.com/oauthflow/oauthflow/internal/kv"
 )
 
-// Refreshing ahead at scale, politely: a hundred thousand connections may
-// come due in one hour, and a fleet of instances must not hammer a provider
-// with them. Each provider's refreshes ahead are bounded on each instance
-// (Concurrency) and across the fleet (PerSecond), and a provider that
-// answers 429 slows the whole fleet's refreshes ahead of its tokens, not
-// just the instance that heard it. Refreshes on read are never held back:
-// a user is waiting on them.
+// A fleet of instances must not hammer a provider: a hundred thousand
+// connections may come due for a refresh ahead in one hour. Each key's work
+// is bounded on each instance (Concurrency) and across the fleet
+// (PerSecond), and a key's slow-down (after a provider's 429) holds back the
+// whole fleet's work on it, not just the instance that heard it.
 //
 // The fleet-wide rate is a bucket of permits kept in the store as a due
-// index per provider (oauth:sys:rate:{provider}): PerSecond members, each
-// claimed for one second by the refresh that uses it, with the same atomic
-// Claim the worker takes its work with. When a claim finds no permit, the
-// instance looks the bucket over (at most once a second): it puts back the
-// permits missing, as after a failover or an eviction, and frees those
-// leased into the future by a clock running ahead. A permit numbered at or
-// beyond the instance's own PerSecond is removed when claimed, so a limit
-// lowered on every instance lowers the rate. The slow-down is one key per
-// provider (oauth:sys:slow:{provider}) whose value is when it ends.
+// index per key (oauth:sys:rate:{key}): PerSecond members, each claimed for
+// one second by the work that uses it, with the same atomic Claim the
+// worker takes its work with. When a claim finds no permit, the instance
+// looks the bucket over (at most once a second): it puts back the permits
+// missing, as after a failover or an eviction, and frees those leased into
+// the future by a clock running ahead. A permit numbered at or beyond the
+// instance's own PerSecond is removed when claimed, so a limit lowered on
+// every instance lowers the rate. The slow-down is one key per key
+// (oauth:sys:slow:{key}) whose value is when it ends.
 
-// RefreshLimit bounds the refreshes ahead of one provider's tokens.
-type RefreshLimit struct {
-	// Concurrency is how many of the provider's tokens one instance
-	// refreshes ahead at once; 0: 100, GitHub's documented secondary limit
-	// on concurrent requests, which at 100 ms a refresh is 1,000 a second.
-	Concurrency int
-	// PerSecond is how many refreshes ahead a second the provider gets
-	// from all the instances that share the store; 0: no limit but
-	// Concurrency.
-	PerSecond int
+// keyLimit bounds the work of one key.
+type keyLimit struct {
+	Concurrency int // how many at once on this instance; at least 1
+	PerSecond   int // how many a second across the fleet; 0: no limit but Concurrency
 }
 
-// Defaults of the refresh limits.
 const (
-	defaultRefreshConcurrency = 100              // GitHub's secondary limit: no more than 100 concurrent requests
-	fleetSlowDown             = 30 * time.Second // how long a 429 slows the fleet's refreshes ahead of a provider
-	slowKeyPrefix             = "oauth:sys:slow:"
-	rateIndexPrefix           = "oauth:sys:rate:"
+	// keySlowDown is how long a slow-down holds the fleet's work on a key.
+	keySlowDown     = 30 * time.Second
+	slowKeyPrefix   = "oauth:sys:slow:"
+	rateIndexPrefix = "oauth:sys:rate:"
 )
 
-// defaultRefreshLimits are the limits of providers that document one for
-// their token endpoint.
-var defaultRefreshLimits = map[string]RefreshLimit{}
-
-// WithRefreshLimits sets the refresh-ahead limits of providers by ID; the
-// limit under "" applies to every provider not named.
-func WithRefreshLimits(limits map[string]RefreshLimit) TokenStoreOption {
-	return func(s *TokenStore) {
-		s.limiter.limits = limits
-	}
-}
-
-// refreshLimiter is a TokenStore's bounds on refreshes ahead.
-type refreshLimiter struct {
-	limits map[string]RefreshLimit
+// keyLimiter holds the work of each key to its keyLimit. Store and Now are set
+// before its first use.
+type keyLimiter struct {
+	Store kv.Store
+	Now   func() time.Time
 
 	mu      sync.Mutex
-	slots   map[string]chan struct{} // per provider: one per refresh in flight here
-	buckets map[string]bucketSeen    // per provider: what this process did to its bucket of permits
+	slots   map[string]chan struct{} // per key: one per piece of work in flight here
+	buckets map[string]bucketSeen    // per key: what this process did to its bucket of permits
 
-	onQueue func() // tests: called as a refresh starts waiting for a slot
+	OnQueue func() // tests: called as a piece of work starts waiting for a slot
 }
 
-func (l *refreshLimiter) limit(providerID string) RefreshLimit {
-	lim, ok := l.limits[providerID]
-	if !ok {
-		if lim, ok = defaultRefreshLimits[providerID]; !ok {
-			lim = l.limits[""]
-		}
-	}
-	if lim.Concurrency <= 0 {
-		lim.Concurrency = defaultRefreshConcurrency
-	}
-	return lim
+// Held reports how many of key's slots are held on this instance.
+func (l *keyLimiter) Held(key string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.slots[key])
 }
 
-func (l *refreshLimiter) slotsOf(providerID string, n int) chan struct{} {
+// Kept reports for how many keys l keeps slots, and buckets of permits.
+func (l *keyLimiter) Kept() (slots, buckets int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.slots), len(l.buckets)
+}
+
+func (l *keyLimiter) slotsOf(key string, n int) chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.slots == nil {
 		l.slots = map[string]chan struct{}{}
 	}
-	c, ok := l.slots[providerID]
+	c, ok := l.slots[key]
 	if !ok {
 		c = make(chan struct{}, n)
-		l.slots[providerID] = c
+		l.slots[key] = c
 	}
 	return c
 }
 
-// forgetDropped lets go of what l keeps for providers reg no longer holds
-// (those its resolvers built are let go beyond maxResolved), once l keeps
-// as many as reg can hold: the slots of a provider with no refresh in
-// flight here, and what this process did to its bucket.
-func (l *refreshLimiter) forgetDropped(reg *Registry) {
-	if reg == nil {
-		return
-	}
+// Forget lets go of what l keeps for the keys that has reports gone, once
+// l keeps as many as bound: the slots of a key with no work in flight
+// here, and what this process did to its bucket.
+func (l *keyLimiter) Forget(bound int, has func(key string) bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if bound := reg.bound(); len(l.slots) < bound && len(l.buckets) < bound {
+	if len(l.slots) < bound && len(l.buckets) < bound {
 		return
 	}
 	for id, c := range l.slots {
-		if len(c) == 0 && !reg.Has(id) {
+		if len(c) == 0 && !has(id) {
 			delete(l.slots, id)
 		}
 	}
 	for id := range l.buckets {
-		if !reg.Has(id) {
+		if !has(id) {
 			delete(l.buckets, id)
 		}
 	}
 }
 
-// errSlowedDown is admit's answer while the fleet waits on a provider.
-type errSlowedDown struct{ until time.Time }
+// slowedDownError is Admit's answer while the fleet waits on a key.
+type slowedDownError struct{ Until time.Time }
 
-func (e *errSlowedDown) Error() string {
-	return "oauthflow: refreshes ahead wait until " + e.until.UTC().Format(time.RFC3339)
+func (e *slowedDownError) Error() string {
+	return "oauthflow: refreshes ahead wait until " + e.Until.UTC().Format(time.RFC3339)
 }
 
-// admit lets one refresh ahead of providerID's tokens go: it waits for one
-// of this instance's slots for the provider (release gives it back), then,
-// unless the fleet is slowed down, takes a permit of the fleet's for this
-// second. While the fleet is slowed down, or no permit is left this second,
-// it returns an *errSlowedDown that says when to try again.
-func (s *TokenStore) admit(ctx context.Context, providerID string) (release func(), err error) {
-	l := &s.limiter
-	lim := l.limit(providerID)
-	l.forgetDropped(s.reg)
-	slots := l.slotsOf(providerID, lim.Concurrency)
-	if l.onQueue != nil {
-		l.onQueue()
+// Admit lets one piece of work on key go: it waits for one of this
+// instance's lim.Concurrency slots for the key (release gives it back),
+// then, unless the fleet is slowed down, takes a permit of the fleet's for
+// this second. While the fleet is slowed down, or no permit is left this
+// second, it returns a *slowedDownError that says when to try again.
+func (l *keyLimiter) Admit(ctx context.Context, key string, lim keyLimit) (release func(), err error) {
+	slots := l.slotsOf(key, lim.Concurrency)
+	if l.OnQueue != nil {
+		l.OnQueue()
 	}
 	select {
 	case slots <- struct{}{}:
@@ -153,17 +126,17 @@ func (s *TokenStore) admit(ctx context.Context, providerID string) (release func
 		return nil, ctx.Err()
 	}
 	release = func() { <-slots }
-	// Asked once the slot is held: a refresh that waited for it while
+	// Asked once the slot is held: work that waited for it while
 	// another heard 429 does not go out after all.
-	if until, slowed, err := s.slowedUntil(ctx, providerID); err != nil || slowed {
+	if until, slowed, err := l.slowedUntil(ctx, key); err != nil || slowed {
 		release()
 		if err == nil {
-			err = &errSlowedDown{until: until}
+			err = &slowedDownError{Until: until}
 		}
 		return nil, err
 	}
 	if lim.PerSecond > 0 {
-		if err := s.takePermit(ctx, providerID, lim.PerSecond); err != nil {
+		if err := l.takePermit(ctx, key, lim.PerSecond); err != nil {
 			release()
 			return nil, err
 		}
@@ -171,11 +144,11 @@ func (s *TokenStore) admit(ctx context.Context, providerID string) (release func
 	return release, nil
 }
 
-// slowedUntil reports whether the fleet's refreshes ahead of providerID's
-// tokens are slowed down, and until when.
-func (s *TokenStore) slowedUntil(ctx context.Context, providerID string) (time.Time, bool, error) {
-	b, err := s.kv.Get(ctx, slowKeyPrefix+providerID)
-	if errors.Is(err, ErrNotFound) {
+// slowedUntil reports whether the fleet's work on key is slowed
+// down, and until when.
+func (l *keyLimiter) slowedUntil(ctx context.Context, key string) (time.Time, bool, error) {
+	b, err := l.Store.Get(ctx, slowKeyPrefix+key)
+	if errors.Is(err, errs.NotFound) {
 		return time.Time{}, false, nil
 	}
 	if err != nil {
@@ -186,22 +159,20 @@ func (s *TokenStore) slowedUntil(ctx context.Context, providerID string) (time.T
 		return time.Time{}, false, nil // not ours to read: ignored, and replaced by the next 429
 	}
 	until := time.UnixMilli(ms)
-	return until, until.After(s.now()), nil
+	return until, until.After(l.Now()), nil
 }
 
-// slowDown slows the fleet's refreshes ahead of providerID's tokens for
-// fleetSlowDown, after the provider answered 429.
-func (s *TokenStore) slowDown(ctx context.Context, providerID string) {
-	until := s.now().Add(fleetSlowDown)
-	if err := s.kv.Set(ctx, slowKeyPrefix+providerID, []byte(strconv.FormatInt(until.UnixMilli(), 10)), fleetSlowDown); err != nil {
-		s.events.log.WarnContext(ctx, "oauthflow: a provider's slow-down could not be shared; this instance slows down alone",
-			"provider", providerID, "error", err.Error())
-	}
+// Slow slows the fleet's work on key down for keySlowDown (a provider
+// answered 429). An error means it could not be shared: only this instance
+// slows down.
+func (l *keyLimiter) Slow(ctx context.Context, key string) error {
+	until := l.Now().Add(keySlowDown)
+	return l.Store.Set(ctx, slowKeyPrefix+key, []byte(strconv.FormatInt(until.UnixMilli(), 10)), keySlowDown)
 }
 
 // Permit bucket timings.
 const (
-	permitLease = time.Second // a permit is one refresh ahead in one second
+	permitLease = time.Second // a permit is one piece of work in one second
 	// permitSkew is how far another instance's clock may run ahead of this
 	// one's: a permit leased further ahead than permitLease+permitSkew was
 	// leased by a clock out of step, and is free again.
@@ -211,33 +182,33 @@ const (
 	maxStalePermits = 64
 )
 
-// bucketSeen is what this process did to a provider's bucket of permits.
+// bucketSeen is what this process did to a key's bucket of permits.
 type bucketSeen struct {
 	filled  int       // the permits put in (a KV that cannot read the bucket)
 	checked time.Time // when the bucket was last looked over
 }
 
-// takePermit claims one of the fleet's perSecond permits for providerID,
-// leased for permitLease; none left is an *errSlowedDown for a second on.
+// takePermit claims one of the fleet's perSecond permits for key,
+// leased for permitLease; none left is a *slowedDownError for a second on.
 // When none is left the bucket is looked over (mendBucket) and the claim
 // made once more.
-func (s *TokenStore) takePermit(ctx context.Context, providerID string, perSecond int) error {
-	index, now := rateIndexPrefix+providerID, s.now()
-	r, reads := bucketReader(s.kv)
+func (l *keyLimiter) takePermit(ctx context.Context, key string, perSecond int) error {
+	index, now := rateIndexPrefix+key, l.Now()
+	r, reads := bucketReader(l.Store)
 	if !reads {
-		if err := s.primeBucket(ctx, providerID, index, perSecond); err != nil {
+		if err := l.primeBucket(ctx, key, index, perSecond); err != nil {
 			return err
 		}
 	}
 	for range 2 {
-		ok, err := s.claimPermit(ctx, index, now, perSecond)
+		ok, err := l.claimPermit(ctx, index, now, perSecond)
 		if ok || err != nil {
 			return err
 		}
-		if !reads || !s.limiter.lookOver(providerID, now) {
+		if !reads || !l.lookOver(key, now) {
 			break
 		}
-		mended, err := s.mendBucket(ctx, r, index, perSecond, now)
+		mended, err := l.mendBucket(ctx, r, index, perSecond, now)
 		if err != nil {
 			return err
 		}
@@ -245,16 +216,16 @@ func (s *TokenStore) takePermit(ctx context.Context, providerID string, perSecon
 			break
 		}
 	}
-	return &errSlowedDown{until: now.Add(permitLease)}
+	return &slowedDownError{Until: now.Add(permitLease)}
 }
 
 // claimPermit claims one permit of the bucket index. A permit numbered
 // perSecond or beyond was put there under a higher limit: it is taken out
 // of the bucket rather than used, so that lowering PerSecond on every
 // instance lowers the fleet's rate.
-func (s *TokenStore) claimPermit(ctx context.Context, index string, now time.Time, perSecond int) (bool, error) {
+func (l *keyLimiter) claimPermit(ctx context.Context, index string, now time.Time, perSecond int) (bool, error) {
 	for range maxStalePermits {
-		got, err := s.kv.Claim(ctx, index, now, permitLease, 1)
+		got, err := l.Store.Claim(ctx, index, now, permitLease, 1)
 		if err != nil {
 			return false, errs.Store(ctx, "take a refresh permit", err)
 		}
@@ -264,33 +235,33 @@ func (s *TokenStore) claimPermit(ctx context.Context, index string, now time.Tim
 		if k, err := strconv.Atoi(got[0]); err == nil && k < perSecond && strconv.Itoa(k) == got[0] {
 			return true, nil
 		}
-		if err := s.kv.Unschedule(ctx, index, got[0]); err != nil {
+		if err := l.Store.Unschedule(ctx, index, got[0]); err != nil {
 			return false, errs.Store(ctx, "remove a stale refresh permit", err)
 		}
 	}
 	return false, nil
 }
 
-// lookOver reports whether this process may look providerID's bucket over
+// lookOver reports whether this process may look key's bucket over
 // at now: at most once a second.
-func (l *refreshLimiter) lookOver(providerID string, now time.Time) bool {
+func (l *keyLimiter) lookOver(key string, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.buckets[providerID]
+	b := l.buckets[key]
 	if since := now.Sub(b.checked); !b.checked.IsZero() && since < time.Second && since > -time.Second {
 		return false
 	}
 	b.checked = now
-	l.setBucket(providerID, b)
+	l.setBucket(key, b)
 	return true
 }
 
-// setBucket records b for providerID. l.mu is held.
-func (l *refreshLimiter) setBucket(providerID string, b bucketSeen) {
+// setBucket records b for key. l.mu is held.
+func (l *keyLimiter) setBucket(key string, b bucketSeen) {
 	if l.buckets == nil {
 		l.buckets = map[string]bucketSeen{}
 	}
-	l.buckets[providerID] = b
+	l.buckets[key] = b
 }
 
 // bucketReader returns store as an IndexReader when the store under any key
@@ -310,7 +281,7 @@ func bucketReader(store kv.Store) (kv.IndexReader, bool) {
 // lease; and a permit leased further ahead than a clock in step with this
 // one leases it (an instance whose clock runs ahead took it) is made free,
 // instead of holding the whole fleet off until that clock's future.
-func (s *TokenStore) mendBucket(ctx context.Context, r kv.IndexReader, index string, perSecond int, now time.Time) (bool, error) {
+func (l *keyLimiter) mendBucket(ctx context.Context, r kv.IndexReader, index string, perSecond int, now time.Time) (bool, error) {
 	held, err := r.Members(ctx, index)
 	if err != nil {
 		return false, errs.Store(ctx, "read a refresh permit bucket", err)
@@ -322,7 +293,7 @@ func (s *TokenStore) mendBucket(ctx context.Context, r kv.IndexReader, index str
 		due, ok := held[permits[i]]
 		missing = missing || !ok
 		if ok && due > farthest {
-			if err := s.kv.Schedule(ctx, index, permits[i], now); err != nil {
+			if err := l.Store.Schedule(ctx, index, permits[i], now); err != nil {
 				return false, errs.Store(ctx, "free a refresh permit", err)
 			}
 			mended = true
@@ -331,21 +302,20 @@ func (s *TokenStore) mendBucket(ctx context.Context, r kv.IndexReader, index str
 	if !missing {
 		return mended, nil
 	}
-	if err := kv.ScheduleAbsent(ctx, s.kv, index, permits, time.UnixMilli(0)); err != nil {
+	if err := kv.ScheduleAbsent(ctx, l.Store, index, permits, time.UnixMilli(0)); err != nil {
 		return false, errs.Store(ctx, "fill a refresh permit bucket", err)
 	}
 	return true, nil
 }
 
 // primeBucket, for a KV of the app's own that cannot list an index, puts
-// the permits of a provider's bucket in the store once per process (and
+// the permits of a key's bucket in the store once per process (and
 // again when the limit grows). Such a KV sets them all, so a process that
 // starts may grant one second's permits twice, and a bucket it loses is
 // filled again only when a process starts.
-func (s *TokenStore) primeBucket(ctx context.Context, providerID, index string, perSecond int) error {
-	l := &s.limiter
+func (l *keyLimiter) primeBucket(ctx context.Context, key, index string, perSecond int) error {
 	l.mu.Lock()
-	have := l.buckets[providerID].filled
+	have := l.buckets[key].filled
 	l.mu.Unlock()
 	if have >= perSecond {
 		return nil
@@ -354,16 +324,13 @@ func (s *TokenStore) primeBucket(ctx context.Context, providerID, index string, 
 	for i := have; i < perSecond; i++ {
 		permits = append(permits, strconv.Itoa(i))
 	}
-	if err := kv.ScheduleAbsent(ctx, s.kv, index, permits, time.UnixMilli(0)); err != nil {
+	if err := kv.ScheduleAbsent(ctx, l.Store, index, permits, time.UnixMilli(0)); err != nil {
 		return errs.Store(ctx, "fill a refresh permit bucket", err)
 	}
 	l.mu.Lock()
-	b := l.buckets[providerID]
+	b := l.buckets[key]
 	b.filled = max(b.filled, perSecond)
-	l.setBucket(providerID, b)
+	l.setBucket(key, b)
 	l.mu.Unlock()
 	return nil
 }
-
-// rateLimited reports whether err is a provider's 429.
-func rateLimited(err error) bool { return providerStatus(err) == http.StatusTooManyRequests }

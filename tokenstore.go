@@ -143,6 +143,7 @@ func NewTokenStore(kv KV, reg *Registry, opts ...TokenStoreOption) *TokenStore {
 		o(s)
 	}
 	s.events.now = s.now
+	s.limiter.Store, s.limiter.Now = s.kv, s.now
 	s.direct = directKVOf(s.kv)
 	if s.ahead != nil {
 		s.ahead.before = max(s.ahead.before, 2*s.skew)

@@ -250,8 +250,8 @@ func refreshAtScale() []mutant {
 		{
 			Name: "scale/slow-down-ignored",
 			File: "limits.go",
-			Old:  "\tif until, slowed, err := s.slowedUntil(ctx, providerID); err != nil || slowed {",
-			New:  "\tif until, slowed, err := s.slowedUntil(ctx, providerID); err != nil || slowed && false {",
+			Old:  "\tif until, slowed, err := l.slowedUntil(ctx, key); err != nil || slowed {",
+			New:  "\tif until, slowed, err := l.slowedUntil(ctx, key); err != nil || slowed && false {",
 			Run:  run,
 			Why:  "no instance refreshes ahead a provider the fleet is slowed down for",
 		},
@@ -303,8 +303,8 @@ func queuedBehind429() []mutant {
 		{
 			Name: "scale/slow-down-asked-too-early",
 			File: "limits.go",
-			Old:  "\tslots := l.slotsOf(providerID, lim.Concurrency)\n\tif l.onQueue != nil {\n\t\tl.onQueue()\n\t}\n\tselect {\n\tcase slots <- struct{}{}:\n\tcase <-ctx.Done():\n\t\treturn nil, ctx.Err()\n\t}\n\trelease = func() { <-slots }\n\t// Asked once the slot is held: a refresh that waited for it while\n\t// another heard 429 does not go out after all.\n\tif until, slowed, err := s.slowedUntil(ctx, providerID); err != nil || slowed {\n\t\trelease()\n\t\tif err == nil {\n\t\t\terr = &errSlowedDown{until: until}\n\t\t}\n\t\treturn nil, err\n\t}\n",
-			New:  "\tif until, slowed, err := s.slowedUntil(ctx, providerID); err != nil || slowed {\n\t\tif err == nil {\n\t\t\terr = &errSlowedDown{until: until}\n\t\t}\n\t\treturn nil, err\n\t}\n\tslots := l.slotsOf(providerID, lim.Concurrency)\n\tif l.onQueue != nil {\n\t\tl.onQueue()\n\t}\n\tselect {\n\tcase slots <- struct{}{}:\n\tcase <-ctx.Done():\n\t\treturn nil, ctx.Err()\n\t}\n\trelease = func() { <-slots }\n",
+			Old:  "\tslots := l.slotsOf(key, lim.Concurrency)\n\tif l.OnQueue != nil {\n\t\tl.OnQueue()\n\t}\n\tselect {\n\tcase slots <- struct{}{}:\n\tcase <-ctx.Done():\n\t\treturn nil, ctx.Err()\n\t}\n\trelease = func() { <-slots }\n\t// Asked once the slot is held: work that waited for it while\n\t// another heard 429 does not go out after all.\n\tif until, slowed, err := l.slowedUntil(ctx, key); err != nil || slowed {\n\t\trelease()\n\t\tif err == nil {\n\t\t\terr = &slowedDownError{Until: until}\n\t\t}\n\t\treturn nil, err\n\t}\n",
+			New:  "\tif until, slowed, err := l.slowedUntil(ctx, key); err != nil || slowed {\n\t\tif err == nil {\n\t\t\terr = &slowedDownError{Until: until}\n\t\t}\n\t\treturn nil, err\n\t}\n\tslots := l.slotsOf(key, lim.Concurrency)\n\tif l.OnQueue != nil {\n\t\tl.OnQueue()\n\t}\n\tselect {\n\tcase slots <- struct{}{}:\n\tcase <-ctx.Done():\n\t\treturn nil, ctx.Err()\n\t}\n\trelease = func() { <-slots }\n",
 			Run:  "^(TestRefreshAheadQueuedBehind429)$",
 			Why:  "a refresh that waited for a slot while another heard 429 does not go out after it",
 		},
@@ -338,7 +338,7 @@ func reencryptSideBySide() []mutant {
 // permitsFilledWhereMissing are the guards that filling a provider's bucket
 // of permits never hands out again a permit another instance took.
 func permitsFilledWhereMissing() []mutant {
-	const run = "^(TestRefreshPermitsFilledOnlyWhereMissing)$"
+	const run = "^(TestPermitsFilledOnlyWhereMissing)$"
 	return []mutant{
 		{
 			Name: "scale/permits-refilled-memory",

@@ -2,11 +2,9 @@ package oauthflow
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -109,7 +107,7 @@ func TestRefreshAheadConcurrencyPerProvider(t *testing.T) {
 	f := newLimitedFleet(t, p, 1, 20, map[string]RefreshLimit{"acme": {Concurrency: 3}})
 	var queued atomic.Int64
 	all := make(chan struct{})
-	f.stores[0].limiter.onQueue = func() {
+	f.stores[0].limiter.OnQueue = func() {
 		if queued.Add(1) == 20 {
 			close(all)
 		}
@@ -118,7 +116,7 @@ func TestRefreshAheadConcurrencyPerProvider(t *testing.T) {
 	go func() { defer close(done); f.workers[0].Pass(context.Background()) }()
 	waitfor.Recv(t, all, "every refresh asking for a slot")
 	waitfor.Recv(t, p.full, "three refreshes in flight")
-	if held := len(f.stores[0].limiter.slotsOf("acme", 3)); held != 3 {
+	if held := f.stores[0].limiter.Held("acme"); held != 3 {
 		t.Fatalf("%d of the provider's 3 slots are held while 3 refreshes are at the provider", held)
 	}
 	close(p.gate)
@@ -171,7 +169,7 @@ func TestRefreshAhead429SlowsTheFleet(t *testing.T) {
 	if n := p.calls.Load(); n != 1 {
 		t.Fatalf("instance 1 called the provider %d more times during the slow-down", n-1)
 	}
-	f.clock.Advance(fleetSlowDown + time.Second)
+	f.clock.Advance(keySlowDown + time.Second)
 	f.workers[1].Pass(ctx)
 	if n := p.calls.Load(); n < 10 {
 		t.Fatalf("after the slow-down %d provider calls, want every connection refreshed", n)
@@ -187,7 +185,7 @@ func TestRefreshAheadQueuedBehind429(t *testing.T) {
 	f := newLimitedFleet(t, p, 1, 5, map[string]RefreshLimit{"acme": {Concurrency: 1}})
 	var queued atomic.Int64
 	all := make(chan struct{})
-	f.stores[0].limiter.onQueue = func() {
+	f.stores[0].limiter.OnQueue = func() {
 		if queued.Add(1) == 5 {
 			close(all)
 		}
@@ -200,148 +198,6 @@ func TestRefreshAheadQueuedBehind429(t *testing.T) {
 	waitfor.Recv(t, done, "the pass")
 	if n := p.calls.Load(); n != 1 {
 		t.Fatalf("the provider got %d calls; the four queued behind its 429 went out anyway", n)
-	}
-}
-
-// An instance that fills the provider's bucket of permits after another
-// instance has taken them this second adds only what is missing: it does not
-// hand the taken permits out again.
-func TestRefreshPermitsFilledOnlyWhereMissing(t *testing.T) {
-	t.Parallel()
-	for name, newKV := range guardKVs() {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			kv, clock := newKV(t), fakeclock.New(time.Unix(1_800_000_000, 0))
-			first := NewTokenStore(kv, NewRegistry(), WithClock(clock.Now))
-			second := NewTokenStore(kv, NewRegistry(), WithClock(clock.Now))
-			ctx := context.Background()
-			for i := range 5 {
-				if err := first.takePermit(ctx, "acme", 5); err != nil {
-					t.Fatalf("permit %d of 5: %v", i+1, err)
-				}
-			}
-			var slowed *errSlowedDown
-			if err := second.takePermit(ctx, "acme", 5); !errors.As(err, &slowed) {
-				t.Fatalf("a sixth permit in one second, from an instance that filled the bucket anew: %v", err)
-			}
-			clock.Advance(time.Second)
-			if err := second.takePermit(ctx, "acme", 5); err != nil {
-				t.Fatalf("the next second's permit: %v", err)
-			}
-			// An instance with a higher limit fills the bucket up to it:
-			// it adds the two permits missing, not the four taken.
-			if n := permitsThisSecond(t, first, 5); n != 4 {
-				t.Fatalf("%d permits left of 5 after one was taken", n)
-			}
-			raised := NewTokenStore(kv, NewRegistry(), WithClock(clock.Now))
-			if n := permitsThisSecond(t, raised, 7); n != 2 {
-				t.Fatalf("an instance that raised the limit from 5 to 7 got %d permits this second, want 2", n)
-			}
-		})
-	}
-}
-
-// permitsThisSecond takes permits of s's bucket for "acme" until none is
-// left this second, and returns how many it got.
-func permitsThisSecond(t *testing.T, s *TokenStore, perSecond int) int {
-	t.Helper()
-	for n := 0; n <= 10*perSecond; n++ {
-		err := s.takePermit(context.Background(), "acme", perSecond)
-		var slowed *errSlowedDown
-		if errors.As(err, &slowed) {
-			return n
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Fatalf("more than %d permits in one second", 10*perSecond)
-	return 0
-}
-
-// A fleet whose PerSecond was lowered on every instance gets the lower rate:
-// the permits the old limit put in the bucket are not handed out.
-func TestRefreshPermitsFollowALoweredLimit(t *testing.T) {
-	t.Parallel()
-	for name, newKV := range guardKVs() {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			kv, clock := newKV(t), fakeclock.New(time.Unix(1_800_000_000, 0))
-			if n := permitsThisSecond(t, NewTokenStore(kv, NewRegistry(), WithClock(clock.Now)), 10); n != 10 {
-				t.Fatalf("%d permits under a limit of 10", n)
-			}
-			fleet := []*TokenStore{ // every instance restarted with the lower limit
-				NewTokenStore(kv, NewRegistry(), WithClock(clock.Now)),
-				NewTokenStore(kv, NewRegistry(), WithClock(clock.Now)),
-			}
-			for second := 1; second <= 3; second++ {
-				clock.Advance(time.Second)
-				n := 0
-				for _, s := range fleet {
-					n += permitsThisSecond(t, s, 5)
-				}
-				if n != 5 {
-					t.Fatalf("second %d after the limit went from 10 to 5: the fleet got %d permits", second, n)
-				}
-			}
-			clock.Advance(time.Second)
-			if n := permitsThisSecond(t, fleet[0], 8); n != 8 { // and raised again
-				t.Fatalf("%d permits after the limit was raised to 8", n)
-			}
-		})
-	}
-}
-
-// A bucket the store lost (a failover to a replica that never had it, an
-// eviction) is filled again: refresh ahead does not stop on the instances
-// that had filled it.
-func TestRefreshPermitsRefilledAfterTheBucketIsLost(t *testing.T) {
-	t.Parallel()
-	for name, newKV := range guardKVs() {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			kv, clock := newKV(t), fakeclock.New(time.Unix(1_800_000_000, 0))
-			s := NewTokenStore(kv, NewRegistry(), WithClock(clock.Now))
-			if n := permitsThisSecond(t, s, 5); n != 5 {
-				t.Fatalf("%d permits under a limit of 5", n)
-			}
-			for i := range 5 { // the bucket is gone
-				if err := kv.Unschedule(context.Background(), rateIndexPrefix+"acme", strconv.Itoa(i)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for second := 1; second <= 3; second++ {
-				clock.Advance(time.Second)
-				if n := permitsThisSecond(t, s, 5); n != 5 {
-					t.Fatalf("second %d after the bucket was lost: %d permits, want 5", second, n)
-				}
-			}
-		})
-	}
-}
-
-// An instance whose clock runs ahead leases the permits it takes into its
-// own future; the instances whose clocks are right are not locked out until
-// then: the next second they find the bucket again.
-func TestRefreshPermitsNotLeasedIntoTheFutureByAFastClock(t *testing.T) {
-	t.Parallel()
-	for name, newKV := range guardKVs() {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			kv, clock := newKV(t), fakeclock.New(time.Unix(1_800_000_000, 0))
-			ahead := func() time.Time { return clock.Now().Add(time.Hour) }
-			fast := NewTokenStore(kv, NewRegistry(), WithClock(ahead))
-			right := NewTokenStore(kv, NewRegistry(), WithClock(clock.Now))
-			if n := permitsThisSecond(t, fast, 5); n != 5 {
-				t.Fatalf("%d permits under a limit of 5", n)
-			}
-			for second := 1; second <= 3; second++ {
-				clock.Advance(time.Second)
-				if n := permitsThisSecond(t, right, 5); n != 5 {
-					t.Fatalf("second %d after an instance an hour ahead took the permits: %d for the others, want 5", second, n)
-				}
-			}
-		})
 	}
 }
 
@@ -371,15 +227,12 @@ func TestRefreshLimiterBoundedWithTheRegistry(t *testing.T) {
 		release()
 	}
 	defer busy()
-	l := &s.limiter
-	if held := len(l.slotsOf("mcp-server-0", defaultRefreshConcurrency)); held != 1 {
+	if held := s.limiter.Held("mcp-server-0"); held != 1 {
 		t.Fatalf("the slots of a provider with a refresh in flight were let go: %d held, want 1", held)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.slots) > maxResolved+1 || len(l.buckets) > maxResolved {
+	if slots, buckets := s.limiter.Kept(); slots > maxResolved+1 || buckets > maxResolved {
 		t.Fatalf("the limiter keeps slots for %d providers and buckets for %d; the registry holds at most %d",
-			len(l.slots), len(l.buckets), maxResolved)
+			slots, buckets, maxResolved)
 	}
 }
 
