@@ -10,6 +10,7 @@ import (
 
 	"github.com/oauthflow/oauthflow/internal/errs"
 	"github.com/oauthflow/oauthflow/internal/kv"
+	"github.com/oauthflow/oauthflow/internal/ratelimit"
 	"github.com/oauthflow/oauthflow/internal/worker"
 )
 
@@ -222,7 +223,7 @@ func (s *TokenStore) refreshAhead(ctx context.Context, member string) (reschedul
 		return s.reschedule(ctx, member, due)
 	}
 	release, err := s.admit(ctx, providerID)
-	var slowed *slowedDownError
+	var slowed *ratelimit.SlowedDownError
 	if errors.As(err, &slowed) {
 		return s.reschedule(ctx, member, slowed.Until)
 	}
@@ -321,7 +322,7 @@ func (s *TokenStore) seenAt(ctx context.Context, member string) (time.Time, bool
 // with them. Each provider's refreshes ahead are bounded on each instance
 // (Concurrency) and across the fleet (PerSecond), and a provider that
 // answers 429 slows the whole fleet's refreshes ahead of its tokens, not
-// just the instance that heard it (keyLimiter holds to the limits,
+// just the instance that heard it (internal/ratelimit holds to the limits,
 // with a bucket of permits per provider in the store). Refreshes on read
 // are never held back: a user is waiting on them.
 
@@ -357,10 +358,10 @@ func WithRefreshLimits(limits map[string]RefreshLimit) TokenStoreOption {
 // provider, and the limiter that holds the refreshes to them.
 type refreshLimiter struct {
 	limits map[string]RefreshLimit
-	keyLimiter
+	ratelimit.Limiter
 }
 
-func (l *refreshLimiter) limit(providerID string) keyLimit {
+func (l *refreshLimiter) limit(providerID string) ratelimit.Limit {
 	lim, ok := l.limits[providerID]
 	if !ok {
 		if lim, ok = defaultRefreshLimits[providerID]; !ok {
@@ -370,11 +371,11 @@ func (l *refreshLimiter) limit(providerID string) keyLimit {
 	if lim.Concurrency <= 0 {
 		lim.Concurrency = defaultRefreshConcurrency
 	}
-	return keyLimit{Concurrency: lim.Concurrency, PerSecond: lim.PerSecond}
+	return ratelimit.Limit{Concurrency: lim.Concurrency, PerSecond: lim.PerSecond}
 }
 
 // admit lets one refresh ahead of providerID's tokens go under its limit
-// (keyLimiter.Admit), once the limiter has let go of what it kept
+// (ratelimit.Limiter.Admit), once the limiter has let go of what it kept
 // for providers the registry no longer holds (those its resolvers built
 // are let go beyond maxResolved).
 func (s *TokenStore) admit(ctx context.Context, providerID string) (release func(), err error) {
@@ -387,7 +388,7 @@ func (s *TokenStore) admit(ctx context.Context, providerID string) (release func
 }
 
 // slowDown slows the fleet's refreshes ahead of providerID's tokens for
-// keySlowDown, after the provider answered 429.
+// ratelimit.SlowDown, after the provider answered 429.
 func (s *TokenStore) slowDown(ctx context.Context, providerID string) {
 	if err := s.limiter.Slow(ctx, providerID); err != nil {
 		s.events.log.WarnContext(ctx, "oauthflow: a provider's slow-down could not be shared; this instance slows down alone",

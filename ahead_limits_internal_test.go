@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oauthflow/oauthflow/internal/ratelimit"
 	"github.com/oauthflow/oauthflow/internal/testkit/fakeclock"
 	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
 	"github.com/oauthflow/oauthflow/internal/worker"
@@ -169,7 +170,7 @@ func TestRefreshAhead429SlowsTheFleet(t *testing.T) {
 	if n := p.calls.Load(); n != 1 {
 		t.Fatalf("instance 1 called the provider %d more times during the slow-down", n-1)
 	}
-	f.clock.Advance(keySlowDown + time.Second)
+	f.clock.Advance(ratelimit.SlowDown + time.Second)
 	f.workers[1].Pass(ctx)
 	if n := p.calls.Load(); n < 10 {
 		t.Fatalf("after the slow-down %d provider calls, want every connection refreshed", n)

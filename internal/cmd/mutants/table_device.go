@@ -225,7 +225,7 @@ func refreshAtScale() []mutant {
 		},
 		{
 			Name: "scale/provider-unbounded-here",
-			File: "limits.go",
+			File: "internal/ratelimit/ratelimit.go",
 			Old:  "\tselect {\n\tcase slots <- struct{}{}:\n\tcase <-ctx.Done():\n\t\treturn nil, ctx.Err()\n\t}\n\trelease = func() { <-slots }\n",
 			New:  "\trelease = func() { _ = slots }\n",
 			Run:  run,
@@ -233,7 +233,7 @@ func refreshAtScale() []mutant {
 		},
 		{
 			Name: "scale/fleet-rate-unbounded",
-			File: "limits.go",
+			File: "internal/ratelimit/ratelimit.go",
 			Old:  "\tif lim.PerSecond > 0 {\n",
 			New:  "\tif false {\n",
 			Run:  run,
@@ -249,7 +249,7 @@ func refreshAtScale() []mutant {
 		},
 		{
 			Name: "scale/slow-down-ignored",
-			File: "limits.go",
+			File: "internal/ratelimit/ratelimit.go",
 			Old:  "\tif until, slowed, err := l.slowedUntil(ctx, key); err != nil || slowed {",
 			New:  "\tif until, slowed, err := l.slowedUntil(ctx, key); err != nil || slowed && false {",
 			Run:  run,
@@ -302,9 +302,9 @@ func queuedBehind429() []mutant {
 	return []mutant{
 		{
 			Name: "scale/slow-down-asked-too-early",
-			File: "limits.go",
-			Old:  "\tslots := l.slotsOf(key, lim.Concurrency)\n\tif l.OnQueue != nil {\n\t\tl.OnQueue()\n\t}\n\tselect {\n\tcase slots <- struct{}{}:\n\tcase <-ctx.Done():\n\t\treturn nil, ctx.Err()\n\t}\n\trelease = func() { <-slots }\n\t// Asked once the slot is held: work that waited for it while\n\t// another heard 429 does not go out after all.\n\tif until, slowed, err := l.slowedUntil(ctx, key); err != nil || slowed {\n\t\trelease()\n\t\tif err == nil {\n\t\t\terr = &slowedDownError{Until: until}\n\t\t}\n\t\treturn nil, err\n\t}\n",
-			New:  "\tif until, slowed, err := l.slowedUntil(ctx, key); err != nil || slowed {\n\t\tif err == nil {\n\t\t\terr = &slowedDownError{Until: until}\n\t\t}\n\t\treturn nil, err\n\t}\n\tslots := l.slotsOf(key, lim.Concurrency)\n\tif l.OnQueue != nil {\n\t\tl.OnQueue()\n\t}\n\tselect {\n\tcase slots <- struct{}{}:\n\tcase <-ctx.Done():\n\t\treturn nil, ctx.Err()\n\t}\n\trelease = func() { <-slots }\n",
+			File: "internal/ratelimit/ratelimit.go",
+			Old:  "\tslots := l.slotsOf(key, lim.Concurrency)\n\tif l.OnQueue != nil {\n\t\tl.OnQueue()\n\t}\n\tselect {\n\tcase slots <- struct{}{}:\n\tcase <-ctx.Done():\n\t\treturn nil, ctx.Err()\n\t}\n\trelease = func() { <-slots }\n\t// Asked once the slot is held: work that waited for it while\n\t// another heard 429 does not go out after all.\n\tif until, slowed, err := l.slowedUntil(ctx, key); err != nil || slowed {\n\t\trelease()\n\t\tif err == nil {\n\t\t\terr = &SlowedDownError{Until: until}\n\t\t}\n\t\treturn nil, err\n\t}\n",
+			New:  "\tif until, slowed, err := l.slowedUntil(ctx, key); err != nil || slowed {\n\t\tif err == nil {\n\t\t\terr = &SlowedDownError{Until: until}\n\t\t}\n\t\treturn nil, err\n\t}\n\tslots := l.slotsOf(key, lim.Concurrency)\n\tif l.OnQueue != nil {\n\t\tl.OnQueue()\n\t}\n\tselect {\n\tcase slots <- struct{}{}:\n\tcase <-ctx.Done():\n\t\treturn nil, ctx.Err()\n\t}\n\trelease = func() { <-slots }\n",
 			Run:  "^(TestRefreshAheadQueuedBehind429)$",
 			Why:  "a refresh that waited for a slot while another heard 429 does not go out after it",
 		},
@@ -343,6 +343,7 @@ func permitsFilledWhereMissing() []mutant {
 		{
 			Name: "scale/permits-refilled-memory",
 			File: "internal/kv/index.go",
+			Pkg:  "./internal/ratelimit",
 			Old:  "\t\tif _, ok := m.idx[index][member]; !ok {\n",
 			New:  "\t\tif true {\n",
 			Run:  run,
@@ -351,6 +352,7 @@ func permitsFilledWhereMissing() []mutant {
 		{
 			Name: "scale/permits-refilled-redis",
 			File: "internal/kv/index.go",
+			Pkg:  "./internal/ratelimit",
 			Old:  "r.c.ZAddNX(xcontext.OrBackground(ctx), index, zs...)",
 			New:  "r.c.ZAdd(xcontext.OrBackground(ctx), index, zs...)",
 			Run:  run,

@@ -7,7 +7,8 @@ func workerGuards() []mutant {
 	return []mutant{
 		{
 			Name: "worker/stale-permit-used",
-			File: "limits.go",
+			File: "internal/ratelimit/ratelimit.go",
+			Pkg:  "./internal/ratelimit",
 			Old:  "err == nil && k < perSecond && strconv.Itoa(k) == got[0]",
 			New:  "err == nil && k < 1<<30 && strconv.Itoa(k) == got[0]",
 			Run:  permits,
@@ -15,7 +16,8 @@ func workerGuards() []mutant {
 		},
 		{
 			Name: "worker/lost-bucket-not-refilled",
-			File: "limits.go",
+			File: "internal/ratelimit/ratelimit.go",
+			Pkg:  "./internal/ratelimit",
 			Old:  "\tif !missing {\n\t\treturn mended, nil\n\t}\n",
 			New:  "\tif true {\n\t\treturn mended, nil\n\t}\n",
 			Run:  "^(TestPermitsRefilledAfterTheBucketIsLost)$",
@@ -23,7 +25,8 @@ func workerGuards() []mutant {
 		},
 		{
 			Name: "worker/fast-clock-lease-kept",
-			File: "limits.go",
+			File: "internal/ratelimit/ratelimit.go",
+			Pkg:  "./internal/ratelimit",
 			Old:  "\t\tif ok && due > farthest {\n",
 			New:  "\t\tif false && ok && due > farthest {\n",
 			Run:  permits,
@@ -39,7 +42,7 @@ func workerGuards() []mutant {
 		},
 		{
 			Name: "worker/limiter-unbounded",
-			File: "limits.go",
+			File: "internal/ratelimit/ratelimit.go",
 			Old:  "\tif len(l.slots) < bound && len(l.buckets) < bound {\n",
 			New:  "\tif bound > 0 {\n",
 			Run:  "^(TestRefreshLimiterBoundedWithTheRegistry)$",
@@ -47,7 +50,7 @@ func workerGuards() []mutant {
 		},
 		{
 			Name: "worker/limiter-drops-busy-slots",
-			File: "limits.go",
+			File: "internal/ratelimit/ratelimit.go",
 			Old:  "\t\tif len(c) == 0 && !has(id) {\n",
 			New:  "\t\tif len(c) >= 0 && !has(id) {\n",
 			Run:  "^(TestRefreshLimiterBoundedWithTheRegistry)$",

@@ -1,4 +1,4 @@
-package oauthflow
+package ratelimit
 
 import (
 	"context"
@@ -24,9 +24,7 @@ func stores() map[string]func(t *testing.T) kv.Store {
 }
 
 // limiter is one instance's limiter over store, on the clock now.
-func limiter(store kv.Store, now func() time.Time) *keyLimiter {
-	return &keyLimiter{Store: store, Now: now}
-}
+func limiter(store kv.Store, now func() time.Time) *Limiter { return &Limiter{Store: store, Now: now} }
 
 // An instance that fills the provider's bucket of permits after another
 // instance has taken them this second adds only what is missing: it does not
@@ -45,7 +43,7 @@ func TestPermitsFilledOnlyWhereMissing(t *testing.T) {
 					t.Fatalf("permit %d of 5: %v", i+1, err)
 				}
 			}
-			var slowed *slowedDownError
+			var slowed *SlowedDownError
 			if err := second.takePermit(ctx, "acme", 5); !errors.As(err, &slowed) {
 				t.Fatalf("a sixth permit in one second, from an instance that filled the bucket anew: %v", err)
 			}
@@ -68,11 +66,11 @@ func TestPermitsFilledOnlyWhereMissing(t *testing.T) {
 
 // permitsThisSecond takes permits of s's bucket for "acme" until none is
 // left this second, and returns how many it got.
-func permitsThisSecond(t *testing.T, s *keyLimiter, perSecond int) int {
+func permitsThisSecond(t *testing.T, s *Limiter, perSecond int) int {
 	t.Helper()
 	for n := 0; n <= 10*perSecond; n++ {
 		err := s.takePermit(context.Background(), "acme", perSecond)
-		var slowed *slowedDownError
+		var slowed *SlowedDownError
 		if errors.As(err, &slowed) {
 			return n
 		}
@@ -95,7 +93,7 @@ func TestPermitsFollowALoweredLimit(t *testing.T) {
 			if n := permitsThisSecond(t, limiter(store, clock.Now), 10); n != 10 {
 				t.Fatalf("%d permits under a limit of 10", n)
 			}
-			fleet := []*keyLimiter{ // every instance restarted with the lower limit
+			fleet := []*Limiter{ // every instance restarted with the lower limit
 				limiter(store, clock.Now),
 				limiter(store, clock.Now),
 			}

@@ -1,4 +1,6 @@
-package oauthflow
+// Package ratelimit bounds work per key (a provider's refreshes ahead) on
+// one instance and across the instances that share a store.
+package ratelimit
 
 import (
 	"context"
@@ -25,25 +27,25 @@ import (
 // missing, as after a failover or an eviction, and frees those leased into
 // the future by a clock running ahead. A permit numbered at or beyond the
 // instance's own PerSecond is removed when claimed, so a limit lowered on
-// every instance lowers the rate. The slow-down is one key per key
-// (oauth:sys:slow:{key}) whose value is when it ends.
+// every instance lowers the rate. The slow-down is one store key per key
+// limited (oauth:sys:slow:{key}) whose value is when it ends.
 
-// keyLimit bounds the work of one key.
-type keyLimit struct {
+// Limit bounds the work of one key.
+type Limit struct {
 	Concurrency int // how many at once on this instance; at least 1
 	PerSecond   int // how many a second across the fleet; 0: no limit but Concurrency
 }
 
 const (
-	// keySlowDown is how long a slow-down holds the fleet's work on a key.
-	keySlowDown     = 30 * time.Second
+	// SlowDown is how long a slow-down holds the fleet's work on a key.
+	SlowDown        = 30 * time.Second
 	slowKeyPrefix   = "oauth:sys:slow:"
 	rateIndexPrefix = "oauth:sys:rate:"
 )
 
-// keyLimiter holds the work of each key to its keyLimit. Store and Now are set
+// Limiter holds the work of each key to its Limit. Store and Now are set
 // before its first use.
-type keyLimiter struct {
+type Limiter struct {
 	Store kv.Store
 	Now   func() time.Time
 
@@ -55,20 +57,20 @@ type keyLimiter struct {
 }
 
 // Held reports how many of key's slots are held on this instance.
-func (l *keyLimiter) Held(key string) int {
+func (l *Limiter) Held(key string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.slots[key])
 }
 
 // Kept reports for how many keys l keeps slots, and buckets of permits.
-func (l *keyLimiter) Kept() (slots, buckets int) {
+func (l *Limiter) Kept() (slots, buckets int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.slots), len(l.buckets)
 }
 
-func (l *keyLimiter) slotsOf(key string, n int) chan struct{} {
+func (l *Limiter) slotsOf(key string, n int) chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.slots == nil {
@@ -85,7 +87,7 @@ func (l *keyLimiter) slotsOf(key string, n int) chan struct{} {
 // Forget lets go of what l keeps for the keys that has reports gone, once
 // l keeps as many as bound: the slots of a key with no work in flight
 // here, and what this process did to its bucket.
-func (l *keyLimiter) Forget(bound int, has func(key string) bool) {
+func (l *Limiter) Forget(bound int, has func(key string) bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.slots) < bound && len(l.buckets) < bound {
@@ -103,10 +105,10 @@ func (l *keyLimiter) Forget(bound int, has func(key string) bool) {
 	}
 }
 
-// slowedDownError is Admit's answer while the fleet waits on a key.
-type slowedDownError struct{ Until time.Time }
+// SlowedDownError is Admit's answer while the fleet waits on a key.
+type SlowedDownError struct{ Until time.Time }
 
-func (e *slowedDownError) Error() string {
+func (e *SlowedDownError) Error() string {
 	return "oauthflow: refreshes ahead wait until " + e.Until.UTC().Format(time.RFC3339)
 }
 
@@ -114,8 +116,8 @@ func (e *slowedDownError) Error() string {
 // instance's lim.Concurrency slots for the key (release gives it back),
 // then, unless the fleet is slowed down, takes a permit of the fleet's for
 // this second. While the fleet is slowed down, or no permit is left this
-// second, it returns a *slowedDownError that says when to try again.
-func (l *keyLimiter) Admit(ctx context.Context, key string, lim keyLimit) (release func(), err error) {
+// second, it returns a *SlowedDownError that says when to try again.
+func (l *Limiter) Admit(ctx context.Context, key string, lim Limit) (release func(), err error) {
 	slots := l.slotsOf(key, lim.Concurrency)
 	if l.OnQueue != nil {
 		l.OnQueue()
@@ -131,7 +133,7 @@ func (l *keyLimiter) Admit(ctx context.Context, key string, lim keyLimit) (relea
 	if until, slowed, err := l.slowedUntil(ctx, key); err != nil || slowed {
 		release()
 		if err == nil {
-			err = &slowedDownError{Until: until}
+			err = &SlowedDownError{Until: until}
 		}
 		return nil, err
 	}
@@ -146,7 +148,7 @@ func (l *keyLimiter) Admit(ctx context.Context, key string, lim keyLimit) (relea
 
 // slowedUntil reports whether the fleet's work on key is slowed
 // down, and until when.
-func (l *keyLimiter) slowedUntil(ctx context.Context, key string) (time.Time, bool, error) {
+func (l *Limiter) slowedUntil(ctx context.Context, key string) (time.Time, bool, error) {
 	b, err := l.Store.Get(ctx, slowKeyPrefix+key)
 	if errors.Is(err, errs.NotFound) {
 		return time.Time{}, false, nil
@@ -162,12 +164,12 @@ func (l *keyLimiter) slowedUntil(ctx context.Context, key string) (time.Time, bo
 	return until, until.After(l.Now()), nil
 }
 
-// Slow slows the fleet's work on key down for keySlowDown (a provider
+// Slow slows the fleet's work on key down for SlowDown (a provider
 // answered 429). An error means it could not be shared: only this instance
 // slows down.
-func (l *keyLimiter) Slow(ctx context.Context, key string) error {
-	until := l.Now().Add(keySlowDown)
-	return l.Store.Set(ctx, slowKeyPrefix+key, []byte(strconv.FormatInt(until.UnixMilli(), 10)), keySlowDown)
+func (l *Limiter) Slow(ctx context.Context, key string) error {
+	until := l.Now().Add(SlowDown)
+	return l.Store.Set(ctx, slowKeyPrefix+key, []byte(strconv.FormatInt(until.UnixMilli(), 10)), SlowDown)
 }
 
 // Permit bucket timings.
@@ -189,10 +191,10 @@ type bucketSeen struct {
 }
 
 // takePermit claims one of the fleet's perSecond permits for key,
-// leased for permitLease; none left is a *slowedDownError for a second on.
+// leased for permitLease; none left is a *SlowedDownError for a second on.
 // When none is left the bucket is looked over (mendBucket) and the claim
 // made once more.
-func (l *keyLimiter) takePermit(ctx context.Context, key string, perSecond int) error {
+func (l *Limiter) takePermit(ctx context.Context, key string, perSecond int) error {
 	index, now := rateIndexPrefix+key, l.Now()
 	r, reads := bucketReader(l.Store)
 	if !reads {
@@ -216,14 +218,14 @@ func (l *keyLimiter) takePermit(ctx context.Context, key string, perSecond int) 
 			break
 		}
 	}
-	return &slowedDownError{Until: now.Add(permitLease)}
+	return &SlowedDownError{Until: now.Add(permitLease)}
 }
 
 // claimPermit claims one permit of the bucket index. A permit numbered
 // perSecond or beyond was put there under a higher limit: it is taken out
 // of the bucket rather than used, so that lowering PerSecond on every
 // instance lowers the fleet's rate.
-func (l *keyLimiter) claimPermit(ctx context.Context, index string, now time.Time, perSecond int) (bool, error) {
+func (l *Limiter) claimPermit(ctx context.Context, index string, now time.Time, perSecond int) (bool, error) {
 	for range maxStalePermits {
 		got, err := l.Store.Claim(ctx, index, now, permitLease, 1)
 		if err != nil {
@@ -244,7 +246,7 @@ func (l *keyLimiter) claimPermit(ctx context.Context, index string, now time.Tim
 
 // lookOver reports whether this process may look key's bucket over
 // at now: at most once a second.
-func (l *keyLimiter) lookOver(key string, now time.Time) bool {
+func (l *Limiter) lookOver(key string, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.buckets[key]
@@ -257,7 +259,7 @@ func (l *keyLimiter) lookOver(key string, now time.Time) bool {
 }
 
 // setBucket records b for key. l.mu is held.
-func (l *keyLimiter) setBucket(key string, b bucketSeen) {
+func (l *Limiter) setBucket(key string, b bucketSeen) {
 	if l.buckets == nil {
 		l.buckets = map[string]bucketSeen{}
 	}
@@ -281,7 +283,7 @@ func bucketReader(store kv.Store) (kv.IndexReader, bool) {
 // lease; and a permit leased further ahead than a clock in step with this
 // one leases it (an instance whose clock runs ahead took it) is made free,
 // instead of holding the whole fleet off until that clock's future.
-func (l *keyLimiter) mendBucket(ctx context.Context, r kv.IndexReader, index string, perSecond int, now time.Time) (bool, error) {
+func (l *Limiter) mendBucket(ctx context.Context, r kv.IndexReader, index string, perSecond int, now time.Time) (bool, error) {
 	held, err := r.Members(ctx, index)
 	if err != nil {
 		return false, errs.Store(ctx, "read a refresh permit bucket", err)
@@ -313,7 +315,7 @@ func (l *keyLimiter) mendBucket(ctx context.Context, r kv.IndexReader, index str
 // again when the limit grows). Such a KV sets them all, so a process that
 // starts may grant one second's permits twice, and a bucket it loses is
 // filled again only when a process starts.
-func (l *keyLimiter) primeBucket(ctx context.Context, key, index string, perSecond int) error {
+func (l *Limiter) primeBucket(ctx context.Context, key, index string, perSecond int) error {
 	l.mu.Lock()
 	have := l.buckets[key].filled
 	l.mu.Unlock()
