@@ -267,3 +267,33 @@ func testWorkerClaimLeasesTheWork(t *testing.T, store kv.Store) {
 		t.Fatalf("the failing job ran %d times; want 2", n)
 	}
 }
+
+// A job that reports it rescheduled keeps the entry it placed; one that
+// reports nothing has its entry removed once it succeeds.
+func TestWorkerKeepsTheEntryAJobRescheduled(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
+	store := kv.NewMemory(clock.Now)
+	w := New(store, Config{Now: clock.Now, Every: time.Hour})
+	later := clock.Now().Add(time.Hour)
+	w.Handle("again", Share{}, func(ctx context.Context, id string) (bool, error) {
+		return true, w.Schedule(ctx, "again", id, later)
+	})
+	w.Handle("once", Share{}, func(context.Context, string) (bool, error) { return false, nil })
+	ctx := context.Background()
+	for _, kind := range []string{"again", "once"} {
+		if err := w.Schedule(ctx, kind, "x", clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := w.Pass(ctx); n != 2 {
+		t.Fatalf("the pass did %d pieces, want 2", n)
+	}
+	index, err := store.Members(ctx, Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(index) != 1 || index[Member("again", "x")] != later.UnixMilli() {
+		t.Fatalf("the index holds %v; want only the rescheduled entry, due at %d", index, later.UnixMilli())
+	}
+}

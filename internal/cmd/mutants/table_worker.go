@@ -117,5 +117,14 @@ func workerGuards() []mutant {
 			Run:  "^(TestWorkerStartsNoHeldPieceOnceStopped)$",
 			Why:  "once the worker stops, the pieces it holds back are not started (Close would wait on them)",
 		},
+		{
+			Name: "worker/rescheduled-entry-removed",
+			File: "internal/worker/worker.go",
+			Pkg:  "./internal/worker",
+			Old:  "\tif rescheduled {\n\t\treturn // the job placed its entry itself\n\t}\n",
+			New:  "\t_ = rescheduled\n",
+			Run:  "^(TestWorkerKeepsTheEntryAJobRescheduled)$",
+			Why:  "a job that placed its own entry keeps it: the worker removes only the entries of work that is done",
+		},
 	}
 }
