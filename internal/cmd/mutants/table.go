@@ -353,7 +353,7 @@ func coreTable() []mutant {
 
 		{
 			Name: "completion/not-watched",
-			File: "completion.go",
+			File: "oauthworkflow.go",
 			Old:  "\treturn m.Engine.withTake(ctx, s.WorkflowID, watch, prompt)\n",
 			New:  "\t_ = watch\n\treturn m.Engine.withTake(ctx, s.WorkflowID, prompt)\n",
 			Run:  "^(TestCompletionAbandonedByItsInstanceIsFailedByAnother)$",
