@@ -25,3 +25,7 @@ func StopWork(m *Module) { m.work.Stop() }
 // token's write) at d, as WithRefreshTimeout does for a TokenStore: set it
 // before any refresh runs.
 func SetRefreshTimeout(m *Module, d time.Duration) { m.Tokens.refreshTimeout = d }
+
+// MemoryLen reports how many key/value entries m holds, expired or not yet
+// swept: a test checks that a refused call left nothing behind.
+func MemoryLen(m *MemoryKV) int { return m.m.Len() }

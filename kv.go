@@ -141,31 +141,39 @@ func scannerOf(store KV) (kv.Scanner, error) {
 }
 
 // storeOf is the backend under a KV an app passed in: the store a MemoryKV or
-// RedisKV holds, whose capabilities the library uses; any other KV as it is.
+// RedisKV is made of, whose capabilities the library uses; any other KV as it is.
 func storeOf(store KV) kv.Store {
 	switch s := store.(type) {
 	case *MemoryKV:
-		if s != nil {
-			return &s.m
+		if s != nil && s.m != nil {
+			return s.m
 		}
 	case *RedisKV:
-		if s != nil {
+		if s != nil && s.r != nil {
 			return s.r
 		}
 	}
 	return store
 }
 
-// MemoryKV is an in-process KV. It honours TTLs and frees expired entries as it
-// goes (no background goroutine), so it suits tests and single-instance apps.
-// Values are copied in; Get hands back the stored slice, which must be treated
-// as read-only. The zero value is an empty store on the real clock, ready to use.
+// backend is what MemoryKV and RedisKV are made of: the [KV] methods and Close.
+type backend interface {
+	KV
+	Close() error
+}
+
+// MemoryKV is a [KV] held in process memory, for tests and single-instance
+// apps. It honours TTLs and frees expired entries as it goes (no background
+// goroutine). Values are copied in; Get hands back the stored slice, which
+// must be treated as read-only. Close drops every entry and index; the store
+// stays usable. Make one with [NewMemoryKV].
 //
 // Due-time indexes (Schedule, Unschedule, Claim) are kept apart from the
 // key/value entries, so an index and a key may share a name here; on Redis they
 // may not, and the library never gives them the same name.
 type MemoryKV struct {
-	m kv.Memory
+	backend
+	m *kv.Memory
 }
 
 var _ KV = (*MemoryKV)(nil)
@@ -178,84 +186,24 @@ func WithMemoryClock(now func() time.Time) MemoryOption {
 	return func(m *MemoryKV) { m.m.SetClock(now) }
 }
 
-// NewMemoryKV returns an empty in-memory store.
+// NewMemoryKV returns an empty in-memory store on the real clock.
 func NewMemoryKV(opts ...MemoryOption) *MemoryKV {
-	m := new(MemoryKV)
-	m.m.SetClock(time.Now)
+	m := &kv.Memory{}
+	m.SetClock(time.Now)
+	store := &MemoryKV{backend: m, m: m}
 	for _, o := range opts {
-		o(m)
+		o(store)
 	}
-	return m
+	return store
 }
 
-// Close drops every entry and index; the store stays usable. The store holds no goroutine, so nothing outlives it.
-func (m *MemoryKV) Close() error { return m.m.Close() }
-
-// Len reports the number of key/value entries held, expired or not yet swept;
-// index members are not counted.
-func (m *MemoryKV) Len() int { return m.m.Len() }
-
-// Get returns the value of key, or ErrNotFound.
-func (m *MemoryKV) Get(ctx context.Context, key string) ([]byte, error) { return m.m.Get(ctx, key) }
-
-// Set stores a copy of value under key.
-func (m *MemoryKV) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	return m.m.Set(ctx, key, value, ttl)
-}
-
-// SetNX stores value only when key is absent or expired.
-func (m *MemoryKV) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
-	return m.m.SetNX(ctx, key, value, ttl)
-}
-
-// GetDel returns and removes key atomically.
-func (m *MemoryKV) GetDel(ctx context.Context, key string) ([]byte, error) {
-	return m.m.GetDel(ctx, key)
-}
-
-// Del removes key; an absent key is not an error.
-func (m *MemoryKV) Del(ctx context.Context, key string) error { return m.m.Del(ctx, key) }
-
-// TTL returns the time left on key.
-func (m *MemoryKV) TTL(ctx context.Context, key string) (time.Duration, error) {
-	return m.m.TTL(ctx, key)
-}
-
-// CompareAndDelete removes key only while it holds value.
-func (m *MemoryKV) CompareAndDelete(ctx context.Context, key string, value []byte) (bool, error) {
-	return m.m.CompareAndDelete(ctx, key, value)
-}
-
-// CompareAndExpire resets key's ttl only while it holds value.
-func (m *MemoryKV) CompareAndExpire(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
-	return m.m.CompareAndExpire(ctx, key, value, ttl)
-}
-
-// CompareAndSwap sets key to a copy of value with ttl only while it holds old.
-func (m *MemoryKV) CompareAndSwap(ctx context.Context, key string, old, value []byte, ttl time.Duration) (bool, error) {
-	return m.m.CompareAndSwap(ctx, key, old, value, ttl)
-}
-
-// Schedule sets member's due time in index, adding it if absent. An index
-// never expires: its members stay until they are unscheduled.
-func (m *MemoryKV) Schedule(ctx context.Context, index, member string, due time.Time) error {
-	return m.m.Schedule(ctx, index, member, due)
-}
-
-// Unschedule removes member from index, and the index once it is empty.
-func (m *MemoryKV) Unschedule(ctx context.Context, index, member string) error {
-	return m.m.Unschedule(ctx, index, member)
-}
-
-// Claim takes up to n members of index due at or before now, in due order, and
-// moves each to now+lease under the one lock.
-func (m *MemoryKV) Claim(ctx context.Context, index string, now time.Time, lease time.Duration, n int) ([]string, error) {
-	return m.m.Claim(ctx, index, now, lease, n)
-}
-
-// RedisKV is a KV over any go-redis client: a single node, Sentinel or Cluster.
-// Every command touches one key, so it is Cluster-safe.
+// RedisKV is a [KV] over any go-redis client: a single node, Sentinel or
+// Cluster. Every command touches one key, so it is Cluster-safe. Due-time
+// indexes are sorted sets scored by Unix milliseconds; Claim is one script on
+// one key. Close closes the client only when the store owns it
+// ([WithOwnedClient]).
 type RedisKV struct {
+	backend
 	r *kv.Redis
 }
 
@@ -269,77 +217,16 @@ func WithOwnedClient() RedisOption { return func(r *RedisKV) { r.r.OwnClient() }
 
 // NewRedisKV wraps c. The caller keeps ownership of c unless WithOwnedClient is given.
 func NewRedisKV(c redis.UniversalClient, opts ...RedisOption) *RedisKV {
-	r := &RedisKV{r: kv.NewRedis(c)}
+	r := kv.NewRedis(c)
+	store := &RedisKV{backend: r, r: r}
 	for _, o := range opts {
-		o(r)
+		o(store)
 	}
-	return r
+	return store
 }
 
 // Client returns the underlying client.
 func (r *RedisKV) Client() redis.UniversalClient { return r.r.Client() }
-
-// Close closes the client when the store owns it.
-func (r *RedisKV) Close() error { return r.r.Close() }
-
-// Get returns the value of key, or ErrNotFound. The value is read-only (see KV).
-func (r *RedisKV) Get(ctx context.Context, key string) ([]byte, error) { return r.r.Get(ctx, key) }
-
-// Set stores value under key with ttl (0: no expiry).
-func (r *RedisKV) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	return r.r.Set(ctx, key, value, ttl)
-}
-
-// SetNX stores value only when key is absent.
-func (r *RedisKV) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
-	return r.r.SetNX(ctx, key, value, ttl)
-}
-
-// GetDel returns and removes key in one command (Redis 6.2 GETDEL).
-func (r *RedisKV) GetDel(ctx context.Context, key string) ([]byte, error) {
-	return r.r.GetDel(ctx, key)
-}
-
-// Del removes key.
-func (r *RedisKV) Del(ctx context.Context, key string) error { return r.r.Del(ctx, key) }
-
-// TTL returns the time left on key, 0 when it has none.
-func (r *RedisKV) TTL(ctx context.Context, key string) (time.Duration, error) {
-	return r.r.TTL(ctx, key)
-}
-
-// CompareAndDelete removes key only while it holds value.
-func (r *RedisKV) CompareAndDelete(ctx context.Context, key string, value []byte) (bool, error) {
-	return r.r.CompareAndDelete(ctx, key, value)
-}
-
-// CompareAndExpire resets key's ttl only while it holds value.
-func (r *RedisKV) CompareAndExpire(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
-	return r.r.CompareAndExpire(ctx, key, value, ttl)
-}
-
-// CompareAndSwap sets key to value with ttl only while it holds old, in one
-// script on one key (Cluster-safe).
-func (r *RedisKV) CompareAndSwap(ctx context.Context, key string, old, value []byte, ttl time.Duration) (bool, error) {
-	return r.r.CompareAndSwap(ctx, key, old, value, ttl)
-}
-
-// Schedule sets member's due time in index (ZADD; the score is Unix ms). The
-// index key is given no expiry: its members live until they are unscheduled.
-func (r *RedisKV) Schedule(ctx context.Context, index, member string, due time.Time) error {
-	return r.r.Schedule(ctx, index, member, due)
-}
-
-// Unschedule removes member from index (ZREM).
-func (r *RedisKV) Unschedule(ctx context.Context, index, member string) error {
-	return r.r.Unschedule(ctx, index, member)
-}
-
-// Claim takes up to n due members of index and moves them to now+lease, in one
-// script on one key (Cluster-safe). Redis orders ties by member, as MemoryKV does.
-func (r *RedisKV) Claim(ctx context.Context, index string, now time.Time, lease time.Duration, n int) ([]string, error) {
-	return r.r.Claim(ctx, index, now, lease, n)
-}
 
 // RedisLogger returns a go-redis logger that writes to log, at warning level
 // with source=go-redis, instead of go-redis's own lines on standard error

@@ -29,7 +29,7 @@ func TestStartSignInRefusesAnUnknownProviderFirst(t *testing.T) {
 	if kinds := events.kinds(); len(kinds) != 0 {
 		t.Errorf("events %v, want none: nothing was started", kinds)
 	}
-	if n := kv.Len(); n != 0 {
+	if n := oauthflow.MemoryLen(kv); n != 0 {
 		t.Errorf("the store holds %d keys after a refused sign-in, want 0", n)
 	}
 }
