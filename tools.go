@@ -14,10 +14,13 @@ import (
 // Tool is an operation an agent or a workflow can call: a name, a description,
 // a JSON Schema of its arguments, and a function. Arguments are checked against
 // the schema before the call: unknown fields are refused, required ones enforced.
+//
+// A Tool encodes to JSON the way LLM tool APIs expect: its name, its
+// description, and its schema as "parameters".
 type Tool struct {
-	Name        string
-	Description string
-	Schema      Schema
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Schema      Schema `json:"parameters"`
 	call        func(ctx context.Context, tc ToolContext, args json.RawMessage) (any, error)
 }
 
@@ -73,7 +76,7 @@ func NewTool[A any](name, description string, schema Schema, fn func(ctx context
 // Call validates args against the schema, runs the tool and returns its JSON result.
 func (t *Tool) Call(ctx context.Context, tc ToolContext, args json.RawMessage) (res json.RawMessage, err error) {
 	ctx = xcontext.OrBackground(ctx)
-	if err := t.Schema.Validate(args); err != nil {
+	if err := t.Schema.validate(args); err != nil {
 		return nil, fmt.Errorf("%s: %w", t.Name, err)
 	}
 	defer errs.Recover(&err, "tool "+t.Name)
@@ -87,17 +90,8 @@ func (t *Tool) Call(ctx context.Context, tc ToolContext, args json.RawMessage) (
 	return marshalArg(out)
 }
 
-// MarshalJSON describes the tool the way LLM tool APIs expect.
-func (t *Tool) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Name        string `json:"name"`
-		Description string `json:"description"`
-		Parameters  Schema `json:"parameters"`
-	}{t.Name, t.Description, t.Schema})
-}
-
-// Validate checks that raw is an object matching the schema.
-func (s Schema) Validate(raw json.RawMessage) error {
+// validate checks that raw is an object matching the schema.
+func (s Schema) validate(raw json.RawMessage) error {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
 		return errs.Invalid("arguments must be a JSON object")
