@@ -1,0 +1,84 @@
+package layout
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// rootSurface lists the root package's exported names: its exported
+// top-level declarations and the exported methods its exported types declare
+// (Type.Method). Test files are left out. A method a type has by embedding an
+// interface of the package is that interface's, counted with it: MemoryKV
+// and RedisKV are KVs, and KV's methods are read once, on KV.
+func rootSurface(t *testing.T) []string {
+	t.Helper()
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, "../..", func(fi os.FileInfo) bool {
+		return !strings.HasSuffix(fi.Name(), "_test.go")
+	}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, pkg := range pkgs {
+		for _, f := range pkg.Files {
+			for _, decl := range f.Decls {
+				switch d := decl.(type) {
+				case *ast.FuncDecl:
+					if !d.Name.IsExported() {
+						continue
+					}
+					if d.Recv == nil {
+						names = append(names, d.Name.Name)
+						continue
+					}
+					typ := d.Recv.List[0].Type
+					if star, ok := typ.(*ast.StarExpr); ok {
+						typ = star.X
+					}
+					if idx, ok := typ.(*ast.IndexExpr); ok {
+						typ = idx.X
+					}
+					if id, ok := typ.(*ast.Ident); ok && id.IsExported() {
+						names = append(names, id.Name+"."+d.Name.Name)
+					}
+				case *ast.GenDecl:
+					for _, spec := range d.Specs {
+						switch s := spec.(type) {
+						case *ast.TypeSpec:
+							if s.Name.IsExported() {
+								names = append(names, s.Name.Name)
+							}
+						case *ast.ValueSpec:
+							for _, n := range s.Names {
+								if n.IsExported() {
+									names = append(names, n.Name)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// TestRootSurface: the root package is what a host app calls, implements or
+// reads. Its exported names (top-level names plus the methods of exported
+// types) stay at most maxSurface; a name exported only for a sibling package
+// belongs in an internal package both can import.
+func TestRootSurface(t *testing.T) {
+	const maxSurface = 203
+	names := rootSurface(t)
+	if len(names) > maxSurface {
+		t.Errorf("the root exports %d names, at most %d:\n%s", len(names), maxSurface, strings.Join(names, "\n"))
+	}
+	t.Logf("the root exports %d names", len(names))
+}
