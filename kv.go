@@ -99,9 +99,10 @@ func redisFromLookup(ctx context.Context, log *slog.Logger, lookup func(string) 
 	if err := ping(ctx, opts); err != nil {
 		return nil, addr, errs.Store(ctx, "ping "+addr, err)
 	}
-	client := redis.NewClient(opts)
+	store := NewRedisKV(redis.NewClient(opts))
+	store.r.OwnClient() // the store made the client, so its Close closes it
 	log.Info("oauthflow: using Redis key-value store", slog.String("addr", addr))
-	return NewRedisKV(client, WithOwnedClient()), addr, nil
+	return store, addr, nil
 }
 
 // ping checks once, without retries, that a Redis answers at opts.
@@ -200,8 +201,7 @@ func NewMemoryKV(opts ...MemoryOption) *MemoryKV {
 // RedisKV is a [KV] over any go-redis client: a single node, Sentinel or
 // Cluster. Every command touches one key, so it is Cluster-safe. Due-time
 // indexes are sorted sets scored by Unix milliseconds; Claim is one script on
-// one key. Close closes the client only when the store owns it
-// ([WithOwnedClient]).
+// one key.
 type RedisKV struct {
 	backend
 	r *kv.Redis
@@ -209,24 +209,13 @@ type RedisKV struct {
 
 var _ KV = (*RedisKV)(nil)
 
-// RedisOption configures a RedisKV.
-type RedisOption func(*RedisKV)
-
-// WithOwnedClient makes Close close the client too.
-func WithOwnedClient() RedisOption { return func(r *RedisKV) { r.r.OwnClient() } }
-
-// NewRedisKV wraps c. The caller keeps ownership of c unless WithOwnedClient is given.
-func NewRedisKV(c redis.UniversalClient, opts ...RedisOption) *RedisKV {
+// NewRedisKV returns a KV over c. The caller keeps c and closes it: Close
+// leaves it open. (The store [KVFromEnv] connects makes its own client, and
+// its Close closes it.)
+func NewRedisKV(c redis.UniversalClient) *RedisKV {
 	r := kv.NewRedis(c)
-	store := &RedisKV{backend: r, r: r}
-	for _, o := range opts {
-		o(store)
-	}
-	return store
+	return &RedisKV{backend: r, r: r}
 }
-
-// Client returns the underlying client.
-func (r *RedisKV) Client() redis.UniversalClient { return r.r.Client() }
 
 // RedisLogger returns a go-redis logger that writes to log, at warning level
 // with source=go-redis, instead of go-redis's own lines on standard error
