@@ -81,9 +81,9 @@ func ParseKeyRing(s string) (*KeyRing, error) {
 	return NewKeyRing(keys...)
 }
 
-// KeyRingFromEnv reads OAUTHFLOW_ENCRYPTION_KEYS: nil and no error when it is
+// keyRingFromEnv reads OAUTHFLOW_ENCRYPTION_KEYS: nil and no error when it is
 // unset or empty.
-func KeyRingFromEnv() (*KeyRing, error) {
+func keyRingFromEnv() (*KeyRing, error) {
 	return keyRingFromLookup(os.LookupEnv)
 }
 

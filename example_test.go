@@ -195,7 +195,7 @@ func ExampleModule_StartDeviceSignIn() {
 // Encryption at rest is one Config field. A ring is written as the
 // OAUTHFLOW_ENCRYPTION_KEYS variable holds it, "kid:base64key,..." with
 // 32-byte keys, the first one sealing; with Config.Encryption nil, New reads
-// that variable (KeyRingFromEnv). Token records and pending sign-ins are then
+// that variable. Token records and pending sign-ins are then
 // stored sealed, and read back as ever.
 func ExampleKeyRing() {
 	ctx := context.Background()

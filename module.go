@@ -214,7 +214,7 @@ func moduleKeyRing(cfg Config) (*KeyRing, error) {
 		}
 		return cfg.Encryption, nil
 	}
-	return KeyRingFromEnv()
+	return keyRingFromEnv()
 }
 
 func moduleKV(ctx context.Context, cfg Config, log *slog.Logger) (KV, bool, error) {
