@@ -46,9 +46,9 @@ type Property struct {
 	Items       *Property `json:"items,omitempty"`
 }
 
-// ToolResultUnauthorized is what a tool returns when the user has no usable token:
+// resultUnauthorized is what a tool returns when the user has no usable token:
 // the signal a consumer workflow uses to launch the "oauth" sub-workflow.
-var ToolResultUnauthorized = json.RawMessage(`{"error":"unauthorized"}`)
+var resultUnauthorized = json.RawMessage(`{"error":"unauthorized"}`)
 
 // IsUnauthorized reports whether a tool result is {"error":"unauthorized"}.
 func IsUnauthorized(result json.RawMessage) bool {
@@ -188,7 +188,7 @@ func UnauthorizedResult(result json.RawMessage) (u Unauthorized, ok bool) {
 func unauthorizedResult(err error) json.RawMessage {
 	var se *ScopeError
 	if !errors.As(err, &se) {
-		return ToolResultUnauthorized
+		return resultUnauthorized
 	}
 	b, _ := json.Marshal(Unauthorized{Error: "unauthorized", Provider: se.ProviderID, MissingScopes: se.Missing, Scopes: se.Scopes()})
 	return b
