@@ -1,10 +1,12 @@
 package layout
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -83,4 +85,72 @@ func TestRootSurface(t *testing.T) {
 	if testing.Verbose() {
 		t.Logf("the root exports %d names:\n%s", len(names), strings.Join(names, "\n"))
 	}
+}
+
+// TestRootNamesDocumented: go doc is the manual, so every exported name of
+// the root has a doc comment (a name in a documented const or var group
+// counts as documented by the group). Error and Unwrap methods are exempt:
+// the error interface says what they do.
+func TestRootNamesDocumented(t *testing.T) {
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, "../..", func(fi os.FileInfo) bool {
+		return !strings.HasSuffix(fi.Name(), "_test.go")
+	}, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var missing []string
+	for _, pkg := range pkgs {
+		for name, f := range pkg.Files {
+			for _, decl := range f.Decls {
+				switch d := decl.(type) {
+				case *ast.FuncDecl:
+					if d.Name.IsExported() && d.Doc == nil && (d.Recv == nil || exportedRecv(d.Recv) && d.Name.Name != "Error" && d.Name.Name != "Unwrap") {
+						missing = append(missing, fset.Position(d.Pos()).String()+" "+d.Name.Name)
+					}
+				case *ast.GenDecl:
+					for _, spec := range d.Specs {
+						switch s := spec.(type) {
+						case *ast.TypeSpec:
+							if s.Name.IsExported() && d.Doc == nil && s.Doc == nil {
+								missing = append(missing, name+" "+s.Name.Name)
+							}
+						case *ast.ValueSpec:
+							for _, n := range s.Names {
+								if n.IsExported() && d.Doc == nil && s.Doc == nil && s.Comment == nil {
+									missing = append(missing, name+" "+n.Name)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	// A comment names the code, not the file it lives in, and states a rule
+	// instead of citing a document the repository does not have.
+	cites := regexp.MustCompile(`\b[a-z_]+\.go\b|\bSPEC\b|\bDESIGN\b`)
+	for _, f := range pkgs["oauthflow"].Files {
+		for _, g := range f.Comments {
+			if c := cites.FindString(g.Text()); c != "" {
+				missing = append(missing, fmt.Sprintf("%s: a comment cites %q", fset.Position(g.Pos()), c))
+			}
+		}
+	}
+	sort.Strings(missing)
+	for _, m := range missing {
+		t.Errorf("%s: exported without a doc comment", m)
+	}
+}
+
+func exportedRecv(recv *ast.FieldList) bool {
+	typ := recv.List[0].Type
+	if star, ok := typ.(*ast.StarExpr); ok {
+		typ = star.X
+	}
+	if idx, ok := typ.(*ast.IndexExpr); ok {
+		typ = idx.X
+	}
+	id, ok := typ.(*ast.Ident)
+	return ok && id.IsExported()
 }
