@@ -2,10 +2,12 @@ package oauthflow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -69,7 +71,11 @@ const (
 // KVSTORE_PASSWORD and pings it once. When it cannot be reached, it logs a warning
 // and returns a memory KV, which serves for the life of the process (it never
 // tries Redis again), together with an error wrapping [ErrStoreUnavailable] that
-// a caller who needs Redis can act on; the KV it returns is never nil.
+// a caller who needs Redis can act on ([Config.RequireKV] makes New fail
+// instead). A malformed value (a port that is not a number from 1 to 65535, a
+// host that is not a host name or an IP address) is a configuration error,
+// not an outage: KVFromEnv returns no KV and an error wrapping
+// [ErrInvalidArgument] that names the variable.
 func KVFromEnv(ctx context.Context, log *slog.Logger) (KV, error) {
 	return kvFromLookup(ctx, log, os.LookupEnv)
 }
@@ -79,8 +85,11 @@ func kvFromLookup(ctx context.Context, log *slog.Logger, lookup func(string) (st
 		log = slog.Default()
 	}
 	store, addr, err := redisFromLookup(ctx, log, lookup)
+	if errors.Is(err, errs.InvalidArgument) {
+		return nil, err
+	}
 	if err != nil {
-		log.Warn("oauthflow: key-value store unreachable, using in-memory storage for this process",
+		log.Warn("oauthflow: key-value store unreachable, using in-memory storage for this process; set Config.RequireKV to fail instead",
 			slog.String("addr", addr), slog.String("error", err.Error()))
 		return NewMemoryKV(), err
 	}
@@ -88,12 +97,16 @@ func kvFromLookup(ctx context.Context, log *slog.Logger, lookup func(string) (st
 }
 
 // redisFromLookup connects to the Redis the KVSTORE_* variables name, with no
-// fallback: the error wraps ErrStoreUnavailable when it cannot be reached.
+// fallback: the error wraps ErrStoreUnavailable when it cannot be reached, and
+// ErrInvalidArgument when a variable is malformed.
 func redisFromLookup(ctx context.Context, log *slog.Logger, lookup func(string) (string, bool)) (KV, string, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	addr := net.JoinHostPort(envOr(lookup, envKVHost, "localhost"), envOr(lookup, envKVPort, "6379"))
+	addr, err := redisAddr(envOr(lookup, envKVHost, "localhost"), envOr(lookup, envKVPort, "6379"))
+	if err != nil {
+		return nil, "", err
+	}
 	password, _ := lookup(envKVPassword)
 	opts := &redis.Options{Addr: addr, Password: password}
 	if err := ping(ctx, opts); err != nil {
@@ -103,6 +116,41 @@ func redisFromLookup(ctx context.Context, log *slog.Logger, lookup func(string) 
 	store.r.OwnClient() // the store made the client, so its Close closes it
 	log.Info("oauthflow: using Redis key-value store", slog.String("addr", addr))
 	return store, addr, nil
+}
+
+// redisAddr joins host and port once each is well formed: a port from 1 to
+// 65535, and a host name or an IP address (an IPv6 one with or without
+// brackets), not a URL or a host with its port.
+func redisAddr(host, port string) (string, error) {
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", errs.Invalid("%s=%q: want a port number from 1 to 65535", envKVPort, port)
+	}
+	if ip := net.ParseIP(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")); ip != nil {
+		return net.JoinHostPort(ip.String(), port), nil
+	}
+	if !validHostName(host) {
+		return "", errs.Invalid("%s=%q: want a host name or an IP address, without a scheme or a port", envKVHost, host)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// validHostName reports whether host is made of DNS labels: letters, digits,
+// "-" and "_", separated by dots.
+func validHostName(host string) bool {
+	if host == "" || len(host) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(strings.TrimSuffix(host, "."), ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for _, c := range []byte(label) {
+			if !isAlnum(c) && c != '-' && c != '_' {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // ping checks once, without retries, that a Redis answers at opts.

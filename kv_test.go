@@ -230,3 +230,53 @@ func TestRotatedTokenAcrossAFailover(t *testing.T) {
 		})
 	}
 }
+
+// A malformed KVSTORE_* value is a configuration error, not an outage: New
+// fails naming the variable instead of running on per-process memory.
+func TestKVFromEnvRefusesAMalformedValue(t *testing.T) {
+	for _, tt := range []struct{ name, host, port, want string }{
+		{"port not a number", "127.0.0.1", "abc", "KVSTORE_PORT"},
+		{"port out of range", "127.0.0.1", "70000", "KVSTORE_PORT"},
+		{"port zero", "127.0.0.1", "0", "KVSTORE_PORT"},
+		{"host a URL", "redis://127.0.0.1", "6379", "KVSTORE_HOST"},
+		{"host with a port", "127.0.0.1:6379", "6379", "KVSTORE_HOST"},
+		{"host with a space", "127.0.0.1 ", "6379", "KVSTORE_HOST"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("KVSTORE_HOST", tt.host)
+			t.Setenv("KVSTORE_PORT", tt.port)
+			var logs bytes.Buffer
+			log := slog.New(slog.NewTextHandler(&logs, nil))
+			m, err := oauthflow.New(context.Background(), oauthflow.Config{Logger: log})
+			if err == nil {
+				m.Close()
+				t.Fatalf("New ran with KVSTORE_HOST=%q KVSTORE_PORT=%q; want an error naming %s", tt.host, tt.port, tt.want)
+			}
+			if !errors.Is(err, oauthflow.ErrInvalidArgument) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want ErrInvalidArgument naming %s", err, tt.want)
+			}
+			if strings.Contains(logs.String(), "in-memory") {
+				t.Errorf("a configuration error was logged as a fallback:\n%s", logs.String())
+			}
+			store, err := oauthflow.KVFromEnv(context.Background(), log)
+			if store != nil || !errors.Is(err, oauthflow.ErrInvalidArgument) {
+				t.Errorf("KVFromEnv = %T, %v; want no store and ErrInvalidArgument", store, err)
+			}
+		})
+	}
+}
+
+// The fallback's warning says how to make an unreachable store fatal.
+func TestKVFromEnvFallbackSaysHowToRequireRedis(t *testing.T) {
+	t.Setenv("KVSTORE_HOST", "127.0.0.1")
+	t.Setenv("KVSTORE_PORT", closedPort(t))
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	store, err := oauthflow.KVFromEnv(context.Background(), log)
+	if !errors.Is(err, oauthflow.ErrStoreUnavailable) || store == nil {
+		t.Fatalf("KVFromEnv = %T, %v; want the memory fallback and ErrStoreUnavailable", store, err)
+	}
+	if !strings.Contains(logs.String(), "RequireKV") {
+		t.Errorf("the fallback's warning does not say how to make it fatal:\n%s", logs.String())
+	}
+}

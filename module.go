@@ -226,6 +226,9 @@ func moduleKV(ctx context.Context, cfg Config, log *slog.Logger) (KV, bool, erro
 		} else {
 			store, err = KVFromEnv(ctx, log)
 		}
+		if errors.Is(err, ErrInvalidArgument) {
+			return nil, false, err // a malformed KVSTORE_* variable, named in err
+		}
 		if err != nil && cfg.RequireKV {
 			return nil, false, fmt.Errorf("oauthflow: the key-value store is required (Config.RequireKV) and cannot be reached: %w", err)
 		}

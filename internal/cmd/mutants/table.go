@@ -7,7 +7,7 @@ import "slices"
 // run reports the entry stale and it is rewritten here against the new code.
 // Pkg "" is the root package, Run "" is every test of Pkg.
 func table() []mutant {
-	t := slices.Concat(coreTable(), untrustedServers(), edges(), unnoticedGuards(), boundTokens(), mcpBoundTokens(), deviceSignIns(), connectionAccounts(), accountGuards(), refreshAtScale(), lastReads(), endedSignIns(), queuedBehind429(), reencryptSideBySide(), permitsFilledWhereMissing(), mcpOutbound(), mcphealGuards(), durableGuards(), catalogGuards(), pagesGuards(), clippedErrors(), workerGuards())
+	t := slices.Concat(coreTable(), untrustedServers(), edges(), unnoticedGuards(), boundTokens(), mcpBoundTokens(), deviceSignIns(), connectionAccounts(), accountGuards(), refreshAtScale(), lastReads(), endedSignIns(), queuedBehind429(), reencryptSideBySide(), permitsFilledWhereMissing(), mcpOutbound(), mcphealGuards(), durableGuards(), catalogGuards(), pagesGuards(), clippedErrors(), workerGuards(), newcomerGuards())
 	return t
 }
 

@@ -1,0 +1,31 @@
+package main
+
+// newcomerGuards are the checks a new user's first hour needs (issue 33).
+func newcomerGuards() []mutant {
+	return []mutant{
+		{
+			Name: "config/malformed-kv-env-falls-back",
+			File: "kv.go",
+			Old:  "if errors.Is(err, errs.InvalidArgument) {\n\t\treturn nil, err\n\t}",
+			New:  "if false && errors.Is(err, errs.InvalidArgument) {\n\t\treturn nil, err\n\t}",
+			Run:  "^TestKVFromEnvRefusesAMalformedValue$",
+			Why:  "a malformed KVSTORE_* value is a configuration error, not a fallback to memory",
+		},
+		{
+			Name: "config/kv-port-range-unchecked",
+			File: "kv.go",
+			Old:  "err != nil || n < 1 || n > 65535",
+			New:  "err != nil || n < 0 || n > 65536",
+			Run:  "^TestKVFromEnvRefusesAMalformedValue$",
+			Why:  "KVSTORE_PORT is a port number from 1 to 65535",
+		},
+		{
+			Name: "config/kv-host-unchecked",
+			File: "kv.go",
+			Old:  "if !validHostName(host) {",
+			New:  "if false && !validHostName(host) {",
+			Run:  "^TestKVFromEnvRefusesAMalformedValue$",
+			Why:  "KVSTORE_HOST is a host name or an IP address, not a URL or a host with its port",
+		},
+	}
+}
