@@ -172,12 +172,32 @@ func envOr(lookup func(string) (string, bool), name, def string) string {
 }
 
 // WithKeyPrefix returns a KV that puts prefix before every key, so that several
-// applications can share one Redis.
+// applications can share one Redis. The prefix is put as it is: its separator
+// is the caller's ("myapp:", not "myapp", whose keys would read
+// "myappoauth:..."). [Config.KeyPrefix] must end in one.
 func WithKeyPrefix(store KV, prefix string) KV {
 	if prefix == "" {
 		return store
 	}
 	return kv.WithPrefix(storeOf(store), prefix)
+}
+
+// keyPrefixSeparators are the characters a Config.KeyPrefix may end in.
+const keyPrefixSeparators = ":/._-|"
+
+// checkKeyPrefix refuses a prefix that would run into the keys after it, or
+// holds a space or a control character.
+func checkKeyPrefix(prefix string) error {
+	if prefix == "" {
+		return nil
+	}
+	if strings.IndexFunc(prefix, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+		return errs.Invalid("Config.KeyPrefix %q holds a space or a control character", prefix)
+	}
+	if !strings.ContainsAny(prefix[len(prefix)-1:], keyPrefixSeparators) {
+		return errs.Invalid("Config.KeyPrefix %q runs into the keys after it: end it with a separator, as in %q", prefix, prefix+":")
+	}
+	return nil
 }
 
 // scannerOf returns the Scanner of store's backend, or kv.ErrCannotScan

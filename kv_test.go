@@ -280,3 +280,28 @@ func TestKVFromEnvFallbackSaysHowToRequireRedis(t *testing.T) {
 		t.Errorf("the fallback's warning does not say how to make it fatal:\n%s", logs.String())
 	}
 }
+
+// A key prefix is the caller's up to and including its separator: one that
+// would run into the keys after it ("app1oauth:...") is refused by New, so
+// two apps' keys cannot be told apart by accident.
+func TestConfigKeyPrefixNeedsItsSeparator(t *testing.T) {
+	for _, prefix := range []string{"app1", "my app"} {
+		m, err := oauthflow.New(context.Background(), oauthflow.Config{KV: oauthflow.NewMemoryKV(), KeyPrefix: prefix})
+		if err == nil {
+			m.Close()
+			t.Errorf("New took KeyPrefix %q", prefix)
+			continue
+		}
+		if !errors.Is(err, oauthflow.ErrInvalidArgument) || !strings.Contains(err.Error(), "KeyPrefix") {
+			t.Errorf("KeyPrefix %q: err = %v, want ErrInvalidArgument naming KeyPrefix", prefix, err)
+		}
+	}
+	for _, prefix := range []string{"", "app1:", "tenant/7/", "app1.", "app_1-", "app1_"} {
+		m, err := oauthflow.New(context.Background(), oauthflow.Config{KV: oauthflow.NewMemoryKV(), KeyPrefix: prefix})
+		if err != nil {
+			t.Errorf("KeyPrefix %q: %v", prefix, err)
+			continue
+		}
+		m.Close()
+	}
+}

@@ -21,7 +21,7 @@ import (
 type Config struct {
 	KV         KV           // nil: KVFromEnv (KVSTORE_*), memory if Redis cannot be reached
 	RequireKV  bool         // with KV nil: fail instead of falling back to memory
-	KeyPrefix  string       // put before every key, so that several apps share one Redis
+	KeyPrefix  string       // put before every key, so that several apps share one Redis; ends in its separator ("myapp:")
 	Registry   *Registry    // nil: NewRegistry()
 	Logger     *slog.Logger // nil: slog.Default()
 	HTTPClient *http.Client // for calls to providers that honour oauth2.HTTPClient; nil: a client with a 30 s timeout
@@ -218,6 +218,9 @@ func moduleKeyRing(cfg Config) (*KeyRing, error) {
 }
 
 func moduleKV(ctx context.Context, cfg Config, log *slog.Logger) (KV, bool, error) {
+	if err := checkKeyPrefix(cfg.KeyPrefix); err != nil {
+		return nil, false, err
+	}
 	store, owned := cfg.KV, false
 	if store == nil {
 		var err error

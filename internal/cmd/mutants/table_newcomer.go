@@ -27,5 +27,13 @@ func newcomerGuards() []mutant {
 			Run:  "^TestKVFromEnvRefusesAMalformedValue$",
 			Why:  "KVSTORE_HOST is a host name or an IP address, not a URL or a host with its port",
 		},
+		{
+			Name: "config/key-prefix-separator-unchecked",
+			File: "kv.go",
+			Old:  "if !strings.ContainsAny(prefix[len(prefix)-1:], keyPrefixSeparators) {",
+			New:  "if false {",
+			Run:  "^TestConfigKeyPrefixNeedsItsSeparator$",
+			Why:  "a Config.KeyPrefix ends in its separator, so its keys do not run into the next",
+		},
 	}
 }
