@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/suggest"
 )
 
 // Registry holds the providers a host app registered. It is safe for concurrent use.
@@ -127,7 +128,8 @@ func (r *Registry) keepResolved(id string, p Provider) {
 
 // Get returns the provider registered as id; one that is not, but that a
 // resolver added with AddResolver builds, is registered and returned; else
-// ErrUnknownProvider.
+// ErrUnknownProvider, naming the nearest registered ID when one is close
+// ("did you mean"). IDs are case-sensitive.
 func (r *Registry) Get(id string) (Provider, error) {
 	r.mu.RLock()
 	p, ok := r.providers[id]
@@ -146,7 +148,7 @@ func (r *Registry) Get(id string) (Provider, error) {
 			return r.resolve(res, id)
 		}
 	}
-	return nil, fmt.Errorf("%w: %q", ErrUnknownProvider, id)
+	return nil, fmt.Errorf("%w: %q%s", ErrUnknownProvider, id, suggest.Hint(id, r.IDs()))
 }
 
 // AddResolver has Get build the providers whose IDs start with prefix when

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -155,5 +156,24 @@ func TestUnknownProviderIsNotASignIn(t *testing.T) {
 	res, err := tool.Call(ctx, oauthflow.ToolContext{UserID: "alice"}, []byte(`{}`))
 	if oauthflow.IsUnauthorized(res) || !errors.Is(err, oauthflow.ErrUnknownProvider) {
 		t.Errorf("a tool reading an unknown provider's token: %s, %v; want ErrUnknownProvider, not unauthorized", res, err)
+	}
+}
+
+// A mistyped provider ID gets the nearest registered one in its error.
+func TestRegistryGetSuggestsTheNearestID(t *testing.T) {
+	reg := oauthflow.NewRegistry()
+	for _, id := range []string{"github", "gitlab", "google"} {
+		if err := reg.Register(newFakeProvider(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for typo, want := range map[string]string{"githb": `did you mean "github"`, "GitHub": `did you mean "github"`, "gogle": `did you mean "google"`} {
+		_, err := reg.Get(typo)
+		if !errors.Is(err, oauthflow.ErrUnknownProvider) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Get(%q) = %v, want ErrUnknownProvider saying %s", typo, err, want)
+		}
+	}
+	if _, err := reg.Get("salesforce"); err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("Get of an ID near nothing = %v, want ErrUnknownProvider without a guess", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/suggest"
 )
 
 // catalogFiles are the catalog's entries, one JSON array per file, grouped
@@ -87,7 +88,8 @@ type Entry struct {
 }
 
 // Lookup returns the catalog entry id; an unknown id wraps
-// oauthflow.ErrUnknownProvider. The entry is a copy: changing it changes
+// oauthflow.ErrUnknownProvider, naming the nearest known ID when one is close.
+// IDs are lower case and case-sensitive. The entry is a copy: changing it changes
 // nothing in the catalog.
 func Lookup(id string) (Entry, error) {
 	e, err := lookup(id)
@@ -161,7 +163,7 @@ func lookup(id string) (entry, error) {
 	}
 	e, ok := cat[id]
 	if !ok {
-		return entry{}, fmt.Errorf("%w: %q is not in the catalog", oauthflow.ErrUnknownProvider, id)
+		return entry{}, fmt.Errorf("%w: %q is not in the catalog%s", oauthflow.ErrUnknownProvider, id, suggest.Hint(id, Known()))
 	}
 	return e, nil
 }

@@ -2,9 +2,10 @@ package providers
 
 import (
 	"errors"
-	"github.com/oauthflow/oauthflow"
 	"strings"
 	"testing"
+
+	"github.com/oauthflow/oauthflow"
 )
 
 func envMap(m map[string]string) func(string) (string, bool) {
@@ -121,5 +122,24 @@ func TestEnvPrefix(t *testing.T) {
 		if got := EnvPrefix(in); got != want {
 			t.Errorf("EnvPrefix(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A mistyped catalog ID gets the nearest one in its error, from FromEnv, New
+// and Lookup alike.
+func TestCatalogSuggestsTheNearestID(t *testing.T) {
+	none := func(string) (string, bool) { return "", false }
+	for typo, want := range map[string]string{"githb": "github", "GitHub": "github", "slak": "slack"} {
+		_, errEnv := FromLookup(typo, none)
+		_, errNew := New(typo, testCreds)
+		_, errLookup := Lookup(typo)
+		for _, err := range []error{errEnv, errNew, errLookup} {
+			if !errors.Is(err, oauthflow.ErrUnknownProvider) || !strings.Contains(err.Error(), `did you mean "`+want+`"`) {
+				t.Errorf("%q: err = %v, want ErrUnknownProvider suggesting %q", typo, err, want)
+			}
+		}
+	}
+	if _, err := Lookup("no-such-provider-at-all"); err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("an ID near nothing: err = %v, want ErrUnknownProvider without a guess", err)
 	}
 }

@@ -35,5 +35,22 @@ func newcomerGuards() []mutant {
 			Run:  "^TestConfigKeyPrefixNeedsItsSeparator$",
 			Why:  "a Config.KeyPrefix ends in its separator, so its keys do not run into the next",
 		},
+		{
+			Name: "typos/registry-no-suggestion",
+			File: "registry.go",
+			Old:  "id, suggest.Hint(id, r.IDs()))",
+			New:  "id, suggest.Hint(\"\", r.IDs()))",
+			Run:  "^TestRegistryGetSuggestsTheNearestID$",
+			Why:  "an unknown provider's error names the nearest registered ID",
+		},
+		{
+			Name: "typos/catalog-no-suggestion",
+			File: "providers/catalog.go",
+			Pkg:  "./providers",
+			Old:  "id, suggest.Hint(id, Known()))",
+			New:  "id, suggest.Hint(\"\", Known()))",
+			Run:  "^TestCatalogSuggestsTheNearestID$",
+			Why:  "an ID the catalog lacks gets the nearest catalog ID in its error",
+		},
 	}
 }
