@@ -64,10 +64,11 @@ func unnoticedGuards() []mutant {
 			Why:  "only a 403 insufficient_scope asks for a sign-in: the server's own refusal reaches the caller, not ErrNoToken",
 		},
 
-		// The check that every wait in a test has a deadline (waits_test.go).
+		// The check that every wait in a test has a deadline (internal/layout).
 		{
 			Name: "waits/bare-receive-passes",
-			File: "waits_test.go",
+			File: "internal/layout/waits_test.go",
+			Pkg:  "./internal/layout",
 			Old:  "if n.Op == token.ARROW && !inSelect[n] && !isDeadline(n.X) {",
 			New:  "if false && n.Op == token.ARROW && !inSelect[n] && !isDeadline(n.X) {",
 			Run:  "TestWaitCheckFlagsBlockingWaits",
@@ -75,7 +76,8 @@ func unnoticedGuards() []mutant {
 		},
 		{
 			Name: "waits/any-select-passes",
-			File: "waits_test.go",
+			File: "internal/layout/waits_test.go",
+			Pkg:  "./internal/layout",
 			Old:  "has = has || isDeadline(r.X)",
 			New:  "has = true",
 			Run:  "TestWaitCheckFlagsBlockingWaits",
@@ -83,7 +85,8 @@ func unnoticedGuards() []mutant {
 		},
 		{
 			Name: "waits/wait-call-passes",
-			File: "waits_test.go",
+			File: "internal/layout/waits_test.go",
+			Pkg:  "./internal/layout",
 			Old:  "if isMethodCall(n, \"Wait\") && len(n.Args) == 0 {",
 			New:  "if false && isMethodCall(n, \"Wait\") && len(n.Args) == 0 {",
 			Run:  "TestWaitCheckFlagsBlockingWaits",
@@ -91,7 +94,8 @@ func unnoticedGuards() []mutant {
 		},
 		{
 			Name: "waits/goroutines-checked",
-			File: "waits_test.go",
+			File: "internal/layout/waits_test.go",
+			Pkg:  "./internal/layout",
 			Old:  "return !elsewhere[n]",
 			New:  "return true",
 			Run:  "TestWaitCheckFlagsBlockingWaits",

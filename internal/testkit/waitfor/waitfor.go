@@ -1,8 +1,8 @@
 // Package waitfor is how a test waits for something that should happen soon:
 // with a deadline, failing with what never happened, instead of blocking
 // until the whole run's timeout. Every wait in a test goes through it or
-// through a select with a timeout, context or default case (waits_test.go in
-// the module root checks it).
+// through a select with a timeout, context or default case (a test in
+// internal/layout checks it).
 package waitfor
 
 import (
