@@ -13,7 +13,7 @@ import (
 )
 
 // preamble is what every snippet may use without declaring it: the names
-// the README's prose introduces (your logger, the user, the module...).
+// the manual's prose introduces (your logger, the user, the module...).
 const preamble = `package readme
 
 import (
@@ -30,6 +30,7 @@ import (
 	"github.com/oauthflow/oauthflow"
 	"github.com/oauthflow/oauthflow/mcpauth"
 	"github.com/oauthflow/oauthflow/providers"
+	"github.com/redis/go-redis/v9"
 )
 
 var (
@@ -39,6 +40,8 @@ var (
 	server                    string
 	creds                     providers.Credentials
 	m                         *oauthflow.Module
+	mux                       *http.ServeMux
+	client                    redis.UniversalClient
 	tc                        *oauthflow.TransitionContext
 	listRepos, whoami         *oauthflow.Tool
 	args, res                 json.RawMessage
@@ -54,60 +57,101 @@ var (
 // names it declares for the reader and imports another snippet uses.
 var tolerated = regexp.MustCompile(`declared and not used|imported and not used`)
 
-// TestReadmeSnippetsCompile type-checks each Go block of README.md as the
-// body of a function, with the preamble's names in scope.
-func TestReadmeSnippetsCompile(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
+// snippet is one Go block of a page of the manual.
+type snippet struct {
+	page string // "README.md", "docs/tokens.md"
+	n    int    // its place among the page's Go blocks, from 1
+	body string
+}
+
+func (s snippet) String() string { return fmt.Sprintf("%s snippet %d", s.page, s.n) }
+
+// program reports whether the block is a whole program, not a fragment.
+func (s snippet) program() bool { return strings.HasPrefix(s.body, "package main\n") }
+
+// TestSnippetsCompile type-checks each Go block of README.md and of the pages
+// under docs/: a fragment as the body of a function, with the preamble's
+// names in scope, and a whole program as a package of its own.
+func TestSnippetsCompile(t *testing.T) {
+	var fragments, programs []snippet
+	others := map[string]int{}
+	for _, p := range manual(t) {
+		for _, s := range p.snippets() {
+			switch {
+			case strings.Contains(s.body, "otelevents."):
+				others[s.page]++
+			case s.program():
+				programs = append(programs, s)
+			default:
+				fragments = append(fragments, s)
+			}
+		}
 	}
-	blocks, others := ownBlocks(goBlocks(string(readme)))
-	if len(blocks) < 10 {
-		t.Fatalf("found %d Go blocks in README.md; the reader must have changed", len(blocks))
+	if len(fragments) < 15 {
+		t.Fatalf("found %d Go fragments in the manual; the reader must have changed", len(fragments))
 	}
-	if others != 1 {
-		t.Fatalf("%d README blocks use the otelevents module; its own test compiles the one it knows", others)
+	if len(others) != 1 || others["README.md"] != 1 {
+		t.Fatalf("blocks that use the otelevents module: %v; want one, in README.md, which that module's own test compiles", others)
 	}
-	src, starts := program(blocks)
-	out := compile(t, src)
-	for _, line := range strings.Split(out, "\n") {
+	src, starts := fragmentFile(fragments)
+	for _, line := range strings.Split(compile(t, "snippets.go", src), "\n") {
 		if !strings.Contains(line, "snippets.go:") || tolerated.MatchString(line) {
 			continue
 		}
-		t.Errorf("README snippet %d does not compile: %s", snippetAt(line, starts), line)
+		t.Errorf("%v does not compile: %s", fragments[snippetAt(line, starts)], line)
+	}
+	for i, s := range programs {
+		file := fmt.Sprintf("program%d/main.go", i+1)
+		for _, line := range strings.Split(compile(t, file, s.body), "\n") {
+			if strings.Contains(line, "main.go:") {
+				t.Errorf("%v, a whole program, does not compile: %s", s, line)
+			}
+		}
 	}
 }
 
-// goBlocks are the bodies of README's ```go fences, in order.
-func goBlocks(md string) []string {
-	var blocks []string
-	for _, part := range strings.Split(md, "```go\n")[1:] {
+// page is one Markdown file of the manual, named from the module root.
+type page struct {
+	name, text string
+}
+
+// manual is README.md and every page under docs/.
+func manual(t *testing.T) []page {
+	t.Helper()
+	names, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names = append([]string{"../../README.md"}, names...)
+	pages := make([]page, len(names))
+	for i, name := range names {
+		text, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages[i] = page{strings.TrimPrefix(name, "../../"), string(text)}
+	}
+	return pages
+}
+
+// snippets are the bodies of the page's ```go fences, in order.
+func (p page) snippets() []snippet {
+	var blocks []snippet
+	for i, part := range strings.Split(p.text, "```go\n")[1:] {
 		body, _, _ := strings.Cut(part, "```")
-		blocks = append(blocks, body)
+		blocks = append(blocks, snippet{page: p.name, n: i + 1, body: body})
 	}
 	return blocks
 }
 
-// ownBlocks are the blocks this module can compile, and how many use the
-// otelevents module (a module of its own, whose tests compile them).
-func ownBlocks(blocks []string) ([]string, int) {
-	var own []string
-	for _, b := range blocks {
-		if !strings.Contains(b, "otelevents.") {
-			own = append(own, b)
-		}
-	}
-	return own, len(blocks) - len(own)
-}
-
-// program is one file with a function per block; starts[i] is the first
-// line of block i.
-func program(blocks []string) (string, []int) {
+// fragmentFile is one file with a function per fragment; starts[i] is the
+// first line of fragment i.
+func fragmentFile(fragments []snippet) (string, []int) {
 	var b strings.Builder
 	b.WriteString(preamble)
-	starts := make([]int, len(blocks))
-	for i, body := range blocks {
-		body = regexp.MustCompile(`(?s)^import \(.*?\)\n`).ReplaceAllString(body, "")
+	starts := make([]int, len(fragments))
+	for i, s := range fragments {
+		body := regexp.MustCompile(`(?s)^import \(.*?\)\n`).ReplaceAllString(s.body, "")
 		body = strings.ReplaceAll(body, "{ ... }", "{ panic(err) }")
 		if strings.HasPrefix(strings.TrimSpace(body), "{") { // a list of transitions
 			body = "_ = []oauthflow.Transition{\n" + body + "}\n"
@@ -120,33 +164,35 @@ func program(blocks []string) (string, []int) {
 	return b.String(), starts
 }
 
-// compile builds the package with src overlaid as snippets.go and returns
-// the compiler's complaints (every one, -e).
-func compile(t *testing.T, src string) string {
+// compile builds the package that holds file (a path under this directory,
+// absent from it) with src overlaid as that file, and returns the compiler's
+// complaints (every one, -e).
+func compile(t *testing.T, file, src string) string {
+	t.Helper()
 	dir := t.TempDir()
-	file := filepath.Join(dir, "snippets.go")
-	if err := os.WriteFile(file, []byte(src), 0o600); err != nil {
+	tmp := filepath.Join(dir, filepath.Base(file))
+	if err := os.WriteFile(tmp, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	here, _ := filepath.Abs("snippets.go")
-	overlay, _ := json.Marshal(map[string]any{"Replace": map[string]string{here: file}})
+	here, _ := filepath.Abs(file)
+	overlay, _ := json.Marshal(map[string]any{"Replace": map[string]string{here: tmp}})
 	ov := filepath.Join(dir, "overlay.json")
 	if err := os.WriteFile(ov, overlay, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("go", "build", "-gcflags=-e", "-overlay", ov, "-o", os.DevNull, ".")
+	cmd := exec.Command("go", "build", "-gcflags=-e", "-overlay", ov, "-o", os.DevNull, "./"+filepath.Dir(file))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err == nil {
 		return ""
 	}
-	if !strings.Contains(out.String(), "snippets.go:") {
-		t.Fatalf("go build failed before reaching the snippets:\n%s", out.String())
+	if !strings.Contains(out.String(), filepath.Base(file)+":") {
+		t.Fatalf("go build failed before reaching %s:\n%s", file, out.String())
 	}
 	return out.String()
 }
 
-// snippetAt is the number of the block that line's position falls in.
+// snippetAt is the index of the fragment that line's position falls in.
 func snippetAt(line string, starts []int) int {
 	var n int
 	_, rest, _ := strings.Cut(line, "snippets.go:")
@@ -155,5 +201,5 @@ func snippetAt(line string, starts []int) int {
 	for i+1 < len(starts) && starts[i+1] <= n {
 		i++
 	}
-	return i + 1
+	return i
 }
