@@ -203,3 +203,49 @@ func snippetAt(line string, starts []int) int {
 	}
 	return i
 }
+
+// firstScreen is how many lines of the README a reader sees before
+// scrolling: the two commands and the whole service must be among them.
+const firstScreen = 65
+
+// TestReadmeStartsWithHello: the README's first screen holds the quickstart,
+// the test command exactly as CI runs it, and a whole program.
+func TestReadmeStartsWithHello(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(readme), "\n")
+	top := strings.Join(lines[:min(firstScreen, len(lines))], "")
+	commands := map[string]bool{}
+	for _, block := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(top, -1) {
+		for _, line := range strings.Split(block[1], "\n") {
+			command, _, _ := strings.Cut(line, " #")
+			commands[strings.TrimSpace(command)] = true
+		}
+	}
+	for _, want := range []string{"go run ./examples/quickstart", ciCommand(t)} {
+		if !commands[want] {
+			t.Errorf("the README's first %d lines lack the command %q", firstScreen, want)
+		}
+	}
+	program := regexp.MustCompile("(?s)```go\npackage main\n.*?\n```\n").FindString(top)
+	if program == "" || !strings.HasSuffix(program, "}\n```\n") {
+		t.Errorf("the README's first %d lines hold no whole program, from package main to its closing fence", firstScreen)
+	}
+}
+
+// ciCommand is the test command of .ci/run: its last line.
+func ciCommand(t *testing.T) string {
+	t.Helper()
+	run, err := os.ReadFile("../../.ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(run)), "\n")
+	last := lines[len(lines)-1]
+	if !strings.HasPrefix(last, "go test ") {
+		t.Fatalf(".ci/run ends with %q, not its test command", last)
+	}
+	return last
+}
