@@ -249,3 +249,96 @@ func ciCommand(t *testing.T) string {
 	}
 	return last
 }
+
+// TestManualLinks: the README's map links every page under docs/ once and
+// every other Markdown file of the root, and every link of the manual lands
+// on a file of the repository and, when it names one, on a heading there.
+func TestManualLinks(t *testing.T) {
+	pages := manual(t)
+	counts := map[string]int{}
+	for _, target := range links(pages[0].text) {
+		file, _, _ := strings.Cut(target, "#")
+		counts[file]++
+	}
+	roots, _ := filepath.Glob("../../*.md")
+	for _, name := range roots {
+		if name := filepath.Base(name); name != "README.md" && counts[name] == 0 {
+			t.Errorf("README.md does not link %s", name)
+		}
+	}
+	for _, p := range pages[1:] {
+		if counts[p.name] != 1 {
+			t.Errorf("README.md links %s %d times; its map links each page once", p.name, counts[p.name])
+		}
+	}
+	for _, p := range pages {
+		for _, target := range links(p.text) {
+			if err := lands(p.name, target); err != nil {
+				t.Errorf("%s: the link %q: %v", p.name, target, err)
+			}
+		}
+	}
+}
+
+// links are the targets of a Markdown text's links and images, outside code
+// blocks, leaving out those to other sites.
+func links(md string) []string {
+	var out []string
+	for _, m := range regexp.MustCompile(`\]\(([^)\s]+)\)`).FindAllStringSubmatch(prose(md), -1) {
+		if !regexp.MustCompile(`^[a-z]+:`).MatchString(m[1]) {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// prose is md without its fenced code blocks.
+func prose(md string) string {
+	return regexp.MustCompile("(?s)\n```.*?\n```").ReplaceAllString(md, "")
+}
+
+// lands reports why the link target, met in the page from (named from the
+// module root), leads nowhere; nil when it reaches a file and its heading.
+func lands(from, target string) error {
+	file, anchor, _ := strings.Cut(target, "#")
+	path := filepath.Join(filepath.Dir(from), file)
+	if file == "" {
+		path = from
+	}
+	if _, err := os.Stat(filepath.Join("../..", path)); err != nil {
+		return fmt.Errorf("no file %s", path)
+	}
+	if anchor == "" {
+		return nil
+	}
+	text, err := os.ReadFile(filepath.Join("../..", path))
+	if err != nil || !strings.HasSuffix(path, ".md") {
+		return fmt.Errorf("an anchor into %s, which is not a page", path)
+	}
+	if !anchors(string(text))[anchor] {
+		return fmt.Errorf("%s has no heading #%s", path, anchor)
+	}
+	return nil
+}
+
+// anchors are the ids GitHub gives a page's headings: lower case, spaces
+// made hyphens, other punctuation dropped, a repeat numbered.
+func anchors(md string) map[string]bool {
+	ids := map[string]bool{}
+	seen := map[string]int{}
+	drop := regexp.MustCompile(`[^\p{L}\p{N} _-]`)
+	for _, line := range strings.Split(prose(md), "\n") {
+		title, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " ")
+		if !ok || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		id := strings.ReplaceAll(drop.ReplaceAllString(strings.ToLower(strings.TrimSpace(title)), ""), " ", "-")
+		if n := seen[id]; n > 0 {
+			ids[fmt.Sprintf("%s-%d", id, n)] = true
+		} else {
+			ids[id] = true
+		}
+		seen[id]++
+	}
+	return ids
+}
