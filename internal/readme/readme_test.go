@@ -8,8 +8,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/oauthflow/oauthflow/providers"
 )
 
 // preamble is what every snippet may use without declaring it: the names
@@ -341,4 +344,35 @@ func anchors(md string) map[string]bool {
 		seen[id]++
 	}
 	return ids
+}
+
+// TestDeviceGrantProviders: the device grant's page lists exactly the
+// catalog's entries with a device authorization endpoint.
+func TestDeviceGrantProviders(t *testing.T) {
+	text, err := os.ReadFile("../../docs/device.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(text), "\n## Which providers\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	var listed []string
+	for _, m := range regexp.MustCompile(`\]\(providers\.md#([a-z0-9_-]+)\)`).FindAllStringSubmatch(section, -1) {
+		listed = append(listed, m[1])
+	}
+	var want []string
+	for _, id := range providers.Known() {
+		e, err := providers.Lookup(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Config.DeviceAuthURL != "" {
+			want = append(want, id)
+		}
+	}
+	if len(want) == 0 {
+		t.Fatal("no catalog entry has a device authorization endpoint; the catalog must have changed")
+	}
+	if !slices.Equal(listed, want) {
+		t.Errorf("docs/device.md, \"Which providers\", lists %v; the catalog's entries with a device grant are %v", listed, want)
+	}
 }
