@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -375,4 +376,52 @@ func TestDeviceGrantProviders(t *testing.T) {
 	if !slices.Equal(listed, want) {
 		t.Errorf("docs/device.md, \"Which providers\", lists %v; the catalog's entries with a device grant are %v", listed, want)
 	}
+}
+
+// TestProviderCount: wherever the manual counts the catalog's providers, it
+// counts them all.
+func TestProviderCount(t *testing.T) {
+	count := regexp.MustCompile(`\b(\d+) providers\b`)
+	want := strconv.Itoa(len(providers.Known()))
+	found := 0
+	for _, p := range manual(t) {
+		for _, m := range count.FindAllStringSubmatch(p.text, -1) {
+			found++
+			if m[1] != want {
+				t.Errorf("%s says %q; the catalog has %s", p.name, m[0], want)
+			}
+		}
+	}
+	if found == 0 {
+		t.Error("the manual never counts the catalog's providers; the README says how many there are")
+	}
+}
+
+// TestNoAbsentDocuments: the manual cites only documents the repository
+// has. A rule that lived in a document it lacks is stated where it applies.
+func TestNoAbsentDocuments(t *testing.T) {
+	cited := regexp.MustCompile(`\b(SPEC|DESIGN)\b|\b[A-Z][A-Z0-9_-]*\.md\b`)
+	for _, p := range manual(t) {
+		if generated[p.name] {
+			continue
+		}
+		for _, name := range cited.FindAllString(p.text, -1) {
+			if !strings.HasSuffix(name, ".md") {
+				t.Errorf("%s cites %s, which the repository does not have: state the rule instead", p.name, name)
+				continue
+			}
+			if !exists(filepath.Join("../..", name)) && !exists(filepath.Join("../../docs", name)) {
+				t.Errorf("%s names %s, which the repository does not have", p.name, name)
+			}
+		}
+	}
+}
+
+// generated are the pages a program writes, from text kept beside it: the
+// catalog's page and the scale report.
+var generated = map[string]bool{"docs/providers.md": true, "docs/SCALE.md": true}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
