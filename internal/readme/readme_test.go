@@ -2,6 +2,7 @@ package readme
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/oauthflow/oauthflow"
 	"github.com/oauthflow/oauthflow/providers"
 )
 
@@ -424,4 +426,49 @@ var generated = map[string]bool{"docs/providers.md": true, "docs/SCALE.md": true
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// TestKeyPrefixSeparator holds docs/operations.md to the code: a prefix is
+// put before each key as it is, so the separator is the caller's, and New
+// takes a KeyPrefix that ends in one of the separators the page lists, and
+// no other.
+func TestKeyPrefixSeparator(t *testing.T) {
+	text, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := strings.Join(strings.Fields(string(text)), " ")
+	if !strings.Contains(page, "The separator is yours") || !strings.Contains(page, "`billing:oauth:{user}:{provider}`") {
+		t.Fatal("docs/operations.md no longer says the separator is the caller's; change this test with it")
+	}
+	list := regexp.MustCompile("does not end in one of ((?:`[^`]+` ?)+)").FindStringSubmatch(page)
+	if list == nil {
+		t.Fatal("docs/operations.md no longer lists the separators a KeyPrefix may end in")
+	}
+	listed := strings.ReplaceAll(strings.ReplaceAll(list[1], "`", ""), " ", "")
+	for c := byte('!'); c <= '~'; c++ {
+		if isAlnum(c) {
+			continue
+		}
+		prefix := "billing" + string(c)
+		m, err := oauthflow.New(context.Background(), oauthflow.Config{KV: oauthflow.NewMemoryKV(), KeyPrefix: prefix})
+		if err == nil {
+			m.Close()
+		}
+		if took, says := err == nil, strings.IndexByte(listed, c) >= 0; took != says {
+			t.Errorf("New with KeyPrefix %q: %v; the page's separators are %s", prefix, err, listed)
+		}
+	}
+	ctx := context.Background()
+	store := oauthflow.NewMemoryKV()
+	if err := oauthflow.WithKeyPrefix(store, "billing:").Set(ctx, "oauth:u:p", []byte("v"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := store.Get(ctx, "billing:oauth:u:p"); err != nil || string(v) != "v" {
+		t.Errorf("KeyPrefix \"billing:\": billing:oauth:u:p holds %q, %v; the page says the record is stored there", v, err)
+	}
+}
+
+func isAlnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
 }
