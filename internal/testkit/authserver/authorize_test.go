@@ -117,6 +117,41 @@ func TestLoopbackRedirectOnAnyPort(t *testing.T) {
 	}
 }
 
+// A client with AnyLoopbackRedirect takes any plain http loopback URI, and
+// still no other.
+func TestAnyLoopbackRedirect(t *testing.T) {
+	t.Parallel()
+	srv := start(t, authserver.Options{Clients: []authserver.Client{{ID: "any", Secret: "s", AnyLoopbackRedirect: true}}})
+	tests := []struct {
+		uri string
+		ok  bool
+	}{
+		{"http://127.0.0.1:5000/any/path", true},
+		{"http://localhost:1/cb?app=1", true},
+		{"http://[::1]:8080/", true},
+		{"https://127.0.0.1:5000/cb", false},
+		{"http://app.example/cb", false},
+		{"http://x@127.0.0.1:5000/cb", false},
+		{"", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.uri, func(t *testing.T) {
+			t.Parallel()
+			q := url.Values{"response_type": {"code"}, "client_id": {"any"}, "state": {"s1"}}
+			if tt.uri != "" {
+				q.Set("redirect_uri", tt.uri)
+			}
+			resp := authorize(t, srv, q)
+			loc, _ := url.Parse(resp.Header.Get("Location"))
+			redirected := resp.StatusCode == http.StatusFound && loc.Query().Get("code") != "" &&
+				strings.HasPrefix(loc.String(), strings.SplitN(tt.uri, "?", 2)[0])
+			if redirected != tt.ok {
+				t.Fatalf("status %d, Location %q; want redirected %v", resp.StatusCode, loc, tt.ok)
+			}
+		})
+	}
+}
+
 func TestRedirectKeepsRegisteredQuery(t *testing.T) {
 	t.Parallel()
 	srv := start(t, authserver.Options{Clients: []authserver.Client{

@@ -35,6 +35,9 @@ type Client struct {
 	// AllowLoopback accepts a registered loopback URI (http://127.0.0.1/path,
 	// http://[::1]/path, http://localhost/path) on any port, as RFC 8252 §7.3 asks.
 	AllowLoopback bool
+	// AnyLoopbackRedirect accepts every plain http URI on a loopback host (any
+	// port, any path), registered or not: a test's app listens where it likes.
+	AnyLoopbackRedirect bool
 }
 
 func (c *Client) requiresPKCE() bool { return c.Public || c.RequirePKCE }
@@ -115,19 +118,19 @@ type Options struct {
 
 	// DPoP binds tokens to the client's key (RFC 9449) and announces ES256 in the
 	// metadata. A token request with a DPoP proof gets a token bound to the proof's key
-	// (token_type DPoP), which the demo API then takes only with a proof of that key; a
-	// grant whose code exchange was proved stays bound to that key, so its refreshes
-	// must prove it too (for every client, public or not), as must the exchange of a
-	// code whose authorization request named a dpop_jkt. A token request without a
-	// proof gets a bearer token. Each proof is accepted once.
+	// (token_type DPoP), which the protected endpoints then take only with a proof of
+	// that key; a grant whose code exchange was proved stays bound to that key, so its
+	// refreshes must prove it too (for every client, public or not), as must the
+	// exchange of a code whose authorization request named a dpop_jkt. A token request
+	// without a proof gets a bearer token. Each proof is accepted once.
 	DPoP bool
 	// RequireDPoP refuses a token request without a proof (invalid_dpop_proof). It
 	// implies DPoP.
 	RequireDPoP bool
-	// DPoPNonces makes the token endpoint and the demo API demand the server's current
-	// nonce in every proof (RFC 9449 §8, §9): a proof without it is answered
-	// use_dpop_nonce, and every answer carries the nonce in DPoP-Nonce. The nonce stays
-	// the same until RotateDPoPNonce. It implies DPoP.
+	// DPoPNonces makes the token endpoint and the protected endpoints demand the
+	// server's current nonce in every proof (RFC 9449 §8, §9): a proof without it is
+	// answered use_dpop_nonce, and every answer carries the nonce in DPoP-Nonce. The
+	// nonce stays the same until RotateDPoPNonce. It implies DPoP.
 	DPoPNonces bool
 }
 

@@ -18,6 +18,10 @@ func (c *Client) resolveRedirect(uri string) (string, bool) {
 	if slices.Contains(c.RedirectURIs, uri) {
 		return uri, true
 	}
+	if c.AnyLoopbackRedirect {
+		u, err := url.Parse(uri)
+		return uri, err == nil && isLoopback(u)
+	}
 	return uri, c.AllowLoopback && c.matchesLoopback(uri)
 }
 
