@@ -20,26 +20,50 @@ type Repo struct {
 	Description string `json:"description"`
 }
 
-// handleAPI answers GET /api/me, the protected demo API: a bearer token (RFC 6750)
-// as is, a DPoP-bound one with a proof of its key (RFC 9449 §7).
-func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
-	nonce := s.offerNonce(w)
-	t, refusal := s.authorizeAPI(r, nonce)
-	if refusal != nil {
-		s.writeChallenge(w, refusal)
-		return
-	}
-	s.stats.apiCalls.Add(1)
-	writeJSON(w, http.StatusOK, Me{User: t.user, Scope: t.scope, Repos: reposOf(t.user)})
+// Userinfo is the user-info endpoint's answer: who the access token belongs to,
+// named as OpenID Connect names it (Core §5.3.2).
+type Userinfo struct {
+	Sub               string `json:"sub"`
+	PreferredUsername string `json:"preferred_username"`
 }
 
-// apiRefusal is why the demo API refuses a request: the scheme of its challenge,
-// an error code ("" when the request carried no token, RFC 6750 §3.1) and a
-// description.
+// handleAPI answers GET /api/me, the protected demo API.
+func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
+	if t, ok := s.protected(w, r, PathAPI); ok {
+		s.stats.apiCalls.Add(1)
+		writeJSON(w, http.StatusOK, Me{User: t.user, Scope: t.scope, Repos: reposOf(t.user)})
+	}
+}
+
+// handleUserinfo answers GET /userinfo, which names the token's user.
+func (s *Server) handleUserinfo(w http.ResponseWriter, r *http.Request) {
+	if t, ok := s.protected(w, r, PathUserinfo); ok {
+		s.stats.userinfoCalls.Add(1)
+		writeJSON(w, http.StatusOK, Userinfo{Sub: t.user, PreferredUsername: t.user})
+	}
+}
+
+// protected checks the access token of a request to the protected endpoint at
+// path: a bearer token (RFC 6750) as is, a DPoP-bound one with a proof of its
+// key (RFC 9449 §7). It answers a refusal itself and reports false.
+func (s *Server) protected(w http.ResponseWriter, r *http.Request, path string) (token, bool) {
+	nonce := s.offerNonce(w)
+	t, refusal := s.authorizeAPI(r, path, nonce)
+	if refusal != nil {
+		s.writeChallenge(w, refusal)
+		return token{}, false
+	}
+	return t, true
+}
+
+// apiRefusal is why a protected endpoint refuses a request: the scheme of its
+// challenge, an error code ("" when the request carried no token, RFC 6750 §3.1)
+// and a description.
 type apiRefusal struct{ scheme, code, desc string }
 
-// authorizeAPI returns the access token r presents, or why it is refused.
-func (s *Server) authorizeAPI(r *http.Request, nonce string) (token, *apiRefusal) {
+// authorizeAPI returns the access token r, a request to path, presents, or why
+// it is refused.
+func (s *Server) authorizeAPI(r *http.Request, path, nonce string) (token, *apiRefusal) {
 	scheme, tok, ok := accessToken(r)
 	if !ok || (scheme == schemeDPoP && !s.opts.DPoP) {
 		return token{}, &apiRefusal{scheme: schemeBearer, desc: "an access token is required"}
@@ -48,7 +72,7 @@ func (s *Server) authorizeAPI(r *http.Request, nonce string) (token, *apiRefusal
 	if !ok {
 		return token{}, &apiRefusal{scheme, "invalid_token", "the access token is unknown, expired or revoked"}
 	}
-	return t, s.resourceProof(r, scheme, tok, t.jkt, nonce)
+	return t, s.resourceProof(r, path, scheme, tok, t.jkt, nonce)
 }
 
 // activeAccessToken returns a copy of the access token tok if it may be used.
@@ -63,7 +87,7 @@ func (s *Server) activeAccessToken(tok string) (token, bool) {
 	return *t, true
 }
 
-// Authorization schemes of the demo API, as the server writes them.
+// Authorization schemes of the protected endpoints, as the server writes them.
 const (
 	schemeBearer = "Bearer"
 	schemeDPoP   = "DPoP"

@@ -20,7 +20,8 @@ const (
 	headerNonce = "DPoP-Nonce"
 	// dpopAlg is the one algorithm internal/dpop signs and verifies proofs with.
 	dpopAlg = "ES256"
-	// dpopAlgsParam is the algs parameter of the demo API's DPoP challenges (§7.1).
+	// dpopAlgsParam is the algs parameter of the DPoP challenges of the protected
+	// endpoints (§7.1).
 	dpopAlgsParam = `algs="` + dpopAlg + `"`
 
 	errInvalidDPoPProof = "invalid_dpop_proof"
@@ -113,11 +114,12 @@ func (s *Server) checkBinding(want, got, what string) *oauthError {
 	return errInvalidGrant(what + " is bound to another DPoP key")
 }
 
-// resourceProof checks that a request to the demo API presents the access token
-// tok, bound to jkt ("" for none), the way it must (RFC 9449 §7): a bearer token
-// with the Bearer scheme, a bound one with the DPoP scheme and a proof of its key.
-// A bearer token is bound to no key, so no proof makes it good with the DPoP scheme.
-func (s *Server) resourceProof(r *http.Request, scheme, tok, jkt, nonce string) *apiRefusal {
+// resourceProof checks that a request to the protected endpoint at path presents
+// the access token tok, bound to jkt ("" for none), the way it must (RFC 9449 §7):
+// a bearer token with the Bearer scheme, a bound one with the DPoP scheme and a
+// proof of its key. A bearer token is bound to no key, so no proof makes it good
+// with the DPoP scheme.
+func (s *Server) resourceProof(r *http.Request, path, scheme, tok, jkt, nonce string) *apiRefusal {
 	switch {
 	case scheme == schemeBearer && jkt == "":
 		return nil
@@ -130,7 +132,7 @@ func (s *Server) resourceProof(r *http.Request, scheme, tok, jkt, nonce string) 
 		s.stats.dpopProofsMissing.Add(1)
 		return &apiRefusal{schemeDPoP, "invalid_token", "a DPoP proof is required"}
 	}
-	got, err := s.verifyProof(proofs, r.Method, s.issuerFor(r)+PathAPI, tok, nonce)
+	got, err := s.verifyProof(proofs, r.Method, s.issuerFor(r)+path, tok, nonce)
 	if err != nil {
 		code, desc := proofRefusal(err)
 		return &apiRefusal{schemeDPoP, code, desc}

@@ -79,6 +79,10 @@ func (s *Server) handleIntrospect(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, answer)
 }
 
+// Active reports whether tok is an access or refresh token the server would
+// honour now: issued by it, not expired, revoked or retired by rotation.
+func (s *Server) Active(tok string) bool { return s.introspect(tok).Active }
+
 func (s *Server) introspect(tok string) introspection {
 	st := &s.store
 	st.mu.Lock()

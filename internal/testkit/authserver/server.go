@@ -5,7 +5,8 @@
 // without rotation, revocation (RFC 7009), introspection (RFC 7662), server metadata
 // (RFC 8414), the iss response parameter (RFC 9207), the device authorization grant
 // (RFC 8628) and, when asked, DPoP-bound tokens and server nonces (RFC 9449), and
-// serves one protected demo API, GET /api/me. State lives in memory on the Server value.
+// serves two protected endpoints: a demo API, GET /api/me, and user info, GET
+// /userinfo. State lives in memory on the Server value.
 //
 // In a test:
 //
@@ -36,6 +37,7 @@ const (
 	PathRevoke     = "/revoke"
 	PathIntrospect = "/introspect"
 	PathAPI        = "/api/me"
+	PathUserinfo   = "/userinfo"
 	PathMetadata   = "/.well-known/oauth-authorization-server"
 
 	PathDeviceAuthorization = "/device_authorization" // RFC 8628 §3.1
@@ -113,6 +115,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("POST "+PathRevoke, s.handleRevoke)
 	mux.HandleFunc("POST "+PathIntrospect, s.handleIntrospect)
 	mux.HandleFunc("GET "+PathAPI, s.handleAPI)
+	mux.HandleFunc("GET "+PathUserinfo, s.handleUserinfo)
 	mux.HandleFunc("GET "+PathMetadata, s.handleMetadata)
 	if !s.opts.NoDeviceGrant {
 		mux.HandleFunc("POST "+PathDeviceAuthorization, s.handleDeviceAuthorization)
@@ -148,6 +151,9 @@ func (s *Server) DeviceURL() string { return s.issuer + PathDevice }
 
 // APIURL is the protected demo API, which answers the signed-in user and their repositories.
 func (s *Server) APIURL() string { return s.issuer + PathAPI }
+
+// UserinfoURL is the protected user-info endpoint, which names the signed-in user.
+func (s *Server) UserinfoURL() string { return s.issuer + PathUserinfo }
 
 // DenyNext makes the next authorization request end in access_denied, as if the user
 // clicked Deny. Calls add up: DenyNext twice denies the next two.

@@ -20,6 +20,7 @@ type Stats struct {
 	RefreshReuses   int64 // rotated refresh tokens presented again (each revokes its grant)
 	Revocations     int64 // POST /revoke requests from an authenticated client
 	APICalls        int64 // GET /api/me answered 200
+	UserinfoCalls   int64 // GET /userinfo answered 200
 
 	// The device authorization grant (RFC 8628). A poll of a code its client holds
 	// that no script answers counts once among DevicePending, DeviceSlowDowns,
@@ -39,7 +40,7 @@ type Stats struct {
 	// Invalid, Replayed and NonceChallenges; an accepted one may then be of the wrong
 	// key (KeyMismatches).
 	DPoPTokenRequests   int64 // POST /token with a DPoP header, whether or not the server does DPoP
-	DPoPProofsAccepted  int64 // proofs accepted at the token endpoint or the demo API
+	DPoPProofsAccepted  int64 // proofs accepted at the token endpoint or a protected endpoint
 	DPoPProofsInvalid   int64 // proofs refused by dpop.Verify, or sent two at once
 	DPoPProofsReplayed  int64 // proofs refused because their jti was accepted before
 	DPoPNonceChallenges int64 // use_dpop_nonce answers: proofs without the server's current nonce
@@ -52,7 +53,7 @@ type counters struct {
 	tokenRequests, codeRequests, refreshRequests atomic.Int64
 	codesExchanged, refreshes                    atomic.Int64
 	codeReplays, refreshReuses                   atomic.Int64
-	revocations, apiCalls                        atomic.Int64
+	revocations, apiCalls, userinfoCalls         atomic.Int64
 	deviceAuthorizations, devicePolls            atomic.Int64
 	devicePending, deviceSlowDowns               atomic.Int64
 	deviceApprovals, deviceDenials               atomic.Int64
@@ -79,6 +80,7 @@ func (s *Server) Stats() Stats {
 		RefreshReuses:   c.refreshReuses.Load(),
 		Revocations:     c.revocations.Load(),
 		APICalls:        c.apiCalls.Load(),
+		UserinfoCalls:   c.userinfoCalls.Load(),
 
 		DeviceAuthorizations: c.deviceAuthorizations.Load(),
 		DevicePolls:          c.devicePolls.Load(),
