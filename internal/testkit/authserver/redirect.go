@@ -19,8 +19,7 @@ func (c *Client) resolveRedirect(uri string) (string, bool) {
 		return uri, true
 	}
 	if c.AnyLoopbackRedirect {
-		u, err := url.Parse(uri)
-		return uri, err == nil && isLoopback(u)
+		return uri, IsLoopbackURI(uri)
 	}
 	return uri, c.AllowLoopback && c.matchesLoopback(uri)
 }
@@ -38,6 +37,14 @@ func (c *Client) matchesLoopback(uri string) bool {
 		}
 	}
 	return false
+}
+
+// IsLoopbackURI reports whether uri is a plain http URI on a loopback host
+// (127.0.0.1, [::1], localhost), without user info or fragment: a redirect URI
+// a client with AnyLoopbackRedirect may use.
+func IsLoopbackURI(uri string) bool {
+	u, err := url.Parse(uri)
+	return err == nil && isLoopback(u)
 }
 
 func isLoopback(u *url.URL) bool {
