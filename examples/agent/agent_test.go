@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
@@ -18,16 +17,17 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/oauthflowtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// These tests drive the app over HTTP with Go clients, no browser. The consent
-// page is answered by posting its form; in terminal mode the frontend page
-// /oauth/callback is answered as a browser that runs no script would: by
-// submitting its <noscript> form, which sends the provider's answer to the API
-// callback. The Chromium tests (internal/testkit/browsertest) cover the page's script
-// and the widget themselves.
+// These tests drive the app over HTTP with Go clients, no browser. The test
+// kit's Browser follows sign-in links and answers the consent page; in terminal
+// mode the frontend page /oauth/callback is answered as a browser that runs no
+// script would: by submitting its <noscript> form, which sends the provider's
+// answer to the API callback. The tests in headless Chromium cover the
+// page's script and the widget themselves.
 
 // waitLimit bounds every wait of a test; nothing asserts on time.
 const waitLimit = time.Minute
@@ -48,17 +48,17 @@ func startApp(t *testing.T, cfg appConfig) (*app, *httptest.Server) {
 	return a, srv
 }
 
-// browser is a client with a cookie jar, like the user's browser; follow says
-// whether it follows redirects.
-func browser(t *testing.T, follow bool) *http.Client {
+// browser is the user's browser: a cookie jar (one agent user) that follows
+// redirects and answers the demo provider's consent page.
+func browser() *oauthflowtest.Browser { return oauthflowtest.NewBrowser() }
+
+// signIn follows a sign-in link in b as the user would, allowing access on the
+// demo provider's consent page, and returns the page it ends on.
+func signIn(t *testing.T, b *oauthflowtest.Browser, link string) *oauthflowtest.Page {
 	t.Helper()
-	jar, err := cookiejar.New(nil)
+	page, err := b.SignIn(t.Context(), link)
 	require.NoError(t, err)
-	c := &http.Client{Jar: jar, Timeout: waitLimit}
-	if !follow {
-		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	}
-	return c
+	return page
 }
 
 func do(t *testing.T, c *http.Client, method, url, contentType, body string) (int, []byte) {
@@ -90,9 +90,8 @@ func readView(t *testing.T, c *http.Client, method, url string) (runView, []byte
 }
 
 var (
-	consentField = regexp.MustCompile(`name="consent" value="([^"]+)"`)
-	getForm      = regexp.MustCompile(`<form method="get" action="([^"]*)">`)
-	hiddenField  = regexp.MustCompile(`<input type="hidden" name="([^"]*)" value="([^"]*)">`)
+	getForm     = regexp.MustCompile(`<form method="get" action="([^"]*)">`)
+	hiddenField = regexp.MustCompile(`<input type="hidden" name="([^"]*)" value="([^"]*)">`)
 )
 
 // submitForm submits the one GET form of page, found at pageURL, as a browser
@@ -111,25 +110,6 @@ func submitForm(t *testing.T, pageURL *url.URL, page []byte) (*url.URL, int, []b
 	action.RawQuery = fields.Encode()
 	status, body := do(t, http.DefaultClient, http.MethodGet, action.String(), "", "")
 	return action, status, body
-}
-
-// consent opens the sign-in link and answers the demo's consent page with
-// decision ("allow" or "deny"), as the user would.
-func consent(t *testing.T, c *http.Client, authURL, decision string) *http.Response {
-	t.Helper()
-	resp, err := c.Get(authURL)
-	require.NoError(t, err)
-	page, err := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode, string(page))
-	m := consentField.FindSubmatch(page)
-	require.NotNil(t, m, "the consent page carries its form")
-	action := resp.Request.URL.ResolveReference(&url.URL{Path: "authorize/decision"})
-	resp, err = c.PostForm(action.String(), url.Values{"consent": {string(m[1])}, "decision": {decision}})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = resp.Body.Close() })
-	return resp
 }
 
 func userOf(t *testing.T, c *http.Client, base string) string {
@@ -157,9 +137,9 @@ func assertDemoRepos(t *testing.T, repos []repo) {
 func TestWebRunWaitsForSignInThenListsRepos(t *testing.T) {
 	t.Parallel()
 	a, srv := startApp(t, appConfig{})
-	c := browser(t, true)
+	b := browser()
 
-	v, _ := readView(t, c, http.MethodPost, srv.URL+"/app/runs")
+	v, _ := readView(t, b.Client, http.MethodPost, srv.URL+"/app/runs")
 	assert.Equal(t, oauthflow.RunWaiting, v.Status)
 	assert.Equal(t, oauthflow.StateAwaitingAuth, v.State)
 	require.NotNil(t, v.Child, "the run launched the oauth child")
@@ -173,24 +153,24 @@ func TestWebRunWaitsForSignInThenListsRepos(t *testing.T) {
 
 	// The user signs in; the demo redirects to the API callback, which completes
 	// the sign-in, and the engine resumes the run.
-	resp := consent(t, c, v.Prompt.AuthURL, "allow")
-	assert.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.Equal(t, oauthflow.CallbackPath, resp.Request.URL.Path)
+	page := signIn(t, b, v.Prompt.AuthURL)
+	assert.Equal(t, http.StatusOK, page.StatusCode)
+	assert.Equal(t, oauthflow.CallbackPath, page.URL.Path)
 
-	done, body := readView(t, c, http.MethodGet, srv.URL+"/app/runs/"+v.ID)
+	done, body := readView(t, b.Client, http.MethodGet, srv.URL+"/app/runs/"+v.ID)
 	assert.Equal(t, oauthflow.RunCompleted, done.Status)
 	assert.Equal(t, oauthflow.StateEnd, done.State)
 	assert.Nil(t, done.Prompt)
 	assert.Empty(t, done.Error)
 	assertDemoRepos(t, done.Repos)
 
-	tok, err := a.mod.Tokens.GetTokens(context.Background(), userOf(t, c, srv.URL), "demo")
+	tok, err := a.mod.Tokens.GetTokens(context.Background(), userOf(t, b.Client, srv.URL), "demo")
 	require.NoError(t, err)
 	assert.NotContains(t, string(body), tok.AccessToken, "the page never gets a token")
 	assert.NotContains(t, string(body), tok.RefreshToken)
 
 	// A second run finds the token and lists at once, without a prompt.
-	again, _ := readView(t, c, http.MethodPost, srv.URL+"/app/runs")
+	again, _ := readView(t, b.Client, http.MethodPost, srv.URL+"/app/runs")
 	assert.Equal(t, oauthflow.RunCompleted, again.Status)
 	assert.Nil(t, again.Child)
 	assertDemoRepos(t, again.Repos)
@@ -198,21 +178,22 @@ func TestWebRunWaitsForSignInThenListsRepos(t *testing.T) {
 
 func TestWebDeniedConsentCanBeRetried(t *testing.T) {
 	t.Parallel()
-	_, srv := startApp(t, appConfig{})
-	c := browser(t, true)
-	v, _ := readView(t, c, http.MethodPost, srv.URL+"/app/runs")
+	a, srv := startApp(t, appConfig{})
+	b := browser()
+	v, _ := readView(t, b.Client, http.MethodPost, srv.URL+"/app/runs")
 	require.NotNil(t, v.Prompt)
 
-	resp := consent(t, c, v.Prompt.AuthURL, "deny")
-	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
-	denied, _ := readView(t, c, http.MethodGet, srv.URL+"/app/runs/"+v.ID)
+	a.demo.DenyNext() // the user clicks Deny
+	page := signIn(t, b, v.Prompt.AuthURL)
+	assert.Equal(t, http.StatusBadRequest, page.StatusCode)
+	denied, _ := readView(t, b.Client, http.MethodGet, srv.URL+"/app/runs/"+v.ID)
 	assert.Equal(t, oauthflow.RunWaiting, denied.Status, "a denial keeps the run waiting")
 	require.NotNil(t, denied.Prompt)
 	assert.Equal(t, oauthflow.PromptError, denied.Prompt.Status)
 	assert.NotEmpty(t, denied.Prompt.Message)
 
-	consent(t, c, v.Prompt.AuthURL, "allow") // the widget's "Try again" reopens the same link
-	done, _ := readView(t, c, http.MethodGet, srv.URL+"/app/runs/"+v.ID)
+	signIn(t, b, v.Prompt.AuthURL) // the widget's "Try again" reopens the same link
+	done, _ := readView(t, b.Client, http.MethodGet, srv.URL+"/app/runs/"+v.ID)
 	assert.Equal(t, oauthflow.RunCompleted, done.Status)
 	assertDemoRepos(t, done.Repos)
 }
@@ -220,9 +201,9 @@ func TestWebDeniedConsentCanBeRetried(t *testing.T) {
 func TestWebRunsBelongToTheirUser(t *testing.T) {
 	t.Parallel()
 	_, srv := startApp(t, appConfig{})
-	v, _ := readView(t, browser(t, true), http.MethodPost, srv.URL+"/app/runs")
+	v, _ := readView(t, browser().Client, http.MethodPost, srv.URL+"/app/runs")
 	for _, path := range []string{"/app/runs/" + v.ID, "/app/runs/nope"} {
-		status, _ := do(t, browser(t, true), http.MethodGet, srv.URL+path, "", "")
+		status, _ := do(t, browser().Client, http.MethodGet, srv.URL+path, "", "")
 		assert.Equal(t, http.StatusNotFound, status, path)
 	}
 }
@@ -244,7 +225,7 @@ func TestWebRejectsBadRequests(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			status, body := do(t, browser(t, true), tt.method, srv.URL+tt.path, tt.contentType, tt.body)
+			status, body := do(t, browser().Client, tt.method, srv.URL+tt.path, tt.contentType, tt.body)
 			assert.Equal(t, tt.want, status, string(body))
 		})
 	}
@@ -370,17 +351,13 @@ func TestTerminalPrintsLinkWaitsAndListsRepos(t *testing.T) {
 	link := waitFor(ctx, t, out.link)
 	assert.True(t, strings.HasPrefix(link, srv.URL+"/demo/authorize?"), link)
 	// The provider redirects to the frontend page, not to the API callback.
-	resp := consent(t, browser(t, false), link, "allow")
-	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-	cb, err := url.Parse(resp.Header.Get("Location"))
-	require.NoError(t, err)
-	assert.Equal(t, srv.URL+frontendCallbackPath, cb.Scheme+"://"+cb.Host+cb.Path)
-	status, page := do(t, http.DefaultClient, http.MethodGet, cb.String(), "", "")
-	require.Equal(t, http.StatusOK, status)
-	assert.Contains(t, string(page), `id="oauth-callback"`, "the frontend callback page")
+	page := signIn(t, browser(), link)
+	assert.Equal(t, srv.URL+frontendCallbackPath, page.URL.Scheme+"://"+page.URL.Host+page.URL.Path)
+	require.Equal(t, http.StatusOK, page.StatusCode)
+	assert.Contains(t, page.Body, `id="oauth-callback"`, "the frontend callback page")
 
 	// The user's browser runs no script: it submits the page's form.
-	done, status, body := submitForm(t, cb, page)
+	done, status, body := submitForm(t, page.URL, []byte(page.Body))
 	require.Equal(t, http.StatusOK, status, string(body))
 	assert.Equal(t, srv.URL+oauthflow.CallbackPath, done.Scheme+"://"+done.Host+done.Path, "the API callback completed it")
 	assert.Contains(t, string(body), "<h1>Demo Cloud account connected</h1>")
@@ -414,16 +391,13 @@ func TestTerminalReportsADenialAndFails(t *testing.T) {
 	defer cancel()
 	out, errc := runInTerminal(ctx, a, "terminal")
 	link := waitFor(ctx, t, out.link)
-	resp := consent(t, browser(t, false), link, "deny")
-	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-	cb, err := url.Parse(resp.Header.Get("Location"))
-	require.NoError(t, err)
-	q := cb.Query()
+	a.demo.DenyNext() // the user clicks Deny
+	page := signIn(t, browser(), link)
+	q := page.URL.Query()
 	require.Equal(t, "access_denied", q.Get("error"))
 	require.NotEmpty(t, q.Get("iss"), "the provider names itself on the error redirect (RFC 9207)")
 	// A browser that runs no script submits the frontend page's form.
-	_, page := do(t, http.DefaultClient, http.MethodGet, cb.String(), "", "")
-	done, _, body := submitForm(t, cb, page)
+	done, _, body := submitForm(t, page.URL, []byte(page.Body))
 	assert.Equal(t, srv.URL+oauthflow.CallbackPath, done.Scheme+"://"+done.Host+done.Path)
 	assert.Contains(t, string(body), "<h1>Sign-in not completed</h1>")
 
@@ -476,7 +450,7 @@ var (
 // or "deny"), as the user would on another device.
 func decideOnDevicePage(t *testing.T, page, code, decision string) string {
 	t.Helper()
-	c := browser(t, true)
+	c := browser().Client
 	status, body := do(t, c, http.MethodGet, page, "", "")
 	require.Equal(t, http.StatusOK, status, string(body))
 	shown := userCodeField.FindSubmatch(body)
@@ -549,7 +523,7 @@ func TestTerminalReportsADeniedCode(t *testing.T) {
 func TestWebRunsOfATerminalAppUseTheLink(t *testing.T) {
 	t.Parallel()
 	_, srv := startApp(t, appConfig{Terminal: true})
-	v, _ := readView(t, browser(t, true), http.MethodPost, srv.URL+"/app/runs")
+	v, _ := readView(t, browser().Client, http.MethodPost, srv.URL+"/app/runs")
 	require.NotNil(t, v.Prompt)
 	assert.True(t, strings.HasPrefix(v.Prompt.AuthURL, srv.URL+"/demo/authorize?"), v.Prompt.AuthURL)
 	assert.Empty(t, v.Prompt.UserCode)

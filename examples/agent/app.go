@@ -11,7 +11,7 @@ import (
 	"net/http"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/testkit/demo"
+	"github.com/oauthflow/oauthflow/oauthflowtest"
 )
 
 //go:embed static
@@ -44,6 +44,7 @@ type appConfig struct {
 type app struct {
 	http.Handler
 	mod          *oauthflow.Module
+	demo         *oauthflowtest.Server
 	log          *slog.Logger
 	provider     string
 	providerName string
@@ -55,7 +56,7 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Provider == "" {
-		cfg.Provider = demo.ProviderID
+		cfg.Provider = demoID
 	}
 	mc := oauthflow.Config{Logger: cfg.Logger}
 	if !cfg.UseEnvKV {
@@ -74,9 +75,9 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	mod.Mount(mux)
 	mux.Handle("GET /oauth/", mod.FrontendHandler(""))
 	mux.Handle("GET /static/", http.FileServerFS(static))
-	mux.HandleFunc("GET /{$}", demo.Page(static, "static/index.html"))
-	mux.HandleFunc("POST /app/runs", demo.WithUser("agent_user", a.startRun))
-	mux.HandleFunc("GET /app/runs/{id}", demo.WithUser("agent_user", a.showRun))
+	mux.HandleFunc("GET /{$}", servePage(static, "static/index.html"))
+	mux.HandleFunc("POST /app/runs", withUser("agent_user", a.startRun))
+	mux.HandleFunc("GET /app/runs/{id}", withUser("agent_user", a.showRun))
 	a.Handler = mux
 	return a, nil
 }
@@ -85,19 +86,16 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 // provider configured in the environment, and registers the consumer workflow
 // with a repository API for each provider it knows.
 func (a *app) registerProviders(mux *http.ServeMux, cfg appConfig) error {
-	opts := demo.Options{AutoConsent: cfg.AutoConsent, NoDeviceGrant: cfg.NoDeviceGrant}
-	if cfg.Terminal {
-		opts.RedirectPath = frontendCallbackPath
-	}
-	as, p, err := demo.Mount(mux, cfg.Base, opts)
+	as, p, err := mountDemo(mux, cfg)
 	if err != nil {
 		return err
 	}
 	if err := a.mod.Registry.Register(p); err != nil {
 		return err
 	}
-	demo.RegisterFromEnv(a.mod.Registry, cfg.Logger)
-	apis := map[string]repoAPI{demo.ProviderID: demoRepoAPI(as.APIURL())}
+	a.demo = as
+	registerFromEnv(a.mod.Registry, cfg.Logger)
+	apis := map[string]repoAPI{demoID: demoRepoAPI(as.APIURL())}
 	if a.mod.Registry.Has("github") {
 		apis["github"] = githubRepoAPI()
 	}
@@ -145,7 +143,7 @@ func (a *app) startRun(w http.ResponseWriter, r *http.Request, user string) {
 	dec.DisallowUnknownFields()
 	var body struct{}
 	if err := dec.Decode(&body); err != nil {
-		demo.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "send {}"})
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "send {}"})
 		return
 	}
 	run, err := a.launch(r.Context(), user, "")
@@ -160,7 +158,7 @@ func (a *app) startRun(w http.ResponseWriter, r *http.Request, user string) {
 func (a *app) showRun(w http.ResponseWriter, r *http.Request, user string) {
 	run, err := a.mod.Engine.Get(r.Context(), r.PathValue("id"))
 	if errors.Is(err, oauthflow.ErrRunNotFound) || (err == nil && (run.UserID != user || run.Workflow != reposWorkflowName)) {
-		demo.WriteJSON(w, http.StatusNotFound, map[string]string{"error": "no such run"})
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such run"})
 		return
 	}
 	if err != nil {
@@ -176,11 +174,11 @@ func (a *app) writeView(w http.ResponseWriter, ctx context.Context, status int, 
 		a.fail(w, err)
 		return
 	}
-	demo.WriteJSON(w, status, v)
+	writeJSON(w, status, v)
 }
 
 // fail answers an error without internal detail.
 func (a *app) fail(w http.ResponseWriter, err error) {
 	a.log.Error("agent request failed", "error", err.Error())
-	demo.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "try again later"})
+	writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "try again later"})
 }

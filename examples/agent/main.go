@@ -35,8 +35,6 @@ import (
 	"os"
 	"os/signal"
 	"time"
-
-	"github.com/oauthflow/oauthflow/internal/testkit/demo"
 )
 
 // terminalUser is the user the terminal mode runs as.
@@ -50,15 +48,15 @@ func main() {
 }
 
 func run() error {
-	port := flag.Int("port", demo.Port(8081), "port to listen on, on 127.0.0.1 (or PORT)")
-	provider := flag.String("provider", demo.ProviderID, `whose repositories to list: "demo" or "github" (needs GITHUB_* variables)`)
+	port := flag.Int("port", portFromEnv(8081), "port to listen on, on 127.0.0.1 (or PORT)")
+	provider := flag.String("provider", demoID, `whose repositories to list: "demo" or "github" (needs GITHUB_* variables)`)
 	terminal := flag.Bool("terminal", false, "no browser page: print a sign-in code (or link), wait, print the repositories")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel(*terminal)}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
-	ln, base, err := demo.Listen(*port)
+	ln, base, err := listen(*port)
 	if err != nil {
 		return err
 	}

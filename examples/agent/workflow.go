@@ -9,7 +9,6 @@ import (
 	"net/http"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/testkit/authserver"
 )
 
 // The consumer workflow: its name, its transitions and its arguments.
@@ -54,18 +53,16 @@ type repoAPI struct {
 	Decode func(body io.Reader) ([]repo, error)
 }
 
-// demoRepoAPI is the demo provider's GET /api/me, which carries the repositories.
+// demoRepoAPI is the demo provider's API, whose answer carries the repositories.
 func demoRepoAPI(url string) repoAPI {
 	return repoAPI{URL: url, Decode: func(body io.Reader) ([]repo, error) {
-		var me authserver.Me
+		var me struct {
+			Repos []repo `json:"repos"`
+		}
 		if err := json.NewDecoder(body).Decode(&me); err != nil {
 			return nil, err
 		}
-		repos := make([]repo, 0, len(me.Repos))
-		for _, r := range me.Repos {
-			repos = append(repos, repo(r))
-		}
-		return repos, nil
+		return me.Repos, nil
 	}}
 }
 

@@ -15,9 +15,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/testkit/authserver"
-	"github.com/oauthflow/oauthflow/internal/testkit/demo"
 	"github.com/oauthflow/oauthflow/mcpauth"
+	"github.com/oauthflow/oauthflow/oauthflowtest"
+	"github.com/oauthflow/oauthflow/providers"
 )
 
 // app is the example on one origin: the demo authorization server under
@@ -29,33 +29,25 @@ type app struct {
 	server string // the MCP server's URL
 }
 
-// newApp builds the example for a host reachable at base. autoConsent skips
-// the demo's consent page (for the terminal and tests).
-func newApp(ctx context.Context, base string, autoConsent bool, log *slog.Logger) (*app, error) {
+// newApp builds the example for a host reachable at base.
+func newApp(ctx context.Context, base string, log *slog.Logger) (*app, error) {
 	mux := http.NewServeMux()
-	as, _, err := demo.Mount(mux, base, demo.Options{AutoConsent: autoConsent})
-	if err != nil {
-		return nil, err
-	}
-	issuer := base + demo.PathPrefix
-	// RFC 8414 puts the metadata of an issuer with a path under the root:
+	// The demo authorization server is the test kit's, which also serves its
+	// metadata where RFC 8414 puts it for an issuer with a path:
 	// /.well-known/oauth-authorization-server/demo.
-	mux.HandleFunc("GET /.well-known/oauth-authorization-server"+demo.PathPrefix, func(w http.ResponseWriter, r *http.Request) {
-		r2 := r.Clone(r.Context())
-		r2.URL.Path = authserver.PathMetadata
-		as.ServeHTTP(w, r2)
-	})
+	as := oauthflowtest.Mount(mux, base+"/demo", oauthflowtest.Options{ConsentPage: true, RotateRefreshTokens: true})
+	// The demo server has no dynamic registration: the app's own client.
+	client := as.Credentials(base + oauthflow.CallbackPath)
 	server := base + "/mcp"
-	mountMCPServer(mux, server, issuer)
+	mountMCPServer(mux, server, as.URL, as.IntrospectURL(), client)
 
 	m, err := oauthflow.New(ctx, oauthflow.Config{KV: oauthflow.NewMemoryKV(), Logger: log})
 	if err != nil {
 		return nil, err
 	}
 	m.Mount(mux)
-	conn, err := mcpauth.New(mcpauth.Config{Module: m, RedirectURL: base + oauthflow.CallbackPath,
-		// The demo server has no dynamic registration: the app's own client.
-		Clients: map[string]mcpauth.Client{issuer: {ID: authserver.DefaultClientID, Secret: "demo-secret"}}})
+	conn, err := mcpauth.New(mcpauth.Config{Module: m, RedirectURL: client.RedirectURL,
+		Clients: map[string]mcpauth.Client{as.URL: {ID: client.ClientID, Secret: client.ClientSecret}}})
 	if err != nil {
 		_ = m.Close()
 		return nil, err
@@ -76,9 +68,10 @@ func (a *app) Close() error { return a.mod.Close() }
 
 // mountMCPServer serves an MCP server at server (this origin's /mcp),
 // built with the official Go SDK and protected by issuer: its bearer-token
-// middleware checks each token by introspection, and its resource metadata
-// names the issuer. Its one tool, whoami, answers who the token is for.
-func mountMCPServer(mux *http.ServeMux, server, issuer string) {
+// middleware checks each token at the issuer's introspection endpoint as
+// client, and its resource metadata names the issuer. Its one tool, whoami,
+// answers who the token is for.
+func mountMCPServer(mux *http.ServeMux, server, issuer, introspection string, client providers.Credentials) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "1.0.0"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "whoami", Description: "Who the call is made for."},
 		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
@@ -89,21 +82,22 @@ func mountMCPServer(mux *http.ServeMux, server, issuer string) {
 	mux.Handle("GET "+strings.TrimPrefix(prm, u.Scheme+"://"+u.Host), auth.ProtectedResourceMetadataHandler(
 		&oauthex.ProtectedResourceMetadata{Resource: server, AuthorizationServers: []string{issuer}, ScopesSupported: []string{"read"}}))
 	verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-		return introspect(ctx, issuer, token)
+		return introspect(ctx, introspection, client, token)
 	}
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
 	mux.Handle(u.Path, auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: prm, Scopes: []string{"read"}})(handler))
 }
 
-// introspect asks the demo authorization server about token (RFC 7662).
-func introspect(ctx context.Context, issuer, token string) (*auth.TokenInfo, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, issuer+authserver.PathIntrospect,
+// introspect asks the demo authorization server's introspection endpoint
+// about token (RFC 7662), as client.
+func introspect(ctx context.Context, endpoint string, client providers.Credentials, token string) (*auth.TokenInfo, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint,
 		strings.NewReader(url.Values{"token": {token}}.Encode()))
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.SetBasicAuth(authserver.DefaultClientID, "demo-secret")
+	req.SetBasicAuth(url.QueryEscape(client.ClientID), url.QueryEscape(client.ClientSecret))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err

@@ -2,27 +2,25 @@ package main
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/http/cookiejar"
 	"testing"
 	"time"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/testkit/demo"
+	"github.com/oauthflow/oauthflow/oauthflowtest"
 )
 
 // The example as a user runs it: the agent asks the MCP server, waits for a
 // sign-in, and once the user has consented it resumes and the server sees
 // the demo user; a second run needs no sign-in.
 func TestAgentSignsInToTheMCPServer(t *testing.T) {
-	ln, base, err := demo.Listen(0)
+	ln, base, err := listen(0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	a, err := newApp(ctx, base, true, slog.New(slog.DiscardHandler))
+	a, err := newApp(ctx, base, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,15 +37,12 @@ func TestAgentSignsInToTheMCPServer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v (result %s)", err, run.Result)
 	}
-	jar, _ := cookiejar.New(nil)
-	resp, err := (&http.Client{Jar: jar}).Get(link) // the browser: consent, then the callback page
+	page, err := oauthflowtest.NewBrowser().SignIn(ctx, link) // the user: consent, then the callback page
 	if err != nil {
 		t.Fatal(err)
 	}
-	page, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != oauthflow.CallbackPath {
-		t.Fatalf("the sign-in ended at %s with HTTP %d: %s", resp.Request.URL, resp.StatusCode, page)
+	if page.StatusCode != http.StatusOK || page.URL.Path != oauthflow.CallbackPath {
+		t.Fatalf("the sign-in ended at %s with HTTP %d: %s", page.URL, page.StatusCode, page.Body)
 	}
 	run, err = a.mod.Engine.Get(ctx, run.ID)
 	if err != nil {

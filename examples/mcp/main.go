@@ -15,13 +15,14 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"time"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/testkit/demo"
 )
 
 func main() {
@@ -32,17 +33,17 @@ func main() {
 }
 
 func run() error {
-	port := flag.Int("port", demo.Port(8082), "port to listen on, on 127.0.0.1 (or PORT)")
+	port := flag.Int("port", portFromEnv(8082), "port to listen on, on 127.0.0.1 (or PORT)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
-	ln, base, err := demo.Listen(*port)
+	ln, base, err := listen(*port)
 	if err != nil {
 		return err
 	}
-	a, err := newApp(ctx, base, false, log)
+	a, err := newApp(ctx, base, log)
 	if err != nil {
 		return err
 	}
@@ -79,4 +80,22 @@ func run() error {
 	}
 	fmt.Printf("The agent resumed. The MCP server answered: %s\n", r.Result)
 	return nil
+}
+
+// portFromEnv returns PORT when it is a port number, def otherwise.
+func portFromEnv(def int) int {
+	if p, err := strconv.Atoi(os.Getenv("PORT")); err == nil && p > 0 {
+		return p
+	}
+	return def
+}
+
+// listen listens on 127.0.0.1:port and returns the listener with the base URL
+// the browser reaches it at.
+func listen(port int) (net.Listener, string, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return nil, "", err
+	}
+	return ln, "http://" + ln.Addr().String(), nil
 }

@@ -14,8 +14,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/testkit/authserver"
-	"github.com/oauthflow/oauthflow/internal/testkit/demo"
+	"github.com/oauthflow/oauthflow/oauthflowtest"
 )
 
 //go:embed static
@@ -33,7 +32,7 @@ type appConfig struct {
 type app struct {
 	http.Handler
 	mod  *oauthflow.Module
-	demo *authserver.Server
+	demo *oauthflowtest.Server
 	log  *slog.Logger
 
 	mu        sync.Mutex
@@ -54,25 +53,25 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	as, p, err := demo.Mount(mux, cfg.Base, demo.Options{AccessTokenTTL: cfg.TokenTTL})
+	as, p, err := mountDemo(mux, cfg.Base, cfg.TokenTTL)
 	if err != nil {
 		return nil, err
 	}
 	if err := mod.Registry.Register(p); err != nil {
 		return nil, err
 	}
-	demo.RegisterFromEnv(mod.Registry, cfg.Logger)
+	registerFromEnv(mod.Registry, cfg.Logger)
 	a.mod, a.demo = mod, as
 	mod.Mount(mux)
 	mux.Handle("GET /oauth/", mod.FrontendHandler(""))
 	mux.Handle("GET /static/", http.FileServerFS(static))
-	mux.HandleFunc("GET /{$}", demo.Page(static, "static/index.html"))
-	mux.HandleFunc("GET /app/session", demo.WithUser("quickstart_user", a.session))
-	mux.HandleFunc("POST /app/connect", demo.WithUser("quickstart_user", a.connect))
-	mux.HandleFunc("POST /app/connect-device", demo.WithUser("quickstart_user", a.connectDevice))
-	mux.HandleFunc("GET /app/signins/{id}", demo.WithUser("quickstart_user", a.signIn))
-	mux.HandleFunc("POST /app/call", demo.WithUser("quickstart_user", a.call))
-	mux.HandleFunc("POST /app/disconnect", demo.WithUser("quickstart_user", a.disconnect))
+	mux.HandleFunc("GET /{$}", servePage(static, "static/index.html"))
+	mux.HandleFunc("GET /app/session", withUser("quickstart_user", a.session))
+	mux.HandleFunc("POST /app/connect", withUser("quickstart_user", a.connect))
+	mux.HandleFunc("POST /app/connect-device", withUser("quickstart_user", a.connectDevice))
+	mux.HandleFunc("GET /app/signins/{id}", withUser("quickstart_user", a.signIn))
+	mux.HandleFunc("POST /app/call", withUser("quickstart_user", a.call))
+	mux.HandleFunc("POST /app/disconnect", withUser("quickstart_user", a.disconnect))
 	a.Handler = mux
 	return a, nil
 }
@@ -101,6 +100,9 @@ type providerView struct {
 	Device    bool       `json:"device"` // the provider offers sign-in with a code (the device grant)
 	Token     *tokenView `json:"token,omitempty"`
 	Refreshes int        `json:"refreshes"`
+	// Account is who connected, as the provider's user-info endpoint names
+	// them ("" when the provider has none).
+	Account string `json:"account,omitempty"`
 	// From the store's list of the user's connections (Tokens.Connections).
 	Health      string `json:"health,omitempty"`
 	ConnectedAt int64  `json:"connectedAt,omitempty"` // Unix ms; 0 = unknown
@@ -157,7 +159,7 @@ func (a *app) session(w http.ResponseWriter, r *http.Request, user string) {
 			v.Token = &tokenView{Fingerprint: fingerprint(t.AccessToken), ExpiresAt: t.ExpiresAt, Scope: t.Scope,
 				Refreshable: t.RefreshToken != ""}
 			c := byProvider[id]
-			v.Health, v.Attempts, v.LastError = c.Health, c.Attempts, c.LastError
+			v.Account, v.Health, v.Attempts, v.LastError = c.Account, c.Health, c.Attempts, c.LastError
 			v.ConnectedAt, v.RefreshedAt, v.NextAttempt = unixMilli(c.ConnectedAt), unixMilli(c.RefreshedAt), unixMilli(c.NextAttempt)
 		} else if !errors.Is(err, oauthflow.ErrNoToken) {
 			a.fail(w, err)
@@ -165,7 +167,7 @@ func (a *app) session(w http.ResponseWriter, r *http.Request, user string) {
 		}
 		views = append(views, v)
 	}
-	demo.WriteJSON(w, http.StatusOK, map[string]any{"providers": views, "now": time.Now().UnixMilli()})
+	writeJSON(w, http.StatusOK, map[string]any{"providers": views, "now": time.Now().UnixMilli()})
 }
 
 type providerRequest struct {
@@ -177,7 +179,7 @@ func decodeRequest(w http.ResponseWriter, r *http.Request) (providerRequest, boo
 	dec := json.NewDecoder(io.LimitReader(r.Body, 4096))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil || req.Provider == "" {
-		demo.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "send {\"provider\": \"...\"}"})
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "send {\"provider\": \"...\"}"})
 		return req, false
 	}
 	return req, true
@@ -195,7 +197,7 @@ func (a *app) connect(w http.ResponseWriter, r *http.Request, user string) {
 		a.fail(w, err)
 		return
 	}
-	demo.WriteJSON(w, http.StatusOK, map[string]any{"runId": run.ID, "prompt": prompt})
+	writeJSON(w, http.StatusOK, map[string]any{"runId": run.ID, "prompt": prompt})
 }
 
 // connectDevice starts the "oauth" workflow with the device grant and returns
@@ -212,7 +214,7 @@ func (a *app) connectDevice(w http.ResponseWriter, r *http.Request, user string)
 		a.fail(w, err)
 		return
 	}
-	demo.WriteJSON(w, http.StatusOK, map[string]any{"runId": run.ID, "prompt": prompt})
+	writeJSON(w, http.StatusOK, map[string]any{"runId": run.ID, "prompt": prompt})
 }
 
 // signIn answers GET /app/signins/{id}: the prompt document of the user's
@@ -220,7 +222,7 @@ func (a *app) connectDevice(w http.ResponseWriter, r *http.Request, user string)
 func (a *app) signIn(w http.ResponseWriter, r *http.Request, user string) {
 	run, err := a.mod.Engine.Get(r.Context(), r.PathValue("id"))
 	if errors.Is(err, oauthflow.ErrRunNotFound) || (err == nil && (run.UserID != user || run.Workflow != oauthflow.OAuthWorkflowName)) {
-		demo.WriteJSON(w, http.StatusNotFound, map[string]string{"error": "no such sign-in"})
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such sign-in"})
 		return
 	}
 	var prompt oauthflow.OAuthPromptDocument
@@ -231,7 +233,7 @@ func (a *app) signIn(w http.ResponseWriter, r *http.Request, user string) {
 		a.fail(w, err)
 		return
 	}
-	demo.WriteJSON(w, http.StatusOK, map[string]any{"prompt": prompt})
+	writeJSON(w, http.StatusOK, map[string]any{"prompt": prompt})
 }
 
 // call reads the demo provider's protected API with the user's token; the
@@ -241,27 +243,27 @@ func (a *app) call(w http.ResponseWriter, r *http.Request, user string) {
 	if !ok {
 		return
 	}
-	if req.Provider != demo.ProviderID {
-		demo.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "the demo API belongs to the demo provider"})
+	if req.Provider != demoID {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "the demo API belongs to the demo provider"})
 		return
 	}
-	resp, err := a.mod.Tokens.Client(r.Context(), user, demo.ProviderID).Get(a.demo.APIURL())
+	resp, err := a.mod.Tokens.Client(r.Context(), user, demoID).Get(a.demo.APIURL())
 	if err != nil {
 		a.fail(w, err)
 		return
 	}
 	defer func() { _ = resp.Body.Close() }()
-	var me authserver.Me
+	var me json.RawMessage
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&me) != nil {
-		demo.WriteJSON(w, http.StatusBadGateway, map[string]any{"error": "the demo API answered " + resp.Status})
+		writeJSON(w, http.StatusBadGateway, map[string]any{"error": "the demo API answered " + resp.Status})
 		return
 	}
-	t, err := a.mod.Tokens.GetTokens(r.Context(), user, demo.ProviderID)
+	t, err := a.mod.Tokens.GetTokens(r.Context(), user, demoID)
 	if err != nil {
 		a.fail(w, err)
 		return
 	}
-	demo.WriteJSON(w, http.StatusOK, map[string]any{"me": me, "fingerprint": fingerprint(t.AccessToken)})
+	writeJSON(w, http.StatusOK, map[string]any{"me": me, "fingerprint": fingerprint(t.AccessToken)})
 }
 
 func (a *app) disconnect(w http.ResponseWriter, r *http.Request, user string) {
@@ -273,7 +275,7 @@ func (a *app) disconnect(w http.ResponseWriter, r *http.Request, user string) {
 		a.fail(w, err)
 		return
 	}
-	demo.WriteJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 }
 
 // fail answers an error without internal detail: not connected, bad input, no
@@ -281,13 +283,13 @@ func (a *app) disconnect(w http.ResponseWriter, r *http.Request, user string) {
 func (a *app) fail(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, oauthflow.ErrNoToken):
-		demo.WriteJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized"})
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized"})
 	case errors.Is(err, oauthflow.ErrUnknownProvider), errors.Is(err, oauthflow.ErrInvalidArgument):
-		demo.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "unknown provider or bad request"})
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "unknown provider or bad request"})
 	case errors.Is(err, oauthflow.ErrDeviceAuthUnsupported):
-		demo.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "this provider offers no sign-in with a code"})
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "this provider offers no sign-in with a code"})
 	default:
 		a.log.Error("quickstart request failed", "error", err.Error())
-		demo.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "try again later"})
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "try again later"})
 	}
 }

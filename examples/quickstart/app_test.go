@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/testkit/authserver"
 	"github.com/oauthflow/oauthflow/providers"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -185,8 +184,9 @@ func TestDeviceSignInBelongsToItsUser(t *testing.T) {
 func TestDeviceSignInRefusals(t *testing.T) {
 	t.Parallel()
 	a, base := serveApp(t, time.Hour)
-	p, err := providers.NewOAuth2(providers.Config{ID: "linkonly", AuthURL: a.demo.AuthURL(), TokenURL: a.demo.TokenURL()},
-		providers.Credentials{ClientID: authserver.DefaultClientID, ClientSecret: "demo-secret", RedirectURL: base + oauthflow.CallbackPath})
+	linkOnly := a.demo.ProviderConfig("linkonly")
+	linkOnly.DeviceAuthURL = ""
+	p, err := providers.NewOAuth2(linkOnly, a.demo.Credentials(base+oauthflow.CallbackPath))
 	require.NoError(t, err)
 	require.NoError(t, a.mod.Registry.Register(p))
 

@@ -72,12 +72,12 @@ func openPage(t *testing.T, base string) context.Context {
 }
 
 // assertDisconnected checks that the card, once it shows the Connect button,
-// hides the token details and the buttons that need a connection.
+// hides who connected, the token details and the buttons that need a connection.
 func assertDisconnected(t *testing.T, ctx context.Context) {
 	t.Helper()
 	var shown []string
 	browsertest.Run(t, ctx, "list what the disconnected card shows", browsertest.Into(chromedp.Evaluate[[]string](`Array.from(
-  document.querySelectorAll('`+card+` [data-role="token"], `+card+` [data-role="actions"] button, `+result+`'))
+  document.querySelectorAll('`+card+` [data-role="account"], `+card+` [data-role="token"], `+card+` [data-role="actions"] button, `+result+`'))
   .filter(function (el) { return el.checkVisibility(); })
   .map(function (el) { return el.getAttribute("data-role") || el.getAttribute("data-action"); })`), &shown))
 	if len(shown) != 0 {
@@ -205,11 +205,15 @@ func TestBrowserPopupConnectCallRefreshDisconnect(t *testing.T) {
 	browsertest.WaitClosed(t, ctx, popup)
 	waitConnected(t, ctx)
 
-	var shown, health, connectedAt string
+	var shown, health, connectedAt, account string
 	browsertest.Run(t, ctx, "read the fingerprint and the connection's health", text(card+` [data-role="fingerprint"]`, &shown),
-		text(card+` [data-role="health"]`, &health), text(card+` [data-role="connected-at"]`, &connectedAt))
+		text(card+` [data-role="health"]`, &health), text(card+` [data-role="connected-at"]`, &connectedAt),
+		text(card+` [data-role="account"]`, &account))
 	if health != "healthy" || connectedAt == "" || connectedAt == "unknown" {
 		t.Errorf("the card shows health %q, connected %q; want healthy and a time", health, connectedAt)
+	}
+	if account != "Connected to Demo Cloud as demo-user" {
+		t.Errorf("the card says %q, want who connected", account)
 	}
 	first, repos := me(t, callAPI(t, ctx, "0"))
 	if first != shown {

@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/testkit/demo"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -38,7 +37,7 @@ func main() {
 }
 
 func run() error {
-	port := flag.Int("port", demo.Port(8080), "port to listen on, on 127.0.0.1 (or PORT)")
+	port := flag.Int("port", portFromEnv(8080), "port to listen on, on 127.0.0.1 (or PORT)")
 	ttl := flag.Duration("demo-token-ttl", 75*time.Second, "lifetime of the demo provider's access tokens")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -46,7 +45,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
-	ln, base, err := demo.Listen(*port)
+	ln, base, err := listen(*port)
 	if err != nil {
 		return err
 	}

@@ -2,8 +2,9 @@
 // "oauth" workflow on the server and renders its prompt document with the
 // oauth-prompt widget; "Sign in with a code" (for a provider with the device
 // grant) starts one whose prompt shows a code to enter on any device, and polls
-// the sign-in's document until the user has acted. A connected card shows the
-// token's fingerprint and expiry, calls the protected API, and disconnects.
+// the sign-in's document until the user has acted. A connected card shows who
+// connected, the token's fingerprint and expiry, calls the protected API, and
+// disconnects.
 (function () {
   "use strict";
   var SIGN_IN_POLL_MS = 1000;
@@ -44,10 +45,12 @@
     }
     card.setAttribute("data-connected", view.connected ? "true" : "false");
     card.view = view;
+    part(card, "account").hidden = !view.connected;
     part(card, "token").hidden = !view.connected;
     part(card, "actions").hidden = !view.connected;
     if (view.connected) {
       part(card, "prompt").replaceChildren();
+      part(card, "account").textContent = "Connected to " + view.name + (view.account ? " as " + view.account : "");
       part(card, "fingerprint").textContent = view.token.fingerprint;
       part(card, "scope").textContent = view.token.scope || "(none)";
       part(card, "refreshes").textContent = String(view.refreshes);
