@@ -1,17 +1,14 @@
-// Package demo sets up what the examples share: the local demo authorization
-// server mounted beside the host app (so the examples work offline, with no
-// credentials), the "demo" provider that talks to it, and any real catalog
-// provider whose variables are set (GITHUB_CLIENT_ID...).
+// Package demo mounts the "demo" provider the library's own browser tests
+// use: the test kit's authorization server under /demo, beside the host app,
+// as the examples mount theirs with oauthflowtest alone.
 package demo
 
 import (
-	"log/slog"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/oauthflow/oauthflow/internal/testkit/authserver"
+	"github.com/oauthflow/oauthflow/oauthflowtest"
 	"github.com/oauthflow/oauthflow/providers"
 )
 
@@ -28,7 +25,7 @@ type Options struct {
 	AccessTokenTTL time.Duration
 	// RedirectPath is where the demo redirects after consent (default the API callback).
 	RedirectPath string
-	// AutoConsent skips the consent page (for terminal use and tests).
+	// AutoConsent skips the consent page.
 	AutoConsent bool
 	// NoDeviceGrant leaves the device authorization grant (RFC 8628) out of the
 	// server and the provider, as a provider without it would: sign-in goes
@@ -37,45 +34,17 @@ type Options struct {
 }
 
 // Mount mounts the demo authorization server on mux under /demo, for a host app
-// reachable at base (scheme://host:port), and returns it with the provider. The
-// provider offers sign-in with a code (the device grant) unless NoDeviceGrant is
-// set; its verification page is the server's /demo/device.
-func Mount(mux *http.ServeMux, base string, o Options) (*authserver.Server, *providers.OAuth2, error) {
+// reachable at base (scheme://host:port), and returns it with the provider,
+// Demo Cloud: refresh tokens that rotate, a consent page unless AutoConsent,
+// and sign-in with a code unless NoDeviceGrant.
+func Mount(mux *http.ServeMux, base string, o Options) (*oauthflowtest.Server, *providers.OAuth2, error) {
 	if o.RedirectPath == "" {
 		o.RedirectPath = oauthflow.CallbackPath
 	}
-	issuer := base + PathPrefix
-	as := authserver.New(authserver.Options{Issuer: issuer, ConsentPage: !o.AutoConsent, IssParameter: true,
+	srv := oauthflowtest.Mount(mux, base+PathPrefix, oauthflowtest.Options{ConsentPage: !o.AutoConsent,
 		AccessTokenTTL: o.AccessTokenTTL, RotateRefreshTokens: true, NoDeviceGrant: o.NoDeviceGrant})
-	mux.Handle(PathPrefix+"/", http.StripPrefix(PathPrefix, as))
-	cfg := providers.Config{ID: ProviderID, DisplayName: "Demo Cloud",
-		AuthURL: as.AuthURL(), TokenURL: as.TokenURL(), RevocationURL: as.RevokeURL(), Issuer: issuer,
-		Scopes: []string{"read"}, AuthStyle: providers.AuthStyleHeader}
-	if !o.NoDeviceGrant {
-		cfg.DeviceAuthURL = as.DeviceAuthorizationURL()
-	}
-	p, err := providers.NewOAuth2(cfg,
-		providers.Credentials{ClientID: authserver.DefaultClientID, ClientSecret: "demo-secret", RedirectURL: base + o.RedirectPath})
-	return as, p, err
-}
-
-// RegisterFromEnv registers every catalog provider whose <ID>_CLIENT_ID is set,
-// and logs the ones whose other variables are missing.
-func RegisterFromEnv(reg *oauthflow.Registry, log *slog.Logger) []string {
-	var added []string
-	for _, id := range providers.Known() {
-		if os.Getenv(providers.EnvPrefix(id)+"_CLIENT_ID") == "" {
-			continue
-		}
-		p, err := providers.FromEnv(id)
-		if err == nil {
-			err = reg.Register(p)
-		}
-		if err != nil {
-			log.Warn("provider not registered", "provider", id, "error", err.Error())
-			continue
-		}
-		added = append(added, id)
-	}
-	return added
+	cfg := srv.ProviderConfig(ProviderID)
+	cfg.DisplayName = "Demo Cloud"
+	p, err := providers.NewOAuth2(cfg, srv.Credentials(base+o.RedirectPath))
+	return srv, p, err
 }
