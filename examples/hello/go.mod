@@ -1,0 +1,15 @@
+module example.com/hello
+
+go 1.26.0
+
+require github.com/oauthflow/oauthflow v0.0.0
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/redis/go-redis/v9 v9.23.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/oauth2 v0.37.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)
+
+replace github.com/oauthflow/oauthflow => ../..
