@@ -11,12 +11,17 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oauthflow/oauthflow"
 )
 
 // maxPage bounds what a Browser reads of a page.
 const maxPage = 1 << 20
+
+// signInLimit bounds a whole SignIn, so that a test that never completes one
+// fails with a message instead of waiting for the run's timeout.
+const signInLimit = time.Minute
 
 // Browser plays a user's browser in a test: it keeps cookies, follows
 // redirects, and answers a [Server]'s consent page. Use one per user.
@@ -27,7 +32,8 @@ type Browser struct {
 	Client *http.Client
 }
 
-// NewBrowser returns a browser with an empty cookie jar.
+// NewBrowser returns a browser with an empty cookie jar, ready for
+// [Browser.SignIn].
 func NewBrowser() *Browser {
 	jar, _ := cookiejar.New(nil) // never fails without options
 	return &Browser{Client: &http.Client{Jar: jar}}
@@ -44,8 +50,9 @@ type Page struct {
 // that redirects to one, and follows it as the user would: through the
 // server's consent page, where it clicks Allow, to the page the server sends
 // the user back to, the app's callback. To have the user refuse, call
-// [Server.DenyNext] first. The error is for a page that could not be
-// reached; the page's own status is the Page's.
+// [Server.DenyNext] first. The browser runs no script: a frontend page that
+// completes the sign-in by script is where it stops. The error is for a page
+// that could not be reached; the page's own status is the Page's.
 func (b *Browser) SignIn(ctx context.Context, link string) (*Page, error) {
 	page, err := b.do(ctx, http.MethodGet, link, nil)
 	if err != nil {
@@ -92,13 +99,15 @@ func (b *Browser) do(ctx context.Context, method, target string, form url.Values
 // provider providerID ([oauthflow.Module.StartSignIn]), lets a new [Browser]
 // follow its link, and returns the tokens the Module stored. It fails t when
 // the sign-in cannot start, when the browser does not end on a page that
-// answers 200, or when no tokens were stored. The app must serve the Module's
-// callback where the provider's redirect URL points, as [oauthflow.Module.Mount]
-// does. A Module that checks who completes a sign-in (VerifyUser, BindSignIns)
-// needs a Browser that carries the app's cookies instead.
+// answers 200 within a minute, or when no tokens were stored. The app must
+// serve the Module's callback where the provider's redirect URL points, as
+// [oauthflow.Module.Mount] does. A Module that checks who completes a sign-in
+// (VerifyUser, BindSignIns) needs a Browser that carries the app's cookies
+// instead.
 func SignIn(t testing.TB, m *oauthflow.Module, userID, providerID string, scopes ...string) *oauthflow.StoredTokens {
 	t.Helper()
-	ctx := t.Context()
+	ctx, cancel := context.WithTimeout(t.Context(), signInLimit)
+	defer cancel()
 	_, prompt, err := m.StartSignIn(ctx, userID, providerID, scopes...)
 	if err != nil {
 		t.Fatalf("oauthflowtest: start a sign-in of %q with %q: %v", userID, providerID, err)

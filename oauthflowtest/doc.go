@@ -19,13 +19,18 @@
 //	func TestConnect(t *testing.T) {
 //		idp := oauthflowtest.NewServer(oauthflowtest.Options{})
 //		defer idp.Close()
-//		mod, _ := oauthflow.New(t.Context(), oauthflow.Config{KV: oauthflow.NewMemoryKV()})
+//		mod, err := oauthflow.New(t.Context(), oauthflow.Config{KV: oauthflow.NewMemoryKV()})
+//		if err != nil {
+//			t.Fatal(err)
+//		}
 //		defer mod.Close()
 //		mux := http.NewServeMux()
 //		mod.Mount(mux)
 //		app := httptest.NewServer(mux)
 //		defer app.Close()
-//		mod.Registry.Register(idp.Provider("local", app.URL+oauthflow.CallbackPath))
+//		if err := mod.Registry.Register(idp.Provider("local", app.URL+oauthflow.CallbackPath)); err != nil {
+//			t.Fatal(err)
+//		}
 //
 //		oauthflowtest.SignIn(t, mod, "alice", "local")
 //		resp, err := mod.Tokens.Client(t.Context(), "alice", "local").Get(idp.UserinfoURL())

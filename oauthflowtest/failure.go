@@ -40,8 +40,9 @@ type Failure struct {
 	Body string
 }
 
-// FailNext queues failures for the coming token requests. Each is used once,
-// by the first token request it matches, in the order they were queued.
+// FailNext queues failures for the coming token requests. Each [Failure] is
+// used once, by the first token request it matches, in the order they were
+// queued.
 func (s *Server) FailNext(failures ...Failure) {
 	queued := make([]authserver.Failure, len(failures))
 	for i, f := range failures {

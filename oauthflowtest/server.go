@@ -80,8 +80,8 @@ type Server struct {
 // clientID is the app the server has registered; its secret is made per server.
 const clientID = "oauthflow-app"
 
-// NewServer starts a server on a loopback port. Call Close when done, for
-// example with defer or t.Cleanup.
+// NewServer starts a server on a loopback port. Call [Server.Close] when
+// done, for example with defer or t.Cleanup.
 func NewServer(opts Options) *Server {
 	s := newServer(opts)
 	s.as = authserver.Start(s.serverOptions(""))
@@ -150,12 +150,13 @@ func (s *Server) serverOptions(issuer string) authserver.Options {
 }
 
 // Close shuts the server down, ending requests a [Failure] delays. For a
-// server from Mount it ends those requests only: the program's own server
+// server from [Mount] it ends those requests only: the program's own server
 // owns the listener. Close may be called more than once.
 func (s *Server) Close() { s.as.Close() }
 
-// APIURL is the server's protected API, GET with a token: it answers JSON
-// naming the token's user, its scope and three made-up repositories, as
+// APIURL is the server's protected API, GET with a token (as
+// [oauthflow.TokenStore.Client] sends it): it answers JSON naming the token's
+// user, its scope and three made-up repositories, as
 //
 //	{"user":"demo-user","scope":"read","repos":[{"name":"hello-world","full_name":"demo-user/hello-world","private":false,"description":"..."}, ...]}
 func (s *Server) APIURL() string { return s.as.APIURL() }
@@ -177,7 +178,8 @@ func (s *Server) IntrospectURL() string { return s.as.IntrospectURL() }
 func (s *Server) Active(token string) bool { return s.as.Active(token) }
 
 // DenyNext makes the next authorization request end in access_denied, as if
-// the user refused. Calls add up: DenyNext twice denies the next two.
+// the user refused: the [Browser] lands on the app's callback with the error.
+// Calls add up: DenyNext twice denies the next two.
 func (s *Server) DenyNext() { s.as.DenyNext() }
 
 // ApproveDevice allows the device sign-in whose user code is userCode (as the
@@ -188,8 +190,9 @@ func (s *Server) ApproveDevice(userCode string) error {
 	return userCodeError("approve", userCode, s.as.ApproveDevice(userCode, ""))
 }
 
-// DenyDevice denies the device sign-in whose user code is userCode: the
-// Module's next poll hears access_denied. It returns an error for a code that
+// DenyDevice denies the device sign-in whose user code is userCode
+// ([oauthflow.Module.StartDeviceSignIn]): the Module's next poll hears
+// access_denied. It returns an error for a code that
 // is unknown, expired or already answered.
 func (s *Server) DenyDevice(userCode string) error {
 	return userCodeError("deny", userCode, s.as.DenyDevice(userCode))

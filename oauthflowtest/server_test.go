@@ -33,7 +33,7 @@ func TestRefreshRotationAndDisconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := idp.Stats()
-	if info.Sub != oauthflowtest.DefaultUser || st.Refreshes < 1 || now.AccessToken == first.AccessToken {
+	if info.Sub != oauthflowtest.DefaultUser || st.Refreshes != 1 || now.AccessToken == first.AccessToken {
 		t.Fatalf("user info %+v, stats %+v: the call did not refresh first", info, st)
 	}
 	if idp.Active(first.RefreshToken) || !idp.Active(now.RefreshToken) {

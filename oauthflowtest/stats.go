@@ -14,7 +14,8 @@ type Stats struct {
 	UserinfoCalls   int64 // calls of UserinfoURL answered 200
 }
 
-// Stats returns a snapshot of the counters; each is read atomically on its own.
+// Stats returns a snapshot of the server's counters, a [Stats]; each is read
+// atomically on its own.
 func (s *Server) Stats() Stats {
 	st := s.as.Stats()
 	return Stats{
