@@ -36,3 +36,26 @@ func TestInternalPackagesNeverImportTheRoot(t *testing.T) {
 		t.Fatalf("checked %d internal packages; the layout must have changed", checked)
 	}
 }
+
+// TestExamplesImportOnlyPublicPackages: an example is copied into an app of
+// its own, where the module's internal packages cannot be imported; so its
+// code imports only what an app can.
+func TestExamplesImportOnlyPublicPackages(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, module+"/examples/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, imports, _ := strings.Cut(line, " ")
+		checked++
+		for _, imp := range strings.Fields(imports) {
+			if strings.HasPrefix(imp, module+"/internal/") {
+				t.Errorf("%s imports %s: an example imports only public packages", pkg, imp)
+			}
+		}
+	}
+	if checked < 3 {
+		t.Fatalf("checked %d examples; the layout must have changed", checked)
+	}
+}
