@@ -78,13 +78,17 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 
 func (a *app) Close() error { return a.mod.Close() }
 
+// onEvent counts each connection's refreshes, from its sign-in to its
+// disconnect.
 func (a *app) onEvent(_ context.Context, e oauthflow.Event) {
-	if e.Kind != oauthflow.EventTokensRefreshed {
-		return
-	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.refreshes[e.UserID+"/"+e.ProviderID]++
+	switch e.Kind {
+	case oauthflow.EventTokensRefreshed:
+		a.refreshes[e.UserID+"/"+e.ProviderID]++
+	case oauthflow.EventTokensDeleted:
+		delete(a.refreshes, e.UserID+"/"+e.ProviderID)
+	}
 }
 
 func (a *app) refreshCount(user, provider string) int {

@@ -212,3 +212,45 @@ func TestDeviceSignInRefusals(t *testing.T) {
 		assert.Contains(t, string(body), tt.wantError, tt.name)
 	}
 }
+
+// PORT is read when it is set: a malformed one is an error naming it, not a
+// silent fall back to the default port.
+func TestPortFromEnv(t *testing.T) {
+	for _, tt := range []struct {
+		env     string
+		want    int
+		wantErr bool
+	}{
+		{"", 8080, false}, {"9000", 9000, false}, {"65535", 65535, false},
+		{"abc", 0, true}, {"0", 0, true}, {"70000", 0, true}, {"-1", 0, true}, {" 9000", 0, true},
+	} {
+		t.Setenv("PORT", tt.env)
+		got, err := portFromEnv(8080)
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("PORT=%q: %d, %v; want %d, error %v", tt.env, got, err, tt.want, tt.wantErr)
+		}
+		if err != nil && !strings.Contains(err.Error(), "PORT") {
+			t.Errorf("PORT=%q: the error %q does not name PORT", tt.env, err)
+		}
+	}
+}
+
+// A disconnect starts the connection's refresh count again: the page counts
+// the refreshes of the connection it shows, not of every one before it.
+func TestRefreshCountStartsAgainAfterADisconnect(t *testing.T) {
+	a := &app{refreshes: make(map[string]int)}
+	ctx := context.Background()
+	a.onEvent(ctx, oauthflow.Event{Kind: oauthflow.EventTokensRefreshed, UserID: "u", ProviderID: "demo"})
+	a.onEvent(ctx, oauthflow.Event{Kind: oauthflow.EventTokensRefreshed, UserID: "u", ProviderID: "demo"})
+	a.onEvent(ctx, oauthflow.Event{Kind: oauthflow.EventTokensRefreshed, UserID: "v", ProviderID: "demo"})
+	if n := a.refreshCount("u", "demo"); n != 2 {
+		t.Fatalf("refreshes = %d, want 2", n)
+	}
+	a.onEvent(ctx, oauthflow.Event{Kind: oauthflow.EventTokensDeleted, UserID: "u", ProviderID: "demo"})
+	if n := a.refreshCount("u", "demo"); n != 0 {
+		t.Errorf("refreshes after a disconnect = %d, want 0", n)
+	}
+	if n := a.refreshCount("v", "demo"); n != 1 {
+		t.Errorf("another user's count = %d, want 1 (untouched)", n)
+	}
+}

@@ -37,7 +37,11 @@ func main() {
 }
 
 func run() error {
-	port := flag.Int("port", portFromEnv(8080), "port to listen on, on 127.0.0.1 (or PORT)")
+	defaultPort, err := portFromEnv(8080)
+	if err != nil {
+		return err
+	}
+	port := flag.Int("port", defaultPort, "port to listen on, on 127.0.0.1 (or PORT)")
 	ttl := flag.Duration("demo-token-ttl", 75*time.Second, "lifetime of the demo provider's access tokens")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"mime"
@@ -16,12 +17,18 @@ import (
 	"github.com/oauthflow/oauthflow/providers"
 )
 
-// portFromEnv returns PORT when it is a port number, def otherwise.
-func portFromEnv(def int) int {
-	if p, err := strconv.Atoi(os.Getenv("PORT")); err == nil && p > 0 {
-		return p
+// portFromEnv returns PORT, or def when PORT is unset or empty; a PORT
+// that is not a port number is an error naming it.
+func portFromEnv(def int) (int, error) {
+	v := os.Getenv("PORT")
+	if v == "" {
+		return def, nil
 	}
-	return def
+	p, err := strconv.Atoi(v)
+	if err != nil || p < 1 || p > 65535 {
+		return 0, fmt.Errorf("PORT=%q: want a port number from 1 to 65535", v)
+	}
+	return p, nil
 }
 
 // listen listens on 127.0.0.1:port and returns the listener with the base URL
