@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -39,7 +40,7 @@ type Event struct {
 	ProviderID string
 	RunID      string // the sign-in run, for flow events
 	Err        error
-	GrantDead  bool // the provider said the grant is gone: the user must sign in again
+	GrantDead  bool // a refresh heard the provider say the grant is gone: the user must sign in again
 	Attempts   int  // failed refreshes in a row, for refresh and health events
 	Time       time.Time
 }
@@ -89,7 +90,10 @@ func eventAttrs(e Event) []slog.Attr {
 		attrs = append(attrs, slog.String("run", e.RunID))
 	}
 	if e.Err != nil {
-		attrs = append(attrs, slog.String("error", logSafeError(e.Err)), slog.Bool("grant_dead", e.GrantDead))
+		attrs = append(attrs, slog.String("error", logSafeError(e.Err)))
+	}
+	if e.GrantDead {
+		attrs = append(attrs, slog.Bool("grant_dead", true))
 	}
 	if e.Attempts > 0 {
 		attrs = append(attrs, slog.Int("attempts", e.Attempts))
@@ -106,8 +110,14 @@ func logSafeError(err error) string {
 	switch {
 	case errors.As(err, &pe) && pe.StatusCode == 0 && pe.Code != "":
 		return fmt.Sprintf("provider %s redirected with error %s", pe.ProviderID, serverText(pe.Code, maxErrorCodeLen))
+	case errors.As(err, &pe) && pe.StatusCode == 0:
+		reason := "the request failed"
+		if pe.Err != nil {
+			reason = boundedError(pe.Err)
+		}
+		return fmt.Sprintf("could not reach provider %s: %s", pe.ProviderID, reason)
 	case errors.As(err, &pe):
-		return fmt.Sprintf("provider %s answered HTTP %d %s", pe.ProviderID, pe.StatusCode, serverText(pe.Code, maxErrorCodeLen))
+		return strings.TrimSpace(fmt.Sprintf("provider %s answered HTTP %d %s", pe.ProviderID, pe.StatusCode, serverText(pe.Code, maxErrorCodeLen)))
 	}
 	var re *oauth2.RetrieveError
 	if errors.As(err, &re) {
@@ -115,15 +125,15 @@ func logSafeError(err error) string {
 		if re.Response != nil {
 			status = re.Response.StatusCode
 		}
-		return fmt.Sprintf("provider answered HTTP %d %s", status, serverText(re.ErrorCode, maxErrorCodeLen))
+		return strings.TrimSpace(fmt.Sprintf("provider answered HTTP %d %s", status, serverText(re.ErrorCode, maxErrorCodeLen)))
 	}
 	return boundedError(err)
 }
 
 // LogEvents is a hook that writes each event to l as a structured record: the
 // message "oauthflow: <kind>", the user, provider and run, and for a failure
-// the error (never a token or a response body) and grant_dead, at Warn; Info
-// otherwise. The Module already logs events to Config.Logger; this is for a
+// the error (never a token or a response body) at Warn, with grant_dead when
+// a refresh heard the grant is gone; Info otherwise. The Module already logs events to Config.Logger; this is for a
 // logger of their own (an audit trail, say).
 func LogEvents(l *slog.Logger) EventHook {
 	return func(ctx context.Context, e Event) {

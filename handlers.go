@@ -231,7 +231,7 @@ func (m *Module) exchangeSession(ctx context.Context, s *Session, p callbackPara
 	if err != nil {
 		kind = EventFlowFailed
 	}
-	m.events.emit(ctx, Event{Kind: kind, UserID: s.UserID, ProviderID: s.Provider, Err: err, GrantDead: IsGrantDead(err)})
+	m.events.emit(ctx, Event{Kind: kind, UserID: s.UserID, ProviderID: s.Provider, Err: err})
 	return err
 }
 

@@ -262,7 +262,7 @@ func (m *Module) failFlow(ctx context.Context, tc *TransitionContext, provider s
 		}
 	}
 	m.events.emit(ctx, Event{Kind: EventFlowFailed, UserID: tc.Run.UserID, ProviderID: provider, RunID: tc.Run.ID,
-		Err: err, GrantDead: IsGrantDead(err)})
+		Err: err})
 	var fe *FlowError
 	if errors.As(err, &fe) {
 		return err

@@ -52,5 +52,29 @@ func newcomerGuards() []mutant {
 			Run:  "^TestCatalogSuggestsTheNearestID$",
 			Why:  "an ID the catalog lacks gets the nearest catalog ID in its error",
 		},
+		{
+			Name: "errtext/unreached-provider-as-http-0",
+			File: "events.go",
+			Old:  "case errors.As(err, &pe) && pe.StatusCode == 0:",
+			New:  "case false:",
+			Run:  "^TestEventLogSaysAProviderWasNotReached$",
+			Why:  "a provider that was not reached is logged as such, with the network's reason, not as HTTP 0",
+		},
+		{
+			Name: "errtext/grant-dead-on-every-failure",
+			File: "events.go",
+			Old:  "if e.GrantDead {\n\t\tattrs = append(attrs, slog.Bool(\"grant_dead\", true))",
+			New:  "if e.Err != nil {\n\t\tattrs = append(attrs, slog.Bool(\"grant_dead\", e.GrantDead))",
+			Run:  "^TestEventLogSaysAProviderWasNotReached$",
+			Why:  "grant_dead is logged only where a refresh heard the grant is gone",
+		},
+		{
+			Name: "errtext/code-exchange-a-dead-grant",
+			File: "handlers.go",
+			Old:  "ProviderID: s.Provider, Err: err})",
+			New:  "ProviderID: s.Provider, Err: err, GrantDead: IsGrantDead(err)})",
+			Run:  "^TestFailedCodeExchangeIsNoDeadGrant$",
+			Why:  "a refused code exchange is no dead grant: none existed",
+		},
 	}
 }
