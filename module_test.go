@@ -34,13 +34,23 @@ func TestStartSignInRefusesAnUnknownProviderFirst(t *testing.T) {
 	}
 }
 
-// A flow error reads as one sentence: its message, then the cause.
-func TestFlowErrorReadsAsOneSentence(t *testing.T) {
-	e := &oauthflow.FlowError{Message: "This provider is not available.", Err: oauthflow.ErrUnknownProvider}
-	if got := e.Error(); strings.Contains(got, ".:") {
-		t.Errorf("Error() = %q: a full stop before the cause", got)
+// A flow error's Error is the Go chain only: the sentence for the user's page
+// (Message) stays out of it, so a log line or a wrapped error does not join
+// prose to the cause, nor repeat it.
+func TestFlowErrorKeepsItsPageSentenceOut(t *testing.T) {
+	cause := &oauthflow.ProviderError{ProviderID: "github", Err: errors.New("dial tcp: lookup github.example: no such host")}
+	e := &oauthflow.FlowError{Message: "The provider could not be reached. Please try again later.", Err: cause}
+	if got := e.Error(); got != cause.Error() {
+		t.Errorf("Error() = %q, want the cause's text %q alone", got, cause.Error())
 	}
-	if !errors.Is(e, oauthflow.ErrUnknownProvider) {
+	if !errors.Is(e, cause) {
 		t.Error("the cause is lost")
+	}
+	issuer := &oauthflow.FlowError{Message: "The sign-in response came from an unexpected issuer.", Err: oauthflow.ErrIssuerMismatch}
+	if got := issuer.Error(); strings.Count(got, "unexpected issuer") != 1 {
+		t.Errorf("Error() = %q: says it twice", got)
+	}
+	if got := (&oauthflow.FlowError{Message: "This provider is not available."}).Error(); got != "This provider is not available." {
+		t.Errorf("without a cause, Error() = %q, want the message", got)
 	}
 }

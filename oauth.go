@@ -275,15 +275,13 @@ type FlowError struct {
 	Err     error
 }
 
+// Error is the cause's text: Message is for the user's page, and stays out
+// of logs and wrapped errors. Without a cause it is Message.
 func (e *FlowError) Error() string {
 	if e.Err == nil {
 		return e.Message
 	}
-	msg := e.Message
-	if n := len(msg); n > 0 && msg[n-1] == '.' {
-		msg = msg[:n-1] // one sentence, the cause last
-	}
-	return msg + ": " + e.Err.Error()
+	return e.Err.Error()
 }
 
 func (e *FlowError) Unwrap() error { return e.Err }

@@ -76,5 +76,13 @@ func newcomerGuards() []mutant {
 			Run:  "^TestFailedCodeExchangeIsNoDeadGrant$",
 			Why:  "a refused code exchange is no dead grant: none existed",
 		},
+		{
+			Name: "errtext/flow-error-joins-prose",
+			File: "oauth.go",
+			Old:  "\treturn e.Err.Error()\n}",
+			New:  "\treturn e.Message + \": \" + e.Err.Error()\n}",
+			Run:  "^TestFlowErrorKeepsItsPageSentenceOut$",
+			Why:  "a flow error's Error is its cause: the user's sentence stays out of logs and wrapped errors",
+		},
 	}
 }
