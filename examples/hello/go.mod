@@ -2,10 +2,15 @@ module example.com/hello
 
 go 1.26.0
 
-require github.com/oauthflow/oauthflow v0.0.0
+require (
+	github.com/chromedp/chromedp v0.23.0
+	github.com/oauthflow/oauthflow v0.0.0
+)
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/chromedp/cdproto v0.159.2 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
