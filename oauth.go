@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Provider is the contract an OAuth 2.0 provider implements.
@@ -166,6 +167,22 @@ func (e *ProviderError) Error() string {
 }
 
 func (e *ProviderError) Unwrap() error { return e.Err }
+
+// RefreshFailingError is a refresh that did not call the provider because the
+// connection's refreshes have been failing and its next attempt is not due:
+// the record is kept, try again after NextAttempt. It is transient, never
+// ErrNoToken.
+type RefreshFailingError struct {
+	ProviderID  string
+	Attempts    int       // failed refreshes in a row
+	LastError   string    // the last failure, as logged
+	NextAttempt time.Time // when a refresh may call the provider again
+}
+
+func (e *RefreshFailingError) Error() string {
+	return fmt.Sprintf("oauthflow: refresh %s token: failed %d times in a row, next attempt at %s: %s",
+		e.ProviderID, e.Attempts, e.NextAttempt.UTC().Format(time.RFC3339), e.LastError)
+}
 
 // IsGrantDead reports whether err says the grant is gone for good (RFC 6749
 // invalid_grant): the refresh token or code will never work again and the user

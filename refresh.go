@@ -634,22 +634,6 @@ func (b Backoff) orDefault() Backoff {
 // why, and when it is tried again.
 const HealthRefreshFailing = "refresh_failing"
 
-// RefreshFailingError is a refresh that did not call the provider because the
-// connection's refreshes have been failing and its next attempt is not due:
-// the record is kept, try again after NextAttempt. It is transient, never
-// ErrNoToken.
-type RefreshFailingError struct {
-	ProviderID  string
-	Attempts    int       // failed refreshes in a row
-	LastError   string    // the last failure, as logged
-	NextAttempt time.Time // when a refresh may call the provider again
-}
-
-func (e *RefreshFailingError) Error() string {
-	return fmt.Sprintf("oauthflow: refresh %s token: failed %d times in a row, next attempt at %s: %s",
-		e.ProviderID, e.Attempts, e.NextAttempt.UTC().Format(time.RFC3339), e.LastError)
-}
-
 // connMeta is a connection's health record.
 type connMeta struct {
 	Tokens      string `json:"tokens"`                 // fingerprint of the tokens it speaks of
