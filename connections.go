@@ -56,12 +56,6 @@ const (
 	HealthUnreadable = "unreadable"
 )
 
-// connIndexKey names userID's connection index.
-func connIndexKey(userID string) string {
-	var buf [128]byte
-	return string(appendUserSegment(append(buf[:0], "oauth:conn:"...), userID))
-}
-
 // Connections lists userID's connections, sorted by provider ID, repairing
 // the user's index as it goes.
 func (s *TokenStore) Connections(ctx context.Context, userID string) ([]Connection, error) {

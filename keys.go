@@ -77,6 +77,12 @@ func lockKey(userID, providerID string) string {
 	return string(appendUserKey(buf[:0], "oauth:lock:", userID, providerID))
 }
 
+// connIndexKey names userID's connection index.
+func connIndexKey(userID string) string {
+	var buf [128]byte
+	return string(appendUserSegment(append(buf[:0], "oauth:conn:"...), userID))
+}
+
 func sessionKey(state string) string { return "oauth:session:" + state }
 func runKey(id string) string        { return "oauth:run:" + id }
 func runLockKey(id string) string    { return "oauth:lock:run:" + id }
