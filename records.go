@@ -1,0 +1,259 @@
+package oauthflow
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+
+	"github.com/oauthflow/oauthflow/internal/seal"
+)
+
+// Records are strict JSON: a record with an unknown field is refused.
+// StoredTokens is read on every API call, so its decoder has a fast path for the
+// exact form encodeStoredTokens writes (plain ASCII strings, no escapes) and falls
+// back to encoding/json for anything else; both accept and refuse the same inputs
+// (FuzzDecodeStoredTokens checks that).
+
+func encodeStoredTokens(t StoredTokens) []byte {
+	b, _ := json.Marshal(t) // a struct of strings and an int cannot fail to marshal
+	return b
+}
+
+// decodeStoredTokens decodes a stored token record, wrapping ErrCorruptRecord on
+// anything that is not exactly one valid record.
+func decodeStoredTokens(b []byte) (StoredTokens, error) {
+	if t, ok := fastDecodeStoredTokens(b); ok {
+		return t, nil
+	}
+	var raw struct {
+		AccessToken  *string           `json:"accessToken"`
+		RefreshToken *string           `json:"refreshToken"`
+		ExpiresAt    *int64            `json:"expiresAt"`
+		Scope        *string           `json:"scope"`
+		TokenType    *string           `json:"tokenType"`
+		DPoPKey      *string           `json:"dpopKey"`
+		Account      *string           `json:"account"`
+		Metadata     map[string]string `json:"metadata"`
+	}
+	if err := strictUnmarshal(b, &raw); err != nil {
+		return StoredTokens{}, err
+	}
+	if raw.AccessToken == nil || raw.ExpiresAt == nil || raw.Scope == nil {
+		return StoredTokens{}, fmt.Errorf("%w: token record lacks accessToken, expiresAt or scope", ErrCorruptRecord)
+	}
+	t := StoredTokens{AccessToken: *raw.AccessToken, ExpiresAt: *raw.ExpiresAt, Scope: *raw.Scope}
+	if raw.RefreshToken != nil {
+		t.RefreshToken = *raw.RefreshToken
+	}
+	if raw.TokenType != nil {
+		t.TokenType = *raw.TokenType
+	}
+	if raw.DPoPKey != nil {
+		t.DPoPKey = *raw.DPoPKey
+	}
+	if raw.Account != nil {
+		t.Account = *raw.Account
+	}
+	if len(raw.Metadata) > 0 {
+		t.Metadata = raw.Metadata
+	}
+	return t, nil
+}
+
+// strictUnmarshal decodes a stored record, wrapping ErrCorruptRecord on failure.
+func strictUnmarshal(b []byte, v any) error {
+	if err := strictDecode(b, v); err != nil {
+		return fmt.Errorf("%w: %w", ErrCorruptRecord, err)
+	}
+	return nil
+}
+
+// strictDecode decodes exactly one JSON value into v, refusing unknown fields
+// and trailing data.
+func strictDecode(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
+}
+
+// tokenView is a token record parsed in place: its strings still point into the
+// stored bytes, so the hot path turns only the access token into a string.
+type tokenView struct {
+	access, refresh, scope, tokenType, dpopKey, account []byte
+	expiresAt                                           int64
+	metadata                                            map[string]string // read by the strict decoder only
+}
+
+func (v tokenView) tokens() StoredTokens {
+	return StoredTokens{AccessToken: string(v.access), RefreshToken: string(v.refresh),
+		ExpiresAt: v.expiresAt, Scope: string(v.scope), TokenType: string(v.tokenType), DPoPKey: string(v.dpopKey),
+		Account: string(v.account), Metadata: v.metadata}
+}
+
+// boundKey is the encoded key the access token is bound to, nil for a Bearer token.
+func (v tokenView) boundKey() []byte {
+	if string(v.tokenType) != tokenTypeDPoP {
+		return nil
+	}
+	return v.dpopKey
+}
+
+// fastDecodeStoredTokens parses {"accessToken":"…","refreshToken":"…","expiresAt":N,"scope":"…",
+// "tokenType":"…","dpopKey":"…","account":"…"} with the fields in that order, refreshToken,
+// tokenType, dpopKey and account optional, no white space, and strings of ASCII without
+// escapes or control bytes. Anything else returns ok=false.
+func fastDecodeStoredTokens(b []byte) (StoredTokens, bool) {
+	v, ok := fastParseStoredTokens(b)
+	if !ok {
+		return StoredTokens{}, false
+	}
+	return v.tokens(), true
+}
+
+func fastParseStoredTokens(b []byte) (v tokenView, ok bool) {
+	p := fastParser{b: b, ok: true}
+	p.lit(`{"accessToken":`)
+	v.access = p.str()
+	if p.peekLit(`,"refreshToken":`) {
+		v.refresh = p.str()
+	}
+	p.lit(`,"expiresAt":`)
+	v.expiresAt = p.int()
+	p.lit(`,"scope":`)
+	v.scope = p.str()
+	if p.peekLit(`,"tokenType":`) {
+		v.tokenType = p.str()
+	}
+	if p.peekLit(`,"dpopKey":`) {
+		v.dpopKey = p.str()
+	}
+	if p.peekLit(`,"account":`) {
+		v.account = p.str()
+	}
+	p.lit(`}`)
+	return v, p.ok && p.i == len(p.b)
+}
+
+// parseTokenView is fastParseStoredTokens with the strict decoder behind it.
+func parseTokenView(b []byte) (tokenView, error) {
+	if v, ok := fastParseStoredTokens(b); ok {
+		return v, nil
+	}
+	t, err := decodeStoredTokens(b)
+	if err != nil {
+		return tokenView{}, err
+	}
+	return tokenView{access: []byte(t.AccessToken), refresh: []byte(t.RefreshToken),
+		scope: []byte(t.Scope), tokenType: []byte(t.TokenType), dpopKey: []byte(t.DPoPKey),
+		account: []byte(t.Account), expiresAt: t.ExpiresAt, metadata: t.Metadata}, nil
+}
+
+type fastParser struct {
+	b  []byte
+	i  int
+	ok bool
+}
+
+func (p *fastParser) lit(s string) {
+	if !p.ok || !bytes.HasPrefix(p.b[p.i:], []byte(s)) {
+		p.ok = false
+		return
+	}
+	p.i += len(s)
+}
+
+func (p *fastParser) peekLit(s string) bool {
+	if p.ok && bytes.HasPrefix(p.b[p.i:], []byte(s)) {
+		p.i += len(s)
+		return true
+	}
+	return false
+}
+
+func (p *fastParser) str() []byte {
+	if !p.ok || p.i >= len(p.b) || p.b[p.i] != '"' {
+		p.ok = false
+		return nil
+	}
+	start := p.i + 1
+	n := bytes.IndexByte(p.b[start:], '"')
+	if n < 0 || !plainASCII(p.b[start:start+n]) {
+		p.ok = false // escapes, control or non-ASCII bytes: leave them to encoding/json
+		return nil
+	}
+	p.i = start + n + 1
+	return p.b[start : start+n : start+n]
+}
+
+// plainASCII reports whether s holds only printable ASCII other than '\\',
+// what a JSON string needs no decoding for. It looks at eight bytes at a time:
+// a byte is refused when its high bit is set, when it is below 0x20, or when
+// it equals '\\'. The borrow tricks may also mark a byte above one that is
+// refused, never a word that has none (FuzzPlainASCII holds it to the
+// byte-by-byte rule).
+func plainASCII(s []byte) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for len(s) >= 8 {
+		x := binary.LittleEndian.Uint64(s)
+		y := x ^ ('\\' * ones)
+		if (x|(x-0x20*ones)&^x|(y-ones)&^y)&highs != 0 {
+			return false
+		}
+		s = s[8:]
+	}
+	for _, c := range s {
+		if c < 0x20 || c >= 0x80 || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *fastParser) int() int64 {
+	if !p.ok {
+		return 0
+	}
+	j := p.i
+	if j < len(p.b) && p.b[j] == '-' {
+		j++
+	}
+	digits := j
+	for j < len(p.b) && p.b[j] >= '0' && p.b[j] <= '9' {
+		j++
+	}
+	// JSON forbids leading zeros; leave "-0", "01" and friends to encoding/json.
+	if j == digits || j-digits > 18 || (p.b[digits] == '0' && j-digits > 1) || string(p.b[p.i:j]) == "-0" {
+		p.ok = false
+		return 0
+	}
+	var n int64
+	for _, c := range p.b[digits:j] {
+		n = n*10 + int64(c-'0') // at most 18 digits: no overflow
+	}
+	if digits > p.i {
+		n = -n
+	}
+	p.i = j
+	return n
+}
+
+// tokenMemo is what the hot read needs of a token record, decoded once per
+// stored value (kv.Memory.GetMemo) and shared by every read of it: only by the
+// readers that hold the ring it was opened with.
+type tokenMemo struct {
+	access    string
+	expiresAt int64
+	key       string // the DPoP key the token is bound to, encoded; "" for Bearer
+	ring      *seal.Ring
+	marked    atomic.Int64 // when a read of this value last marked its connection (Unix ms; markMemo)
+}
