@@ -325,6 +325,21 @@ func serverText(s string, max int) string {
 	return showable(s, max)
 }
 
+// showable is s cut to max bytes (at a rune's start) without the characters
+// that would not show as themselves (unshowable), trimmed.
+func showable(s string, max int) string {
+	s = strings.Map(func(r rune) rune {
+		if unshowable(r) {
+			return -1
+		}
+		return r
+	}, s)
+	if len(s) > max {
+		s = strings.ToValidUTF8(s[:max], "")
+	}
+	return strings.TrimSpace(s)
+}
+
 // boundedError is err's text on one line, bounded and filtered (serverText):
 // an error may carry a provider's answer.
 func boundedError(err error) string {

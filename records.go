@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sync/atomic"
 
 	"github.com/oauthflow/oauthflow/internal/seal"
@@ -256,4 +258,51 @@ type tokenMemo struct {
 	key       string // the DPoP key the token is bound to, encoded; "" for Bearer
 	ring      *seal.Ring
 	marked    atomic.Int64 // when a read of this value last marked its connection (Unix ms; markMemo)
+}
+
+// Bounds of what a token record keeps besides the tokens.
+const (
+	maxAccountLen  = 256  // bytes of an account name
+	maxMetadata    = 16   // fields kept with the tokens
+	maxMetadataLen = 2048 // bytes of one kept value
+)
+
+// keptMetadata is md bounded: at most maxMetadata fields (the first by name),
+// each value showable and at most maxMetadataLen bytes; nil when empty.
+func keptMetadata(md map[string]string) map[string]string {
+	if len(md) == 0 {
+		return nil
+	}
+	out := make(map[string]string, min(len(md), maxMetadata))
+	for _, k := range slices.Sorted(maps.Keys(md)) {
+		if len(out) == maxMetadata {
+			break
+		}
+		if v := showable(md[k], maxMetadataLen); v != "" && k != "" && len(k) <= 64 {
+			out[k] = v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// refreshedMetadata is a refresh answer's metadata (a new instance_url),
+// bounded as keptMetadata bounds it, then the stored fields it does not
+// name, by name, while there is room: at most maxMetadata in all.
+func refreshedMetadata(old, answer map[string]string) map[string]string {
+	kept := keptMetadata(answer)
+	if kept == nil {
+		return old
+	}
+	for _, k := range slices.Sorted(maps.Keys(old)) {
+		if len(kept) >= maxMetadata {
+			break
+		}
+		if _, ok := kept[k]; !ok {
+			kept[k] = old[k]
+		}
+	}
+	return kept
 }

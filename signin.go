@@ -7,9 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -351,9 +349,6 @@ type (
 // Bounds of what a sign-in keeps.
 const (
 	accountTimeout  = 5 * time.Second // the user-info call after a sign-in
-	maxAccountLen   = 256             // bytes of an account name
-	maxMetadata     = 16              // fields kept with the tokens
-	maxMetadataLen  = 2048            // bytes of one kept value
 	maxCallbackKept = 8               // extra callback parameters carried to the exchange
 )
 
@@ -415,61 +410,6 @@ func keepCallbackFields(ts *TokenSet, given map[string]string) {
 		}
 		ts.Metadata[name] = v
 	}
-}
-
-// showable is s cut to max bytes (at a rune's start) without the characters
-// that would not show as themselves (unshowable), trimmed.
-func showable(s string, max int) string {
-	s = strings.Map(func(r rune) rune {
-		if unshowable(r) {
-			return -1
-		}
-		return r
-	}, s)
-	if len(s) > max {
-		s = strings.ToValidUTF8(s[:max], "")
-	}
-	return strings.TrimSpace(s)
-}
-
-// keptMetadata is md bounded: at most maxMetadata fields (the first by name),
-// each value showable and at most maxMetadataLen bytes; nil when empty.
-func keptMetadata(md map[string]string) map[string]string {
-	if len(md) == 0 {
-		return nil
-	}
-	out := make(map[string]string, min(len(md), maxMetadata))
-	for _, k := range slices.Sorted(maps.Keys(md)) {
-		if len(out) == maxMetadata {
-			break
-		}
-		if v := showable(md[k], maxMetadataLen); v != "" && k != "" && len(k) <= 64 {
-			out[k] = v
-		}
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return out
-}
-
-// refreshedMetadata is a refresh answer's metadata (a new instance_url),
-// bounded as keptMetadata bounds it, then the stored fields it does not
-// name, by name, while there is room: at most maxMetadata in all.
-func refreshedMetadata(old, answer map[string]string) map[string]string {
-	kept := keptMetadata(answer)
-	if kept == nil {
-		return old
-	}
-	for _, k := range slices.Sorted(maps.Keys(old)) {
-		if len(kept) >= maxMetadata {
-			break
-		}
-		if _, ok := kept[k]; !ok {
-			kept[k] = old[k]
-		}
-	}
-	return kept
 }
 
 // signInKept is what a completion learned besides the tokens, for the

@@ -40,7 +40,7 @@ func catalogGuards() []mutant {
 		},
 		{
 			Name: "catalog/metadata-unbounded",
-			File: "signin.go",
+			File: "records.go",
 			Old:  "\t\tif len(out) == maxMetadata {\n\t\t\tbreak\n\t\t}\n",
 			New:  "",
 			Run:  "^(TestMetadataIsBounded)$",
@@ -48,7 +48,7 @@ func catalogGuards() []mutant {
 		},
 		{
 			Name: "catalog/metadata-grows-on-refresh",
-			File: "signin.go",
+			File: "records.go",
 			Old:  "\t\tif len(kept) >= maxMetadata {\n\t\t\tbreak\n\t\t}\n",
 			New:  "",
 			Run:  "^(TestMetadataIsBounded)$",
