@@ -3,7 +3,6 @@ package oauthflow
 import (
 	"context"
 	"errors"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -73,8 +72,6 @@ type aheadState struct {
 	marked map[connRef]int64 // when this process last marked a connection read (Unix ms)
 	pruned int               // len(marked) after the last prune
 }
-
-type connRef struct{ userID, providerID string }
 
 // member names a connection in the due and seen indexes; provider IDs never
 // hold ":", so it splits one way only.
@@ -395,6 +392,3 @@ func (s *TokenStore) slowDown(ctx context.Context, providerID string) {
 			"provider", providerID, "error", err.Error())
 	}
 }
-
-// rateLimited reports whether err is a provider's 429.
-func rateLimited(err error) bool { return providerStatus(err) == http.StatusTooManyRequests }

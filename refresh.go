@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -443,6 +444,8 @@ func (s *TokenStore) merge(old StoredTokens, ts *TokenSet) StoredTokens {
 	return t
 }
 
+type connRef struct{ userID, providerID string }
+
 // pendingWrite is a refreshed record this process could not write yet: new
 // lands only over old, the record the refresh read (oldPlain: old opened).
 type pendingWrite struct {
@@ -720,6 +723,9 @@ func (s *TokenStore) refreshFailed(ctx context.Context, userID, providerID strin
 			Attempts: 1})
 	}
 }
+
+// rateLimited reports whether err is a provider's 429.
+func rateLimited(err error) bool { return providerStatus(err) == http.StatusTooManyRequests }
 
 // refreshed records a successful refresh of base into t, m being the health
 // record as it was read, and tells the hook when it ends a run of failures.
