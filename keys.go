@@ -3,6 +3,8 @@ package oauthflow
 import (
 	"encoding/base64"
 	"strings"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
 )
 
 // The keyspace. Every record lives under "oauth:", and the segment after it
@@ -42,6 +44,20 @@ func reservedSegment(s string) bool {
 func plainUserID(userID string) bool {
 	first, _, _ := strings.Cut(userID, ":")
 	return !reservedSegment(first) && !strings.HasPrefix(userID, escapeMark)
+}
+
+// maxUserIDLen bounds a user ID, in bytes.
+const maxUserIDLen = 512
+
+// checkIDs refuses a user ID or a provider ID that cannot name a record.
+func checkIDs(userID, providerID string) error {
+	if userID == "" || len(userID) > maxUserIDLen {
+		return errs.Invalid("user ID must be 1 to %d bytes", maxUserIDLen)
+	}
+	if !validProviderID(providerID) {
+		return errs.Invalid("provider ID %q is not valid", providerID)
+	}
+	return nil
 }
 
 // appendUserSegment appends userID as it appears in a key.

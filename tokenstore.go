@@ -29,7 +29,6 @@ const (
 	defaultRefreshTimeout = 30 * time.Second
 	defaultLockLease      = 10 * time.Second
 	maxExpiresIn          = 100 * 365 * 24 * 3600 // seconds; longer is clamped
-	maxUserIDLen          = 512
 )
 
 // TokenStore keeps tokens per user and provider and refreshes them on read.
@@ -144,16 +143,6 @@ func NewTokenStore(kv KV, reg *Registry, opts ...TokenStoreOption) *TokenStore {
 		s.ahead.before = max(s.ahead.before, 2*s.skew)
 	}
 	return s
-}
-
-func checkIDs(userID, providerID string) error {
-	if userID == "" || len(userID) > maxUserIDLen {
-		return errs.Invalid("user ID must be 1 to %d bytes", maxUserIDLen)
-	}
-	if !validProviderID(providerID) {
-		return errs.Invalid("provider ID %q is not valid", providerID)
-	}
-	return nil
 }
 
 // StoreTokens writes t for the user and provider with the TTL the rules give:
