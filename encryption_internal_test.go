@@ -40,7 +40,7 @@ func FuzzDecodeSealedTokens(f *testing.F) {
 		f.Add([]byte(seed), "oauth:alice:github", uint16(7), byte('x'))
 	}
 	ring := fuzzRing(f).sealer()
-	store := &TokenStore{ring: ring}
+	store := &tokenRecords{ring: ring}
 	f.Fuzz(func(t *testing.T, plain []byte, name string, at uint16, to byte) {
 		want, wantErr := parseTokenView(plain)
 		sealed := ring.Seal(plain, name)

@@ -2,17 +2,176 @@ package oauthflow
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"sync/atomic"
+	"time"
 
+	"github.com/oauthflow/oauthflow/internal/dpop"
+	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/seal"
 )
+
+// Token lifetimes the record rules give.
+const (
+	// refreshableTokenTTL keeps a record with a refresh token, or one that never expires.
+	refreshableTokenTTL = 30 * 24 * time.Hour
+	maxExpiresIn        = 100 * 365 * 24 * 3600 // seconds; longer is clamped
+)
+
+// tokenRecords is where a TokenStore keeps its token records, and what
+// reading, writing and using one takes: the store, the ring that seals them
+// at rest, the clock and skew that say whether a token is fresh, the
+// registry of the providers they are for, the logger and hook that hear of
+// them, the replicas a write must reach, and the parsed DPoP keys of bound
+// grants with each origin's last nonce. A TokenStore, its refresher and its
+// refresh ahead share one.
+type tokenRecords struct {
+	kv         kv.Store
+	reg        *Registry
+	now        func() time.Time
+	skew       time.Duration
+	ring       *seal.Ring // seals records at rest; nil: plain
+	events     notifier
+	acks       int           // replicas a rotated refresh token must reach (WithReplicaAcks)
+	ackTimeout time.Duration // how long a write waits for them
+	keys       keyCache      // DPoP keys of bound grants, parsed
+	nonces     dpop.Nonces   // the last DPoP nonce of each origin
+}
+
+// read returns the record under key as stored (the fence a refresh writes
+// against) and parsed in place.
+func (r *tokenRecords) read(ctx context.Context, key string) ([]byte, tokenView, error) {
+	return r.readFrom(ctx, r.kv, key, key)
+}
+
+// readFrom is read from store, the store's KV or the one under its prefix; name
+// is key without the prefix, what a sealed record is bound to.
+func (r *tokenRecords) readFrom(ctx context.Context, store kv.Store, key, name string) ([]byte, tokenView, error) {
+	b, err := store.Get(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return nil, tokenView{}, ErrNoToken
+	}
+	if err != nil {
+		return nil, tokenView{}, errs.Store(ctx, "read tokens", err)
+	}
+	v, err := r.parse(b, name)
+	return b, v, err
+}
+
+// parse reads a stored token record, opening it first when it is sealed.
+func (r *tokenRecords) parse(b []byte, name string) (tokenView, error) {
+	plain, err := r.ring.Open(b, name)
+	if err != nil {
+		return tokenView{}, err
+	}
+	return parseTokenView(plain)
+}
+
+// seal is the stored form of t under the record name.
+func (r *tokenRecords) seal(t StoredTokens, name string) []byte {
+	return r.ring.Seal(encodeStoredTokens(t), name)
+}
+
+// plainOf is the record stored as raw under name, opened; nil when it does not open.
+func (r *tokenRecords) plainOf(raw []byte, name string) []byte {
+	plain, err := r.ring.Open(raw, name)
+	if err != nil {
+		return nil
+	}
+	return plain
+}
+
+// decodeMemo decodes the token record named name for kv.Memory.GetMemo; nil
+// when it does not decode (the general read then reports why).
+func (r *tokenRecords) decodeMemo(name string, b []byte) any {
+	v, err := r.parse(b, name)
+	if err != nil {
+		return nil
+	}
+	return &tokenMemo{access: string(v.access), expiresAt: v.expiresAt, key: string(v.boundKey()), ring: r.ring}
+}
+
+// fresh reports whether a token expiring at expiresAt is valid for at least the skew.
+func (r *tokenRecords) fresh(expiresAt int64) bool {
+	return expiresAt == 0 || r.now().Add(r.skew).UnixMilli() < expiresAt
+}
+
+// expiresAt is when a token that expires in expiresIn seconds expires
+// (Unix ms, at most maxExpiresIn from now); 0 for one that never does.
+func (r *tokenRecords) expiresAt(expiresIn int64) int64 {
+	if expiresIn <= 0 {
+		return 0
+	}
+	return r.now().UnixMilli() + min(expiresIn, maxExpiresIn)*1000
+}
+
+// ttl is how long the store keeps t: refreshableTokenTTL with a refresh
+// token or without expiry, else the seconds left (at least 1).
+func (r *tokenRecords) ttl(t StoredTokens) time.Duration {
+	if t.RefreshToken != "" || t.ExpiresAt == 0 {
+		return refreshableTokenTTL
+	}
+	left := math.Ceil(float64(t.ExpiresAt-r.now().UnixMilli()) / 1000)
+	return time.Duration(max(left, 1)) * time.Second
+}
+
+// validRead is a token valid now: its expiry, and for a DPoP-bound token the
+// encoded key it is bound to ("" for Bearer).
+type validRead struct {
+	access    string
+	expiresAt int64
+	key       string
+}
+
+// validOf is the validRead of stored tokens t.
+func validOf(t StoredTokens) validRead {
+	r := validRead{access: t.AccessToken, expiresAt: t.ExpiresAt}
+	if t.TokenType == tokenTypeDPoP {
+		r.key = t.DPoPKey
+	}
+	return r
+}
+
+// Durability across a Redis failover. Redis replicates asynchronously: a
+// master can acknowledge a write and die before any replica has it, and the
+// promoted replica then holds the record as it was. For most records that
+// costs a retry; for a rotated refresh token it costs the grant (the store
+// keeps the spent token, the provider refuses it). With replica
+// acknowledgements on, a write that holds a rotated refresh token or a new
+// sign-in's tokens is followed by Redis WAIT on the key's master, and a
+// refreshed record that is not on enough replicas in time is kept in the
+// refreshing process: when it finds the record it replaced back in the
+// store (a failover lost the write), it writes it again.
+
+// replicated reports whether the write of key just made is on the replicas
+// WithReplicaAcks asks for: true when it is, or when nothing is asked or
+// the store cannot tell.
+func (r *tokenRecords) replicated(ctx context.Context, key string) bool {
+	w, ok := r.kv.(kv.ReplicaWaiter)
+	if r.acks == 0 || !ok {
+		return true
+	}
+	got, err := w.WaitReplicas(ctx, key, r.acks, r.ackTimeout)
+	if err == nil && got >= r.acks {
+		return true
+	}
+	attrs := []any{slog.Int("want", r.acks), slog.Int("replicas", got)}
+	if err != nil {
+		attrs = append(attrs, slog.String("error", err.Error()))
+	}
+	r.events.log.WarnContext(ctx, "oauthflow: tokens written to the Redis master are not on enough replicas yet", attrs...)
+	return false
+}
 
 // Records are strict JSON: a record with an unknown field is refused.
 // StoredTokens is read on every API call, so its decoder has a fast path for the

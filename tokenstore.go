@@ -7,53 +7,38 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"slices"
 	"strings"
 	"time"
 	"unsafe"
 
-	"github.com/oauthflow/oauthflow/internal/dpop"
 	"github.com/oauthflow/oauthflow/internal/errs"
 	"github.com/oauthflow/oauthflow/internal/flight"
 	"github.com/oauthflow/oauthflow/internal/kv"
-	"github.com/oauthflow/oauthflow/internal/seal"
 	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
 
 // Token lifetimes and timings.
 const (
-	// refreshableTokenTTL keeps a record with a refresh token, or one that never expires.
-	refreshableTokenTTL   = 30 * 24 * time.Hour
 	defaultSkew           = 60 * time.Second
 	defaultRefreshTimeout = 30 * time.Second
 	defaultLockLease      = 10 * time.Second
-	maxExpiresIn          = 100 * 365 * 24 * 3600 // seconds; longer is clamped
 )
 
 // TokenStore keeps tokens per user and provider and refreshes them on read.
 // Several TokenStores over one Redis (app replicas) refresh a token once between them.
 type TokenStore struct {
-	kv             kv.Store
-	reg            *Registry
-	now            func() time.Time
-	skew           time.Duration
+	tokenRecords
 	refreshTimeout time.Duration
 	lockLease      time.Duration
 	lockWait       lockWait // how a refresh waits for another process's
 	onLockWait     func()   // tests: called each time a refresh waits for another process's
-	events         notifier
 	flights        flight.Group[StoredTokens]
 	pending        pendingWrites
 	direct         directKV       // kv without its key prefix, for the hot read
-	ring           *seal.Ring     // seals records at rest; nil: plain
 	backoff        Backoff        // between transient refresh failures
 	ahead          *aheadState    // refresh ahead (WithRefreshAhead); nil: off
 	limiter        refreshLimiter // bounds on refreshes ahead per provider (WithRefreshLimits)
-	acks           int            // replicas a rotated refresh token must reach (WithReplicaAcks)
-	ackTimeout     time.Duration  // how long a write waits for them
-	keys           keyCache       // DPoP keys of bound grants, parsed
-	nonces         dpop.Nonces    // the last DPoP nonce of each origin
 }
 
 // TokenStoreOption configures a TokenStore.
@@ -124,14 +109,27 @@ func WithEncryption(ring *KeyRing) TokenStoreOption {
 	return func(s *TokenStore) { s.ring = ring.sealer() }
 }
 
+// WithReplicaAcks makes writes that hold a rotated refresh token or a new
+// sign-in's tokens wait until n replicas of the key's master have them, at
+// most timeout each (Redis WAIT). 0 turns it off (the default). Only a
+// RedisKV (or one wrapped by WithKeyPrefix) can wait; other stores ignore it.
+func WithReplicaAcks(n int, timeout time.Duration) TokenStoreOption {
+	return func(s *TokenStore) {
+		if n > 0 && timeout > 0 {
+			s.acks, s.ackTimeout = n, timeout
+		}
+	}
+}
+
 // NewTokenStore returns a TokenStore over kv that refreshes through the providers in reg.
 func NewTokenStore(kv KV, reg *Registry, opts ...TokenStoreOption) *TokenStore {
 	if reg == nil {
 		reg = NewRegistry()
 	}
-	s := &TokenStore{kv: storeOf(kv), reg: reg, now: time.Now, skew: defaultSkew,
+	s := &TokenStore{tokenRecords: tokenRecords{kv: storeOf(kv), reg: reg, now: time.Now, skew: defaultSkew,
+		events: notifier{log: slog.Default()}},
 		refreshTimeout: defaultRefreshTimeout, lockLease: defaultLockLease, lockWait: defaultLockWait,
-		events: notifier{log: slog.Default()}, backoff: defaultRefreshBackoff}
+		backoff: defaultRefreshBackoff}
 	s.flights.Name = "refresh"
 	for _, o := range opts {
 		o(s)
@@ -223,21 +221,6 @@ func (s *TokenStore) fromTokenSet(providerID string, ts *TokenSet, key string) (
 	return t, nil
 }
 
-func (s *TokenStore) expiresAt(expiresIn int64) int64 {
-	if expiresIn <= 0 {
-		return 0
-	}
-	return s.now().UnixMilli() + min(expiresIn, maxExpiresIn)*1000
-}
-
-func (s *TokenStore) ttl(t StoredTokens) time.Duration {
-	if t.RefreshToken != "" || t.ExpiresAt == 0 {
-		return refreshableTokenTTL
-	}
-	left := math.Ceil(float64(t.ExpiresAt-s.now().UnixMilli()) / 1000)
-	return time.Duration(max(left, 1)) * time.Second
-}
-
 // write stores t and, in the same round trip, enters the provider in the
 // user's connection index ([TokenStore.Connections]). An index write that fails is
 // repaired by the next listing.
@@ -284,68 +267,10 @@ func (s *TokenStore) GetTokens(ctx context.Context, userID, providerID string) (
 	return &t, nil
 }
 
-// read returns the record under key as stored (the fence a refresh writes
-// against) and parsed in place.
-func (s *TokenStore) read(ctx context.Context, key string) ([]byte, tokenView, error) {
-	return s.readFrom(ctx, s.kv, key, key)
-}
-
-// readFrom is read from store, the store's KV or the one under its prefix; name
-// is key without the prefix, what a sealed record is bound to.
-func (s *TokenStore) readFrom(ctx context.Context, store kv.Store, key, name string) ([]byte, tokenView, error) {
-	b, err := store.Get(ctx, key)
-	if errors.Is(err, ErrNotFound) {
-		return nil, tokenView{}, ErrNoToken
-	}
-	if err != nil {
-		return nil, tokenView{}, errs.Store(ctx, "read tokens", err)
-	}
-	v, err := s.parse(b, name)
-	return b, v, err
-}
-
-// parse reads a stored token record, opening it first when it is sealed.
-func (s *TokenStore) parse(b []byte, name string) (tokenView, error) {
-	plain, err := s.ring.Open(b, name)
-	if err != nil {
-		return tokenView{}, err
-	}
-	return parseTokenView(plain)
-}
-
-// seal is the stored form of t under the record name.
-func (s *TokenStore) seal(t StoredTokens, name string) []byte {
-	return s.ring.Seal(encodeStoredTokens(t), name)
-}
-
-// plainOf is the record stored as raw under name, opened; nil when it does not open.
-func (s *TokenStore) plainOf(raw []byte, name string) []byte {
-	plain, err := s.ring.Open(raw, name)
-	if err != nil {
-		return nil
-	}
-	return plain
-}
-
 // pendingFor is the write this process keeps for key while the record read as
 // raw still holds the tokens it was refreshed from.
 func (s *TokenStore) pendingFor(key string, raw []byte) (pendingWrite, bool) {
 	return s.pending.get(key, raw, func(b []byte) []byte { return s.plainOf(b, key) })
-}
-
-// decodeMemo decodes the token record named name for kv.Memory.GetMemo; nil
-// when it does not decode (the general read then reports why).
-func (s *TokenStore) decodeMemo(name string, b []byte) any {
-	v, err := s.parse(b, name)
-	if err != nil {
-		return nil
-	}
-	return &tokenMemo{access: string(v.access), expiresAt: v.expiresAt, key: string(v.boundKey()), ring: s.ring}
-}
-
-// fresh reports whether a token expiring at expiresAt is valid for at least the skew.
-func (s *TokenStore) fresh(expiresAt int64) bool {
-	return expiresAt == 0 || s.now().Add(s.skew).UnixMilli() < expiresAt
 }
 
 // GetValidAccessToken returns an access token that is valid now, refreshing it
@@ -356,23 +281,6 @@ func (s *TokenStore) fresh(expiresAt int64) bool {
 func (s *TokenStore) GetValidAccessToken(ctx context.Context, userID, providerID string) (string, error) {
 	t, err := s.validToken(ctx, userID, providerID, nil)
 	return t.access, err
-}
-
-// validRead is a token valid now: its expiry, and for a DPoP-bound token the
-// encoded key it is bound to ("" for Bearer).
-type validRead struct {
-	access    string
-	expiresAt int64
-	key       string
-}
-
-// validOf is the validRead of stored tokens t.
-func validOf(t StoredTokens) validRead {
-	r := validRead{access: t.AccessToken, expiresAt: t.ExpiresAt}
-	if t.TokenType == tokenTypeDPoP {
-		r.key = t.DPoPKey
-	}
-	return r
 }
 
 // validToken is the token valid now and its expiry; need, when given, are
@@ -627,47 +535,4 @@ func lacking(providerID string, scope []byte, need []string) error {
 		return nil
 	}
 	return &ScopeError{ProviderID: providerID, Granted: granted, Missing: missing}
-}
-
-// Durability across a Redis failover. Redis replicates asynchronously: a
-// master can acknowledge a write and die before any replica has it, and the
-// promoted replica then holds the record as it was. For most records that
-// costs a retry; for a rotated refresh token it costs the grant (the store
-// keeps the spent token, the provider refuses it). With replica
-// acknowledgements on, a write that holds a rotated refresh token or a new
-// sign-in's tokens is followed by Redis WAIT on the key's master, and a
-// refreshed record that is not on enough replicas in time is kept in the
-// refreshing process: when it finds the record it replaced back in the
-// store (a failover lost the write), it writes it again.
-
-// WithReplicaAcks makes writes that hold a rotated refresh token or a new
-// sign-in's tokens wait until n replicas of the key's master have them, at
-// most timeout each (Redis WAIT). 0 turns it off (the default). Only a
-// RedisKV (or one wrapped by WithKeyPrefix) can wait; other stores ignore it.
-func WithReplicaAcks(n int, timeout time.Duration) TokenStoreOption {
-	return func(s *TokenStore) {
-		if n > 0 && timeout > 0 {
-			s.acks, s.ackTimeout = n, timeout
-		}
-	}
-}
-
-// replicated reports whether the write of key just made is on the replicas
-// WithReplicaAcks asks for: true when it is, or when nothing is asked or
-// the store cannot tell.
-func (s *TokenStore) replicated(ctx context.Context, key string) bool {
-	w, ok := s.kv.(kv.ReplicaWaiter)
-	if s.acks == 0 || !ok {
-		return true
-	}
-	got, err := w.WaitReplicas(ctx, key, s.acks, s.ackTimeout)
-	if err == nil && got >= s.acks {
-		return true
-	}
-	attrs := []any{slog.Int("want", s.acks), slog.Int("replicas", got)}
-	if err != nil {
-		attrs = append(attrs, slog.String("error", err.Error()))
-	}
-	s.events.log.WarnContext(ctx, "oauthflow: tokens written to the Redis master are not on enough replicas yet", attrs...)
-	return false
 }
