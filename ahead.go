@@ -213,7 +213,7 @@ func (s *TokenStore) refreshAhead(ctx context.Context, member string) (reschedul
 		return s.removeFromRefreshAhead(ctx, member)
 	}
 	due := a.due(v.expiresAt)
-	if m := s.readMeta(ctx, userID, providerID); m.RefreshedAt > 0 && m.about(fingerprint(v.tokens())) {
+	if m := s.refresher.readMeta(ctx, userID, providerID); m.RefreshedAt > 0 && m.about(fingerprint(v.tokens())) {
 		due = a.next(time.UnixMilli(m.RefreshedAt), v.expiresAt) // short tokens: halfway
 	}
 	if due.After(now) {
@@ -238,7 +238,7 @@ func (s *TokenStore) refreshAhead(ctx context.Context, member string) (reschedul
 	case errors.As(err, &failing):
 		return s.reschedule(ctx, member, failing.NextAttempt)
 	}
-	if m := s.readMeta(ctx, userID, providerID); m.Failures > 0 && m.NextAttempt > now.UnixMilli() {
+	if m := s.refresher.readMeta(ctx, userID, providerID); m.Failures > 0 && m.NextAttempt > now.UnixMilli() {
 		return s.reschedule(ctx, member, time.UnixMilli(m.NextAttempt)) // the failure it recorded
 	}
 	return false, err // tried again when the claim's lease lapses
@@ -247,7 +247,7 @@ func (s *TokenStore) refreshAhead(ctx context.Context, member string) (reschedul
 // refreshDue refreshes the record read as raw, unless it was rewritten by the
 // time the lock is held.
 func (s *TokenStore) refreshDue(ctx context.Context, userID, providerID string, raw []byte) (StoredTokens, error) {
-	return s.runRefresh(ctx, userID, providerID, raw, refreshWhen{ahead: true})
+	return s.refresher.runRefresh(ctx, userID, providerID, raw, refreshWhen{ahead: true})
 }
 
 // reschedule makes the connection's entry due at due; it reports

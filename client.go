@@ -35,7 +35,7 @@ type storeTokenSource struct {
 // "DPoP": it is refused without a proof of its key, which only Client and
 // Transport add.
 func (ts *storeTokenSource) Token() (*oauth2.Token, error) {
-	ctx, cancel := context.WithTimeout(ts.values, ts.s.refreshTimeout)
+	ctx, cancel := context.WithTimeout(ts.values, ts.s.refresher.refreshTimeout)
 	defer cancel()
 	r, err := ts.s.validToken(ctx, ts.userID, ts.providerID, nil)
 	if err != nil {
@@ -110,7 +110,7 @@ func (t *bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // recover answers a 401 to the token sent: one forced refresh, one retry.
 func (t *bearerTransport) recover(ctx context.Context, req *http.Request, resp *http.Response, sent string) (*http.Response, error) {
 	s := t.src.s
-	fresh, err := s.refreshRejected(ctx, t.src.userID, t.src.providerID, sent)
+	fresh, err := s.refresher.refreshRejected(ctx, t.src.userID, t.src.providerID, sent)
 	switch {
 	case errors.Is(err, ErrNoToken):
 		discard(resp)

@@ -24,7 +24,7 @@ func StopWork(m *Module) { m.work.Stop() }
 // SetRefreshTimeout bounds m's refreshes (and so the retries of a rotated
 // token's write) at d, as WithRefreshTimeout does for a TokenStore: set it
 // before any refresh runs.
-func SetRefreshTimeout(m *Module, d time.Duration) { m.Tokens.refreshTimeout = d }
+func SetRefreshTimeout(m *Module, d time.Duration) { m.Tokens.refresher.refreshTimeout = d }
 
 // MemoryLen reports how many key/value entries m holds, expired or not yet
 // swept: a test checks that a refused call left nothing behind.

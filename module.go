@@ -254,8 +254,8 @@ func moduleKV(ctx context.Context, cfg Config, log *slog.Logger) (KV, bool, erro
 // exits.
 func (m *Module) Close() error {
 	m.work.Close()
-	m.Tokens.flights.Wait() // a refresh in flight writes what the provider rotated first
-	err := m.Tokens.unwrittenErr()
+	m.Tokens.refresher.flights.Wait() // a refresh in flight writes what the provider rotated first
+	err := m.Tokens.refresher.unwrittenErr()
 	if m.ownsKV {
 		err = errors.Join(err, kv.Close(m.KV))
 	}

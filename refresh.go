@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/flight"
 	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/lease"
 	"github.com/oauthflow/oauthflow/internal/xcontext"
@@ -36,11 +37,30 @@ import (
 // under it before it gives up.
 const maxRefreshRounds = 3
 
+// refresher refreshes a TokenStore's tokens at their providers: a refresh
+// of one record runs once in this process (its flight group) and once
+// across processes (a leased lock in the KV), waits for another process's
+// as lockWait says, and keeps refreshed tokens it could not write yet
+// (pending) until a later refresh or read writes them. It writes each
+// connection's health, backs off a provider that keeps failing, and
+// revokes what a disconnect left live.
+type refresher struct {
+	*tokenRecords
+	refreshTimeout time.Duration
+	lockLease      time.Duration
+	lockWait       lockWait // how a refresh waits for another process's
+	onLockWait     func()   // tests: called each time a refresh waits for another process's
+	flights        flight.Group[StoredTokens]
+	pending        pendingWrites
+	backoff        Backoff                                      // between transient refresh failures
+	onRateLimited  func(ctx context.Context, providerID string) // a provider answered 429: refresh ahead slows down
+}
+
 // refresh collapses concurrent refreshes of one record in this process, and runs
 // the shared one under a context of its own so that no caller's cancellation
 // ends it. seen is the record as the caller read it.
-func (s *TokenStore) refresh(ctx context.Context, userID, providerID string, seen []byte) (StoredTokens, error) {
-	return s.runRefresh(ctx, userID, providerID, seen, refreshWhen{})
+func (rf *refresher) refresh(ctx context.Context, userID, providerID string, seen []byte) (StoredTokens, error) {
+	return rf.runRefresh(ctx, userID, providerID, seen, refreshWhen{})
 }
 
 // refreshRejected refreshes the user's token because an API refused rejected,
@@ -48,18 +68,18 @@ func (s *TokenStore) refresh(ctx context.Context, userID, providerID string, see
 // stored token other than rejected (another caller refreshed it meanwhile) is
 // returned as it is; ErrNoToken when the grant turns out dead or there is no
 // refresh token.
-func (s *TokenStore) refreshRejected(ctx context.Context, userID, providerID, rejected string) (validRead, error) {
-	raw, v, err := s.read(ctx, tokenKey(userID, providerID))
+func (rf *refresher) refreshRejected(ctx context.Context, userID, providerID, rejected string) (validRead, error) {
+	raw, v, err := rf.read(ctx, tokenKey(userID, providerID))
 	if err != nil {
 		return validRead{}, err
 	}
-	if string(v.access) != rejected && s.fresh(v.expiresAt) {
+	if string(v.access) != rejected && rf.fresh(v.expiresAt) {
 		return validOf(v.tokens()), nil
 	}
 	if len(v.refresh) == 0 {
 		return validRead{}, fmt.Errorf("%w: the API refused the access token and there is no refresh token", ErrNoToken)
 	}
-	t, err := s.runRefresh(ctx, userID, providerID, raw, refreshWhen{rejected: rejected})
+	t, err := rf.runRefresh(ctx, userID, providerID, raw, refreshWhen{rejected: rejected})
 	return validOf(t), err
 }
 
@@ -71,15 +91,15 @@ type refreshWhen struct {
 }
 
 // runRefresh is refresh, where a record is also due as when says.
-func (s *TokenStore) runRefresh(ctx context.Context, userID, providerID string, seen []byte, when refreshWhen) (StoredTokens, error) {
-	return s.flights.Do(ctx, tokenKey(userID, providerID), func(publish func(StoredTokens, error)) (StoredTokens, error) {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.refreshTimeout)
+func (rf *refresher) runRefresh(ctx context.Context, userID, providerID string, seen []byte, when refreshWhen) (StoredTokens, error) {
+	return rf.flights.Do(ctx, tokenKey(userID, providerID), func(publish func(StoredTokens, error)) (StoredTokens, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rf.refreshTimeout)
 		defer cancel()
-		r := &refreshRun{s: s, userID: userID, providerID: providerID, key: tokenKey(userID, providerID), publish: publish,
+		r := &refreshRun{rf: rf, userID: userID, providerID: providerID, key: tokenKey(userID, providerID), publish: publish,
 			when: when}
 		t, err := r.shared(rctx, seen)
 		if r.unsaved != nil { // told once the lock is free, so the next read can write them
-			s.events.emit(rctx, Event{Kind: EventRefreshUnsaved, UserID: userID, ProviderID: providerID, Err: r.unsaved})
+			rf.events.emit(rctx, Event{Kind: EventRefreshUnsaved, UserID: userID, ProviderID: providerID, Err: r.unsaved})
 		}
 		return t, err
 	})
@@ -87,7 +107,7 @@ func (s *TokenStore) runRefresh(ctx context.Context, userID, providerID string, 
 
 // refreshRun is one refresh, from taking the lock to the last write.
 type refreshRun struct {
-	s                       *TokenStore
+	rf                      *refresher
 	userID, providerID, key string
 	publish                 func(StoredTokens, error) // answers the callers before the run ends
 	unsaved                 error                     // why refreshed tokens are kept unwritten, if they are
@@ -102,14 +122,14 @@ func (r *refreshRun) current(raw []byte, v tokenView, seen []byte) bool {
 		return false
 	}
 	if r.when.ahead {
-		return v.expiresAt == 0 || !bytes.Equal(raw, seen) && r.s.fresh(v.expiresAt)
+		return v.expiresAt == 0 || !bytes.Equal(raw, seen) && r.rf.fresh(v.expiresAt)
 	}
-	return r.s.current(raw, v, seen)
+	return r.rf.current(raw, v, seen)
 }
 
 // usable reports whether kept tokens can be handed out: fresh, and not the rejected token.
 func (r *refreshRun) usable(t StoredTokens) bool {
-	return r.s.fresh(t.ExpiresAt) && (r.when.rejected == "" || t.AccessToken != r.when.rejected)
+	return r.rf.fresh(t.ExpiresAt) && (r.when.rejected == "" || t.AccessToken != r.when.rejected)
 }
 
 // shared takes the cross-process lock and refreshes, or, while another process
@@ -119,16 +139,16 @@ func (r *refreshRun) usable(t StoredTokens) bool {
 func (r *refreshRun) shared(ctx context.Context, seen []byte) (StoredTokens, error) {
 	lock := lockKey(r.userID, r.providerID)
 	var released <-chan struct{}
-	wait := r.s.lockWait
+	wait := r.rf.lockWait
 	for backoff := wait.first; ; backoff = min(2*backoff, wait.max) {
-		l, got, err := lease.Try(ctx, r.s.kv, lock, r.s.lockLease)
+		l, got, err := lease.Try(ctx, r.rf.kv, lock, r.rf.lockLease)
 		if err != nil {
 			return StoredTokens{}, err
 		}
 		if got {
 			t, err := r.locked(ctx, l, seen)
 			l.Release(ctx)
-			kv.AnnounceRelease(ctx, r.s.kv, lock)
+			kv.AnnounceRelease(ctx, r.rf.kv, lock)
 			if !errors.Is(err, lease.ErrLost) {
 				return t, err
 			}
@@ -138,7 +158,7 @@ func (r *refreshRun) shared(ctx context.Context, seen []byte) (StoredTokens, err
 			return t, err
 		}
 		if released == nil {
-			ch, stop, ok := kv.WatchRelease(ctx, r.s.kv, lock)
+			ch, stop, ok := kv.WatchRelease(ctx, r.rf.kv, lock)
 			defer stop()
 			if ok {
 				// Look once more now that a release is heard: the holder may
@@ -148,8 +168,8 @@ func (r *refreshRun) shared(ctx context.Context, seen []byte) (StoredTokens, err
 			}
 			released = make(chan struct{}) // never receives: poll only
 		}
-		if r.s.onLockWait != nil {
-			r.s.onLockWait()
+		if r.rf.onLockWait != nil {
+			r.rf.onLockWait()
 		}
 		if err := waitRelease(ctx, released, backoff); err != nil {
 			return StoredTokens{}, fmt.Errorf("oauthflow: waiting for another instance's refresh: %w", err)
@@ -181,11 +201,11 @@ func waitRelease(ctx context.Context, released <-chan struct{}, d time.Duration)
 // doneElsewhere reports whether the record no longer needs this refresh:
 // someone else refreshed it, replaced it, or deleted it.
 func (r *refreshRun) doneElsewhere(ctx context.Context, seen []byte) (StoredTokens, bool, error) {
-	raw, v, err := r.s.read(ctx, r.key)
+	raw, v, err := r.rf.read(ctx, r.key)
 	if err != nil {
 		return StoredTokens{}, true, err
 	}
-	if pw, ok := r.s.pendingFor(r.key, raw); ok && r.usable(pw.t) {
+	if pw, ok := r.rf.pendingFor(r.key, raw); ok && r.usable(pw.t) {
 		return pw.t, true, nil // this process refreshed it; the write is still being retried
 	}
 	if !r.current(raw, v, seen) {
@@ -197,11 +217,11 @@ func (r *refreshRun) doneElsewhere(ctx context.Context, seen []byte) (StoredToke
 // current reports whether a record read as raw can be handed out instead of
 // refreshing the one seen: it is fresh, or it is another record that has not
 // expired (a refresh elsewhere, or a sign-in, wrote it).
-func (s *TokenStore) current(raw []byte, v tokenView, seen []byte) bool {
-	if s.fresh(v.expiresAt) {
+func (rf *refresher) current(raw []byte, v tokenView, seen []byte) bool {
+	if rf.fresh(v.expiresAt) {
 		return true
 	}
-	return !bytes.Equal(raw, seen) && s.now().UnixMilli() < v.expiresAt
+	return !bytes.Equal(raw, seen) && rf.now().UnixMilli() < v.expiresAt
 }
 
 // locked refreshes while holding l. A round ends when a write lands, the
@@ -209,7 +229,7 @@ func (s *TokenStore) current(raw []byte, v tokenView, seen []byte) bool {
 // the refresh (a sign-in, a disconnect) starts the next round from a new read.
 func (r *refreshRun) locked(ctx context.Context, l *lease.Lease, seen []byte) (StoredTokens, error) {
 	for range maxRefreshRounds {
-		raw, v, err := r.s.read(ctx, r.key)
+		raw, v, err := r.rf.read(ctx, r.key)
 		if err != nil {
 			return StoredTokens{}, err
 		}
@@ -228,7 +248,7 @@ func (r *refreshRun) locked(ctx context.Context, l *lease.Lease, seen []byte) (S
 // round refreshes the record read as raw (base: its tokens, or the newer ones
 // this process could not write yet) and writes the result against raw.
 func (r *refreshRun) round(ctx context.Context, l *lease.Lease, raw []byte, base StoredTokens) (t StoredTokens, again bool, err error) {
-	if pw, ok := r.s.pendingFor(r.key, raw); ok {
+	if pw, ok := r.rf.pendingFor(r.key, raw); ok {
 		if r.usable(pw.t) {
 			return r.save(ctx, l, raw, pw.t) // write what the last refresh could not
 		}
@@ -237,18 +257,18 @@ func (r *refreshRun) round(ctx context.Context, l *lease.Lease, raw []byte, base
 	if base.RefreshToken == "" {
 		return StoredTokens{}, false, fmt.Errorf("%w: the access token expired and there is no refresh token", ErrNoToken)
 	}
-	health := r.s.readMeta(ctx, r.userID, r.providerID)
-	if err := r.s.coolingDown(health, base, r.providerID); err != nil {
+	health := r.rf.readMeta(ctx, r.userID, r.providerID)
+	if err := r.rf.coolingDown(health, base, r.providerID); err != nil {
 		return StoredTokens{}, false, err
 	}
-	ts, err := r.s.callRefresh(ctx, r.providerID, base)
+	ts, err := r.rf.callRefresh(ctx, r.providerID, base)
 	if err != nil {
 		again, err = r.failed(ctx, l, raw, err, health, base)
 		return StoredTokens{}, again, err
 	}
-	t, again, err = r.save(ctx, l, raw, r.s.merge(base, ts))
+	t, again, err = r.save(ctx, l, raw, r.rf.merge(base, ts))
 	if !again && err == nil {
-		r.s.refreshed(ctx, r.userID, r.providerID, health, base, t)
+		r.rf.refreshed(ctx, r.userID, r.providerID, health, base, t)
 	}
 	return t, again, err
 }
@@ -259,7 +279,7 @@ func (r *refreshRun) round(ctx context.Context, l *lease.Lease, raw []byte, base
 // the next refresh of this record in this process. A record deleted meanwhile
 // (a disconnect) gets nothing written, and t is revoked.
 func (r *refreshRun) save(ctx context.Context, l *lease.Lease, raw []byte, t StoredTokens) (StoredTokens, bool, error) {
-	w := pendingWrite{conn: connRef{r.userID, r.providerID}, old: raw, oldPlain: r.s.plainOf(raw, r.key), new: r.s.seal(t, r.key), t: t}
+	w := pendingWrite{conn: connRef{r.userID, r.providerID}, old: raw, oldPlain: r.rf.plainOf(raw, r.key), new: r.rf.seal(t, r.key), t: t}
 	switch err := r.write(ctx, l, &w); {
 	case err == nil:
 		return t, false, nil
@@ -268,11 +288,11 @@ func (r *refreshRun) save(ctx context.Context, l *lease.Lease, raw []byte, t Sto
 	case errors.Is(err, errSuperseded):
 		return StoredTokens{}, true, nil
 	case errors.Is(err, lease.ErrLost):
-		r.s.pending.keep(r.key, w)
+		r.rf.pending.keep(r.key, w)
 		r.unsaved = err
 		return t, false, nil
 	}
-	r.s.pending.keep(r.key, w)
+	r.rf.pending.keep(r.key, w)
 	r.publish(t, nil)
 	r.retry(ctx, l, w)
 	return t, false, nil
@@ -283,9 +303,36 @@ func (r *refreshRun) save(ctx context.Context, l *lease.Lease, raw []byte, t Sto
 // refresh token it found, which the provider had already rotated away, so t
 // is the grant's only live token and nothing else would ever revoke it.
 func (r *refreshRun) revokeAfterDisconnect(ctx context.Context, t StoredTokens) error {
-	r.s.pending.drop(r.key)
-	r.s.revoke(ctx, r.userID, r.providerID, t)
+	r.rf.pending.drop(r.key)
+	r.rf.revoke(ctx, r.userID, r.providerID, t)
 	return fmt.Errorf("%w: the connection was removed during the refresh", ErrNoToken)
+}
+
+// revoke asks the provider to revoke t's grant (RFC 7009), its refresh
+// token when it has one; a failure is told as EventRevokeFailed.
+func (rf *refresher) revoke(ctx context.Context, userID, providerID string, t StoredTokens) {
+	p, err := rf.reg.Get(providerID)
+	if err != nil {
+		return
+	}
+	r, ok := p.(Revoker)
+	if !ok {
+		return
+	}
+	token, hint := t.RefreshToken, "refresh_token"
+	if token == "" {
+		token, hint = t.AccessToken, "access_token"
+	}
+	rctx, cancel := context.WithTimeout(ctx, rf.refreshTimeout)
+	defer cancel()
+	if err := callRevoke(rctx, r, token, hint); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		rf.events.emit(ctx, Event{Kind: EventRevokeFailed, UserID: userID, ProviderID: providerID, Err: err})
+	}
+}
+
+func callRevoke(ctx context.Context, r Revoker, token, hint string) (err error) {
+	defer errs.Recover(&err, "RevokeToken")
+	return r.RevokeToken(ctx, token, hint)
 }
 
 // errSuperseded means the record changed since the refresh read it.
@@ -307,13 +354,13 @@ func (r *refreshRun) write(ctx context.Context, l *lease.Lease, w *pendingWrite)
 		if !errors.Is(err, errSuperseded) {
 			return err
 		}
-		cur, gerr := r.s.kv.Get(ctx, r.key)
+		cur, gerr := r.rf.kv.Get(ctx, r.key)
 		switch {
 		case errors.Is(gerr, ErrNotFound):
 			return errRecordGone
 		case gerr != nil:
 			return errs.Store(ctx, "read tokens", gerr)
-		case !w.sameTokens(r.s.plainOf(cur, r.key)):
+		case !w.sameTokens(r.rf.plainOf(cur, r.key)):
 			return errSuperseded
 		}
 		w.old = cur
@@ -330,22 +377,22 @@ func (r *refreshRun) fencedSwap(ctx context.Context, l *lease.Lease, w *pendingW
 	if !held {
 		return lease.ErrLost
 	}
-	ok, err := r.s.kv.CompareAndSwap(ctx, r.key, w.old, w.new, r.s.ttl(w.t))
+	ok, err := r.rf.kv.CompareAndSwap(ctx, r.key, w.old, w.new, r.rf.ttl(w.t))
 	if err != nil {
 		return errs.Store(ctx, "store refreshed tokens", err)
 	}
 	if !ok {
 		return errSuperseded
 	}
-	if w.rotated() && !r.s.replicated(ctx, r.key) {
+	if w.rotated() && !r.rf.replicated(ctx, r.key) {
 		// On the master only: a failover may yet lose it. Kept, and written
 		// again if the record it replaced comes back (pendingWrites.get).
 		w.unconfirmed = true
-		r.s.pending.keep(r.key, *w)
+		r.rf.pending.keep(r.key, *w)
 	} else {
-		r.s.pending.drop(r.key)
+		r.rf.pending.drop(r.key)
 	}
-	r.s.events.emit(ctx, Event{Kind: EventTokensRefreshed, UserID: r.userID, ProviderID: r.providerID})
+	r.rf.events.emit(ctx, Event{Kind: EventTokensRefreshed, UserID: r.userID, ProviderID: r.providerID})
 	return nil
 }
 
@@ -378,9 +425,9 @@ func (r *refreshRun) retry(ctx context.Context, l *lease.Lease, w pendingWrite) 
 // as read before the refresh of base). again asks for a new round: the record
 // changed meanwhile.
 func (r *refreshRun) failed(ctx context.Context, l *lease.Lease, raw []byte, err error, health connMeta, base StoredTokens) (again bool, _ error) {
-	p, _ := r.s.reg.Get(r.providerID)
+	p, _ := r.rf.reg.Get(r.providerID)
 	if !grantDead(p, err) {
-		r.s.refreshFailed(ctx, r.userID, r.providerID, health, base, err)
+		r.rf.refreshFailed(ctx, r.userID, r.providerID, health, base, err)
 		return false, fmt.Errorf("oauthflow: refresh %s token: %w", r.providerID, err)
 	}
 	held, cerr := l.Confirm(ctx)
@@ -390,32 +437,32 @@ func (r *refreshRun) failed(ctx context.Context, l *lease.Lease, raw []byte, err
 	if !held {
 		return false, lease.ErrLost
 	}
-	deleted, derr := r.s.kv.CompareAndDelete(ctx, r.key, raw)
+	deleted, derr := r.rf.kv.CompareAndDelete(ctx, r.key, raw)
 	if derr != nil {
 		return false, errs.Store(ctx, "delete dead grant", derr)
 	}
-	r.s.pending.drop(r.key)
+	r.rf.pending.drop(r.key)
 	if !deleted {
 		return true, nil
 	}
-	r.s.forget(ctx, r.userID, r.providerID)
-	r.s.events.emit(ctx, Event{Kind: EventRefreshFailed, UserID: r.userID, ProviderID: r.providerID, Err: err, GrantDead: true})
+	r.rf.forget(ctx, r.userID, r.providerID)
+	r.rf.events.emit(ctx, Event{Kind: EventRefreshFailed, UserID: r.userID, ProviderID: r.providerID, Err: err, GrantDead: true})
 	return false, fmt.Errorf("%w: the provider refused the refresh token: %w", ErrNoToken, err)
 }
 
 // callRefresh refreshes old at its provider; a grant bound to a key (DPoP)
 // proves it on the refresh request, with the key its record keeps.
-func (s *TokenStore) callRefresh(ctx context.Context, providerID string, old StoredTokens) (ts *TokenSet, err error) {
-	p, err := s.reg.Get(providerID)
+func (rf *refresher) callRefresh(ctx context.Context, providerID string, old StoredTokens) (ts *TokenSet, err error) {
+	p, err := rf.reg.Get(providerID)
 	if err != nil {
 		return nil, err
 	}
 	if old.DPoPKey != "" {
-		key, err := s.keys.get(old.DPoPKey)
+		key, err := rf.keys.get(old.DPoPKey)
 		if err != nil {
 			return nil, err
 		}
-		ctx = withProofs(ctx, key, &s.nonces)
+		ctx = withProofs(ctx, key, &rf.nonces)
 	}
 	defer errs.Recover(&err, "provider "+providerID+" RefreshToken")
 	ts, err = p.RefreshToken(ctx, old.RefreshToken)
@@ -428,9 +475,9 @@ func (s *TokenStore) callRefresh(ctx context.Context, providerID string, old Sto
 // merge applies a refresh answer: a new refresh token or scope replaces the stored
 // one, otherwise the stored value is kept. The grant keeps its key; the new
 // access token is bound to it when the answer says DPoP.
-func (s *TokenStore) merge(old StoredTokens, ts *TokenSet) StoredTokens {
+func (rf *refresher) merge(old StoredTokens, ts *TokenSet) StoredTokens {
 	t := StoredTokens{AccessToken: ts.AccessToken, RefreshToken: old.RefreshToken,
-		ExpiresAt: s.expiresAt(max(ts.ExpiresIn, 0)), Scope: old.Scope, DPoPKey: old.DPoPKey,
+		ExpiresAt: rf.expiresAt(max(ts.ExpiresIn, 0)), Scope: old.Scope, DPoPKey: old.DPoPKey,
 		Account: old.Account, Metadata: refreshedMetadata(old.Metadata, ts.Metadata)}
 	if old.DPoPKey != "" && isDPoP(ts.TokenType) {
 		t.TokenType = tokenTypeDPoP
@@ -444,6 +491,7 @@ func (s *TokenStore) merge(old StoredTokens, ts *TokenSet) StoredTokens {
 	return t
 }
 
+// connRef names a connection: one user's grant from one provider.
 type connRef struct{ userID, providerID string }
 
 // pendingWrite is a refreshed record this process could not write yet: new
@@ -508,6 +556,18 @@ func (p *pendingWrites) peek(key string) (pendingWrite, bool) {
 	return w, ok
 }
 
+func (p *pendingWrites) drop(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.m, key)
+}
+
+// pendingFor is the write this process keeps for key while the record read as
+// raw still holds the tokens it was refreshed from.
+func (rf *refresher) pendingFor(key string, raw []byte) (pendingWrite, bool) {
+	return rf.pending.get(key, raw, func(b []byte) []byte { return rf.plainOf(b, key) })
+}
+
 // appliesTo reports whether w still applies to the record read as raw
 // (plain: raw opened, nil when it does not open): the record w was
 // refreshed from, as read or sealed anew.
@@ -546,8 +606,8 @@ const maxNamedUnwritten = 10
 // of the connection has written them since. The provider has spent the
 // tokens the store holds, so they are the grants' only live tokens, and
 // they are lost with the process. It names the connections, never a token.
-func (s *TokenStore) unwrittenErr() error {
-	refs := s.pending.unwritten()
+func (rf *refresher) unwrittenErr() error {
+	refs := rf.pending.unwritten()
 	if len(refs) == 0 {
 		return nil
 	}
@@ -561,12 +621,6 @@ func (s *TokenStore) unwrittenErr() error {
 	return fmt.Errorf("%w: %d connection(s) hold a rotated refresh token that only this process has (the store failed "+
 		"past the refresh's retries); it is lost when the process exits, and those users must sign in again: %s",
 		ErrStoreUnavailable, len(refs), strings.Join(names, ", "))
-}
-
-func (p *pendingWrites) drop(key string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.m, key)
 }
 
 // Health: what the refreshes of a connection have told. Each connection has a
@@ -675,8 +729,8 @@ func decodeMeta(b []byte) connMeta {
 
 // readMeta reads the health record of the user's connection. It is advice:
 // a record that cannot be read counts as none.
-func (s *TokenStore) readMeta(ctx context.Context, userID, providerID string) connMeta {
-	b, err := s.kv.Get(ctx, metaKey(userID, providerID))
+func (rf *refresher) readMeta(ctx context.Context, userID, providerID string) connMeta {
+	b, err := rf.kv.Get(ctx, metaKey(userID, providerID))
 	if err != nil {
 		return connMeta{}
 	}
@@ -685,18 +739,18 @@ func (s *TokenStore) readMeta(ctx context.Context, userID, providerID string) co
 
 // writeMeta stores m. A failure is logged and otherwise ignored: the tokens
 // are what matters, and the next refresh writes the record again.
-func (s *TokenStore) writeMeta(ctx context.Context, userID, providerID string, m connMeta) {
+func (rf *refresher) writeMeta(ctx context.Context, userID, providerID string, m connMeta) {
 	b, _ := json.Marshal(m)
-	if err := s.kv.Set(ctx, metaKey(userID, providerID), b, refreshableTokenTTL); err != nil && s.events.log != nil {
-		s.events.log.WarnContext(ctx, "oauthflow: the connection's health could not be written",
+	if err := rf.kv.Set(ctx, metaKey(userID, providerID), b, refreshableTokenTTL); err != nil && rf.events.log != nil {
+		rf.events.log.WarnContext(ctx, "oauthflow: the connection's health could not be written",
 			"provider", providerID, "error", err.Error())
 	}
 }
 
 // coolingDown is the error for a refresh of base that must wait: m says its
 // refreshes failed and the next attempt is not due; nil when it may go on.
-func (s *TokenStore) coolingDown(m connMeta, base StoredTokens, providerID string) error {
-	if m.Failures == 0 || !m.about(fingerprint(base)) || s.now().UnixMilli() >= m.NextAttempt {
+func (rf *refresher) coolingDown(m connMeta, base StoredTokens, providerID string) error {
+	if m.Failures == 0 || !m.about(fingerprint(base)) || rf.now().UnixMilli() >= m.NextAttempt {
 		return nil
 	}
 	return &RefreshFailingError{ProviderID: providerID, Attempts: m.Failures, LastError: m.LastError,
@@ -705,21 +759,21 @@ func (s *TokenStore) coolingDown(m connMeta, base StoredTokens, providerID strin
 
 // refreshFailed records a transient failure of the refresh of base, m being
 // the health record as it was read, and tells the hook.
-func (s *TokenStore) refreshFailed(ctx context.Context, userID, providerID string, m connMeta, base StoredTokens, cause error) {
-	fp, now := fingerprint(base), s.now()
+func (rf *refresher) refreshFailed(ctx context.Context, userID, providerID string, m connMeta, base StoredTokens, cause error) {
+	fp, now := fingerprint(base), rf.now()
 	next := connMeta{Tokens: fp, Failures: 1, LastError: logSafeError(cause), FailedAt: now.UnixMilli()}
 	if m.about(fp) {
 		next.RefreshedAt, next.Failures = m.RefreshedAt, m.Failures+1
 	}
-	next.NextAttempt = now.Add(s.backoff.after(next.Failures, fp)).UnixMilli()
-	s.writeMeta(ctx, userID, providerID, next)
+	next.NextAttempt = now.Add(rf.backoff.after(next.Failures, fp)).UnixMilli()
+	rf.writeMeta(ctx, userID, providerID, next)
 	if rateLimited(cause) {
-		s.slowDown(ctx, providerID) // the provider says too many: the whole fleet holds back
+		rf.onRateLimited(ctx, providerID) // the provider says too many: the whole fleet holds back
 	}
-	s.events.emit(ctx, Event{Kind: EventRefreshFailed, UserID: userID, ProviderID: providerID, Err: cause,
+	rf.events.emit(ctx, Event{Kind: EventRefreshFailed, UserID: userID, ProviderID: providerID, Err: cause,
 		Attempts: next.Failures})
 	if next.Failures == 1 {
-		s.events.emit(ctx, Event{Kind: EventConnectionFailing, UserID: userID, ProviderID: providerID, Err: cause,
+		rf.events.emit(ctx, Event{Kind: EventConnectionFailing, UserID: userID, ProviderID: providerID, Err: cause,
 			Attempts: 1})
 	}
 }
@@ -729,18 +783,18 @@ func rateLimited(err error) bool { return providerStatus(err) == http.StatusTooM
 
 // refreshed records a successful refresh of base into t, m being the health
 // record as it was read, and tells the hook when it ends a run of failures.
-func (s *TokenStore) refreshed(ctx context.Context, userID, providerID string, m connMeta, base, t StoredTokens) {
-	s.writeMeta(ctx, userID, providerID, connMeta{Tokens: fingerprint(t), RefreshedAt: s.now().UnixMilli()})
+func (rf *refresher) refreshed(ctx context.Context, userID, providerID string, m connMeta, base, t StoredTokens) {
+	rf.writeMeta(ctx, userID, providerID, connMeta{Tokens: fingerprint(t), RefreshedAt: rf.now().UnixMilli()})
 	if m.Failures > 0 && m.about(fingerprint(base)) {
-		s.events.emit(ctx, Event{Kind: EventConnectionRecovered, UserID: userID, ProviderID: providerID,
+		rf.events.emit(ctx, Event{Kind: EventConnectionRecovered, UserID: userID, ProviderID: providerID,
 			Attempts: m.Failures})
 	}
 }
 
 // forget deletes the health record of a connection that is gone.
-func (s *TokenStore) forget(ctx context.Context, userID, providerID string) {
-	if err := s.kv.Del(ctx, metaKey(userID, providerID)); err != nil && !errors.Is(err, ErrNotFound) && s.events.log != nil {
-		s.events.log.WarnContext(ctx, "oauthflow: the health record of a closed connection could not be deleted",
+func (rf *refresher) forget(ctx context.Context, userID, providerID string) {
+	if err := rf.kv.Del(ctx, metaKey(userID, providerID)); err != nil && !errors.Is(err, ErrNotFound) && rf.events.log != nil {
+		rf.events.log.WarnContext(ctx, "oauthflow: the health record of a closed connection could not be deleted",
 			"provider", providerID, "error", err.Error())
 	}
 }

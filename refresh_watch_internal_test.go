@@ -54,10 +54,10 @@ func TestRefreshWaiterHearsTheHolderRelease(t *testing.T) {
 	hour := lockWait{first: time.Hour, max: time.Hour, watched: time.Hour}
 	holder := NewTokenStore(store, reg)
 	waiter := NewTokenStore(store, reg)
-	holder.lockWait, waiter.lockWait = hour, hour
+	holder.refresher.lockWait, waiter.refresher.lockWait = hour, hour
 	waiting := make(chan struct{})
 	var once sync.Once
-	waiter.onLockWait = func() { once.Do(func() { close(waiting) }) }
+	waiter.refresher.onLockWait = func() { once.Do(func() { close(waiting) }) }
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -132,9 +132,9 @@ func TestRefreshWaiterLooksAgainOnceListening(t *testing.T) {
 		t.Fatal(err)
 	}
 	waiter := NewTokenStore(store, reg)
-	waiter.lockWait = lockWait{first: time.Hour, max: time.Hour, watched: time.Hour}
+	waiter.refresher.lockWait = lockWait{first: time.Hour, max: time.Hour, watched: time.Hour}
 	var waits atomic.Int64
-	waiter.onLockWait = func() { waits.Add(1); cancel() } // a wait here would be for nothing: fail fast
+	waiter.refresher.onLockWait = func() { waits.Add(1); cancel() } // a wait here would be for nothing: fail fast
 	expired := StoredTokens{AccessToken: "stale", RefreshToken: "old", ExpiresAt: time.Now().Add(-time.Minute).UnixMilli()}
 	if err := waiter.StoreTokens(ctx, "u1", "gated", expired); err != nil {
 		t.Fatal(err)

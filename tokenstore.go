@@ -13,7 +13,6 @@ import (
 	"unsafe"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
-	"github.com/oauthflow/oauthflow/internal/flight"
 	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
@@ -29,16 +28,10 @@ const (
 // Several TokenStores over one Redis (app replicas) refresh a token once between them.
 type TokenStore struct {
 	tokenRecords
-	refreshTimeout time.Duration
-	lockLease      time.Duration
-	lockWait       lockWait // how a refresh waits for another process's
-	onLockWait     func()   // tests: called each time a refresh waits for another process's
-	flights        flight.Group[StoredTokens]
-	pending        pendingWrites
-	direct         directKV       // kv without its key prefix, for the hot read
-	backoff        Backoff        // between transient refresh failures
-	ahead          *aheadState    // refresh ahead (WithRefreshAhead); nil: off
-	limiter        refreshLimiter // bounds on refreshes ahead per provider (WithRefreshLimits)
+	refresher refresher      // refreshes on read, once between processes
+	direct    directKV       // kv without its key prefix, for the hot read
+	ahead     *aheadState    // refresh ahead (WithRefreshAhead); nil: off
+	limiter   refreshLimiter // bounds on refreshes ahead per provider (WithRefreshLimits)
 }
 
 // TokenStoreOption configures a TokenStore.
@@ -78,7 +71,7 @@ func WithEventHook(h EventHook) TokenStoreOption { return func(s *TokenStore) { 
 func WithRefreshTimeout(d time.Duration) TokenStoreOption {
 	return func(s *TokenStore) {
 		if d > 0 {
-			s.refreshTimeout = d
+			s.refresher.refreshTimeout = d
 		}
 	}
 }
@@ -88,7 +81,7 @@ func WithRefreshTimeout(d time.Duration) TokenStoreOption {
 func WithLockLease(d time.Duration) TokenStoreOption {
 	return func(s *TokenStore) {
 		if d > 0 {
-			s.lockLease = max(d, time.Millisecond)
+			s.refresher.lockLease = max(d, time.Millisecond)
 		}
 	}
 }
@@ -98,7 +91,7 @@ func WithLockLease(d time.Duration) TokenStoreOption {
 // refresh fails at once with a [RefreshFailingError].
 // A zero field takes the default's: First 2 s, Max 5 min, Jitter 0.2.
 func WithRefreshBackoff(b Backoff) TokenStoreOption {
-	return func(s *TokenStore) { s.backoff = b.orDefault() }
+	return func(s *TokenStore) { s.refresher.backoff = b.orDefault() }
 }
 
 // WithEncryption seals the token records this store writes with ring's
@@ -127,10 +120,10 @@ func NewTokenStore(kv KV, reg *Registry, opts ...TokenStoreOption) *TokenStore {
 		reg = NewRegistry()
 	}
 	s := &TokenStore{tokenRecords: tokenRecords{kv: storeOf(kv), reg: reg, now: time.Now, skew: defaultSkew,
-		events: notifier{log: slog.Default()}},
-		refreshTimeout: defaultRefreshTimeout, lockLease: defaultLockLease, lockWait: defaultLockWait,
-		backoff: defaultRefreshBackoff}
-	s.flights.Name = "refresh"
+		events: notifier{log: slog.Default()}}}
+	s.refresher = refresher{tokenRecords: &s.tokenRecords, refreshTimeout: defaultRefreshTimeout,
+		lockLease: defaultLockLease, lockWait: defaultLockWait, backoff: defaultRefreshBackoff, onRateLimited: s.slowDown}
+	s.refresher.flights.Name = "refresh"
 	for _, o := range opts {
 		o(s)
 	}
@@ -164,7 +157,7 @@ func (s *TokenStore) StoreTokens(ctx context.Context, userID, providerID string,
 	if t.RefreshToken != "" {
 		s.replicated(ctx, tokenKey(userID, providerID)) // a shortfall is logged: the sign-in's tokens are stored on the master
 	}
-	s.pending.drop(tokenKey(userID, providerID))
+	s.refresher.pending.drop(tokenKey(userID, providerID))
 	s.events.emit(ctx, Event{Kind: EventTokensStored, UserID: userID, ProviderID: providerID})
 	return nil
 }
@@ -253,24 +246,18 @@ func (s *TokenStore) GetTokens(ctx context.Context, userID, providerID string) (
 	key := tokenKey(userID, providerID)
 	// The kept write is also looked up before the read: one that lands in
 	// between is dropped by then, and the record read is the one it replaced.
-	before, kept := s.pending.peek(key)
+	before, kept := s.refresher.pending.peek(key)
 	raw, v, err := s.read(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	t := v.tokens()
-	if pw, ok := s.pendingFor(key, raw); ok {
+	if pw, ok := s.refresher.pendingFor(key, raw); ok {
 		t = pw.t
 	} else if kept && before.appliesTo(raw, s.plainOf(raw, key)) {
 		t = before.t
 	}
 	return &t, nil
-}
-
-// pendingFor is the write this process keeps for key while the record read as
-// raw still holds the tokens it was refreshed from.
-func (s *TokenStore) pendingFor(key string, raw []byte) (pendingWrite, bool) {
-	return s.pending.get(key, raw, func(b []byte) []byte { return s.plainOf(b, key) })
 }
 
 // GetValidAccessToken returns an access token that is valid now, refreshing it
@@ -338,7 +325,7 @@ func (s *TokenStore) storedToken(ctx context.Context, userID, providerID string,
 	if len(v.refresh) == 0 {
 		return validRead{}, fmt.Errorf("%w: the access token expired and there is no refresh token", ErrNoToken)
 	}
-	t, err := s.refresh(ctx, userID, providerID, raw)
+	t, err := s.refresher.refresh(ctx, userID, providerID, raw)
 	return validOf(t), err
 }
 
@@ -376,13 +363,13 @@ func (s *TokenStore) deleteRead(ctx context.Context, userID, providerID, key str
 	raw, v, err := s.read(ctx, key)
 	switch {
 	case errors.Is(err, ErrNoToken):
-		s.pending.drop(key)
+		s.refresher.pending.drop(key)
 		return true, nil
 	case err != nil && !errors.Is(err, ErrCorruptRecord):
 		return false, err
 	}
 	t, corrupt := v.tokens(), err != nil
-	if pw, ok := s.pendingFor(key, raw); ok && !corrupt {
+	if pw, ok := s.refresher.pendingFor(key, raw); ok && !corrupt {
 		t = pw.t
 	}
 	deleted, err := s.kv.CompareAndDelete(ctx, key, raw)
@@ -393,41 +380,16 @@ func (s *TokenStore) deleteRead(ctx context.Context, userID, providerID, key str
 		return false, nil
 	}
 	if !corrupt {
-		s.revoke(ctx, userID, providerID, t)
+		s.refresher.revoke(ctx, userID, providerID, t)
 	}
 	// A failure is repaired by the next listing, and refresh ahead's note of
 	// the last read by its worker, which finds the record gone.
 	kv.RunBatch(ctx, s.kv, &kv.Op{Kind: kv.OpUnschedule, Key: connIndexKey(userID), Member: providerID},
 		&kv.Op{Kind: kv.OpUnschedule, Key: connIndexKey(userID), Member: seenMember(providerID)})
-	s.forget(ctx, userID, providerID)
-	s.pending.drop(key)
+	s.refresher.forget(ctx, userID, providerID)
+	s.refresher.pending.drop(key)
 	s.events.emit(ctx, Event{Kind: EventTokensDeleted, UserID: userID, ProviderID: providerID})
 	return true, nil
-}
-
-func (s *TokenStore) revoke(ctx context.Context, userID, providerID string, t StoredTokens) {
-	p, err := s.reg.Get(providerID)
-	if err != nil {
-		return
-	}
-	r, ok := p.(Revoker)
-	if !ok {
-		return
-	}
-	token, hint := t.RefreshToken, "refresh_token"
-	if token == "" {
-		token, hint = t.AccessToken, "access_token"
-	}
-	rctx, cancel := context.WithTimeout(ctx, s.refreshTimeout)
-	defer cancel()
-	if err := callRevoke(rctx, r, token, hint); err != nil && !errors.Is(err, errors.ErrUnsupported) {
-		s.events.emit(ctx, Event{Kind: EventRevokeFailed, UserID: userID, ProviderID: providerID, Err: err})
-	}
-}
-
-func callRevoke(ctx context.Context, r Revoker, token, hint string) (err error) {
-	defer errs.Recover(&err, "RevokeToken")
-	return r.RevokeToken(ctx, token, hint)
 }
 
 func randomHex(n int) string {

@@ -242,7 +242,7 @@ func refreshAtScale() []mutant {
 		{
 			Name: "scale/429-heard-alone",
 			File: "refresh.go",
-			Old:  "\t\ts.slowDown(ctx, providerID) // the provider says too many",
+			Old:  "\t\trf.onRateLimited(ctx, providerID) // the provider says too many",
 			New:  "\t\t_ = providerID // the provider says too many",
 			Run:  run,
 			Why:  "a provider's 429 slows the whole fleet's refreshes ahead of it",

@@ -22,7 +22,7 @@ func boundTokens() []mutant {
 		{
 			Name: "dpop/refresh-unproven",
 			File: "refresh.go",
-			Old:  "ctx = withProofs(ctx, key, &s.nonces)",
+			Old:  "ctx = withProofs(ctx, key, &rf.nonces)",
 			New:  "_ = key",
 			Run:  "TestDPoPRefreshStormMakesOneProviderCall",
 			Why:  "a bound grant's refresh proves the key its record keeps",

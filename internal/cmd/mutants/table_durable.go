@@ -9,7 +9,7 @@ func durableGuards() []mutant {
 		{
 			Name: "durable/close-silent-on-unwritten-rotation",
 			File: "module.go",
-			Old:  "\terr := m.Tokens.unwrittenErr()\n",
+			Old:  "\terr := m.Tokens.refresher.unwrittenErr()\n",
 			New:  "\tvar err error\n",
 			Run:  "^(TestCloseReportsARotatedTokenLeftUnwritten)$",
 			Why:  "Close says which connections' rotated refresh tokens only this process holds, instead of nil before an exit loses them",

@@ -6,7 +6,7 @@ func edges() []mutant {
 		{
 			Name: "edges/reseal-is-newer",
 			File: "refresh.go",
-			Old:  "\t\tcase !w.sameTokens(r.s.plainOf(cur, r.key)):\n",
+			Old:  "\t\tcase !w.sameTokens(r.rf.plainOf(cur, r.key)):\n",
 			New:  "\t\tcase true:\n",
 			Why:  "a record re-sealed by Reencrypt mid-refresh is not newer: the rotated refresh token is written",
 			Run:  "TestRefreshSurvivesReencrypt",
@@ -14,15 +14,15 @@ func edges() []mutant {
 		{
 			Name: "edges/close-drops-refresh-in-flight",
 			File: "module.go",
-			Old:  "\tm.Tokens.flights.Wait()",
-			New:  "\t// m.Tokens.flights.Wait()",
+			Old:  "\tm.Tokens.refresher.flights.Wait()",
+			New:  "\t// m.Tokens.refresher.flights.Wait()",
 			Why:  "Close waits for the refreshes in flight, so tokens a provider has just rotated are written before the store closes",
 			Run:  "^(TestCloseWritesTheRefreshInFlight|TestCloseReportsARotatedTokenLeftUnwritten)$",
 		},
 		{
 			Name: "edges/gone-not-revoked",
 			File: "refresh.go",
-			Old:  "\tr.s.revoke(ctx, r.userID, r.providerID, t)\n",
+			Old:  "\tr.rf.revoke(ctx, r.userID, r.providerID, t)\n",
 			New:  "",
 			Why:  "a refresh that finds its record deleted by a disconnect revokes the tokens it got",
 			Run:  "TestDisconnectDuringRefreshLeavesNothingLive",
@@ -70,8 +70,8 @@ func edges() []mutant {
 		{
 			Name: "edges/fence-blind-write",
 			File: "refresh.go",
-			Old:  "ok, err := r.s.kv.CompareAndSwap(ctx, r.key, w.old, w.new, r.s.ttl(w.t))",
-			New:  "ok, err := true, r.s.kv.Set(ctx, r.key, w.new, r.s.ttl(w.t))",
+			Old:  "ok, err := r.rf.kv.CompareAndSwap(ctx, r.key, w.old, w.new, r.rf.ttl(w.t))",
+			New:  "ok, err := true, r.rf.kv.Set(ctx, r.key, w.new, r.rf.ttl(w.t))",
 			Why:  "a holder stalled past its lease between its lease check and its write cannot overwrite the next holder's write",
 			Run:  "TestFencedWriteStalledPastItsLease",
 		},
@@ -102,7 +102,7 @@ func edges() []mutant {
 		{
 			Name: "edges/failover-unacked-dropped",
 			File: "refresh.go",
-			Old:  "if w.rotated() && !r.s.replicated(ctx, r.key) {",
+			Old:  "if w.rotated() && !r.rf.replicated(ctx, r.key) {",
 			New:  "if false {",
 			Why:  "a rotated refresh token not on enough replicas is kept, so a failover that loses its write does not cost the grant",
 			Run:  "TestRotatedTokenAcrossAFailover",
