@@ -48,30 +48,24 @@ const (
 // own member looks like it.
 func seenMember(providerID string) string { return seenPrefix + providerID }
 
-// WithRefreshAhead makes the store keep connections that are read due for a
-// refresh ahead time before their access tokens expire, and refresh them
-// when a Module's worker finds them due (the Module does this for
-// Config.RefreshAhead). ahead is raised to twice the skew when it is less, so
-// that the worker comes before the reads would. A connection not read for
-// idle (0: 7 days) is left to refresh on read.
-func WithRefreshAhead(ahead, idle time.Duration) TokenStoreOption {
-	return func(s *TokenStore) {
-		if ahead <= 0 {
-			s.ahead = nil
-			return
-		}
-		s.ahead = &aheadState{before: ahead, idle: orDefault(idle, defaultRefreshAheadIdle)}
-	}
-}
-
-// aheadState is a TokenStore's refresh ahead.
-type aheadState struct {
-	before, idle time.Duration
+// refreshAhead is a TokenStore's refresh ahead: the marks that keep a
+// connection that is read in the worker's due index, the worker's job that
+// refreshes it there before its access token expires, and the limits that
+// keep the fleet's refreshes ahead polite to each provider. Off (before 0),
+// its job only takes entries out of the index, and a provider's 429 still
+// slows down the refreshes ahead that other instances run.
+type refreshAhead struct {
+	*refresher
+	before, idle time.Duration  // before 0: off
+	limiter      refreshLimiter // bounds on refreshes ahead per provider (WithRefreshLimits)
 
 	mu     sync.RWMutex
 	marked map[connRef]int64 // when this process last marked a connection read (Unix ms)
 	pruned int               // len(marked) after the last prune
 }
+
+// on reports whether refresh ahead is on (WithRefreshAhead).
+func (a *refreshAhead) on() bool { return a.before > 0 }
 
 // member names a connection in the due and seen indexes; provider IDs never
 // hold ":", so it splits one way only.
@@ -94,17 +88,17 @@ var aheadShare = worker.Share{Most: worker.KindShare, Group: aheadProvider, Grou
 const dueIndex = worker.Index
 
 // markEvery is how often one process marks a connection read.
-func (a *aheadState) markEvery() time.Duration { return a.idle / 8 }
+func (a *refreshAhead) markEvery() time.Duration { return a.idle / 8 }
 
 // due is when tokens expiring at expiresAt (Unix ms) are refreshed.
-func (a *aheadState) due(expiresAt int64) time.Time {
+func (a *refreshAhead) due(expiresAt int64) time.Time {
 	return time.UnixMilli(expiresAt).Add(-a.before)
 }
 
 // next is when tokens refreshed at now, expiring at expiresAt, are due: the
 // ahead time before they expire, or halfway there for tokens that live less
 // than the ahead time, which would otherwise be refreshed by every pass.
-func (a *aheadState) next(now time.Time, expiresAt int64) time.Time {
+func (a *refreshAhead) next(now time.Time, expiresAt int64) time.Time {
 	due, half := a.due(expiresAt), now.Add(time.UnixMilli(expiresAt).Sub(now)/2)
 	if due.Before(half) {
 		return half
@@ -115,7 +109,7 @@ func (a *aheadState) next(now time.Time, expiresAt int64) time.Time {
 // markOps are the commands that mark a connection read at now, its tokens
 // expiring at expiresAt: when it was seen first, so that a worker that finds
 // the due entry moved can tell a read came (see postponeIdle).
-func (a *aheadState) markOps(userID, providerID string, now time.Time, expiresAt int64) []*kv.Op {
+func (a *refreshAhead) markOps(userID, providerID string, now time.Time, expiresAt int64) []*kv.Op {
 	return []*kv.Op{
 		{Kind: kv.OpSchedule, Key: connIndexKey(userID), Member: seenMember(providerID), Due: now},
 		{Kind: kv.OpSchedule, Key: dueIndex, Member: worker.Member(jobAhead, aheadMember(userID, providerID)), Due: a.due(expiresAt)},
@@ -124,12 +118,11 @@ func (a *aheadState) markOps(userID, providerID string, now time.Time, expiresAt
 
 // markRead marks the connection read, unless this process did so lately. It is
 // on the hot read: in between marks it costs a map lookup under a read lock.
-func (s *TokenStore) markRead(ctx context.Context, userID, providerID string, expiresAt int64) {
-	a := s.ahead
+func (a *refreshAhead) markRead(ctx context.Context, userID, providerID string, expiresAt int64) {
 	if expiresAt == 0 {
 		return // never expires: nothing to refresh
 	}
-	now := s.now()
+	now := a.now()
 	ref := connRef{userID, providerID}
 	a.mu.RLock()
 	last, ok := a.marked[ref]
@@ -137,36 +130,36 @@ func (s *TokenStore) markRead(ctx context.Context, userID, providerID string, ex
 	if ok && now.UnixMilli()-last < a.markEvery().Milliseconds() {
 		return
 	}
-	if s.writeMarks(ctx, userID, providerID, now, expiresAt) {
+	if a.writeMarks(ctx, userID, providerID, now, expiresAt) {
 		a.remember(ref, now)
 	}
 }
 
 // markMemo is markRead for a read served at now from MemoryKV's decoded
 // record t, which keeps when it was last marked: no map, no lock.
-func (s *TokenStore) markMemo(ctx context.Context, t *tokenMemo, now time.Time, userID, providerID string) {
+func (a *refreshAhead) markMemo(ctx context.Context, t *tokenMemo, now time.Time, userID, providerID string) {
 	if t.expiresAt == 0 {
 		return
 	}
-	if now.UnixMilli()-t.marked.Load() < s.ahead.markEvery().Milliseconds() {
+	if now.UnixMilli()-t.marked.Load() < a.markEvery().Milliseconds() {
 		return
 	}
-	if s.writeMarks(ctx, userID, providerID, now, t.expiresAt) {
+	if a.writeMarks(ctx, userID, providerID, now, t.expiresAt) {
 		t.marked.Store(now.UnixMilli())
 	}
 }
 
 // writeMarks marks the connection read at now (markOps) and reports whether
 // both marks landed; when they did not, the next read tries again.
-func (s *TokenStore) writeMarks(ctx context.Context, userID, providerID string, now time.Time, expiresAt int64) bool {
-	ops := s.ahead.markOps(userID, providerID, now, expiresAt)
-	kv.RunBatch(ctx, s.kv, ops...)
+func (a *refreshAhead) writeMarks(ctx context.Context, userID, providerID string, now time.Time, expiresAt int64) bool {
+	ops := a.markOps(userID, providerID, now, expiresAt)
+	kv.RunBatch(ctx, a.kv, ops...)
 	return ops[0].Err == nil && ops[1].Err == nil
 }
 
 // remember notes that this process marked ref read at now, and now and then
 // forgets the marks older than markEvery, which are spent.
-func (a *aheadState) remember(ref connRef, now time.Time) {
+func (a *refreshAhead) remember(ref connRef, now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.marked == nil {
@@ -184,76 +177,76 @@ func (a *aheadState) remember(ref connRef, now time.Time) {
 	a.pruned = len(a.marked)
 }
 
-// refreshAhead is the worker's job for a connection "{provider}:{user}":
+// job is the worker's job for a connection "{provider}:{user}":
 // refresh it when it is due, and keep its entry at its next due time. It
 // reports rescheduled once it has placed (or removed) the entry itself.
-func (s *TokenStore) refreshAhead(ctx context.Context, member string) (rescheduled bool, err error) {
+func (a *refreshAhead) job(ctx context.Context, member string) (rescheduled bool, err error) {
 	providerID, userID, _ := strings.Cut(member, ":")
-	if s.ahead == nil || checkIDs(userID, providerID) != nil {
-		return s.removeFromRefreshAhead(ctx, member) // refresh ahead was turned off, or the entry is not ours
+	if !a.on() || checkIDs(userID, providerID) != nil {
+		return a.removeFromRefreshAhead(ctx, member) // refresh ahead was turned off, or the entry is not ours
 	}
-	a, now := s.ahead, s.now()
-	seen, ok, err := s.seenAt(ctx, member)
+	now := a.now()
+	seen, ok, err := a.seenAt(ctx, member)
 	if err != nil {
 		return false, err
 	}
 	switch {
 	case !ok:
-		return s.removeFromRefreshAhead(ctx, member) // never marked read (a race with a removal): marked anew if it is still there
+		return a.removeFromRefreshAhead(ctx, member) // never marked read (a race with a removal): marked anew if it is still there
 	case now.Sub(seen) > a.idle:
-		return s.postponeIdle(ctx, member, seen)
+		return a.postponeIdle(ctx, member, seen)
 	}
-	raw, v, err := s.read(ctx, tokenKey(userID, providerID))
+	raw, v, err := a.read(ctx, tokenKey(userID, providerID))
 	switch {
 	case errors.Is(err, ErrNoToken), errors.Is(err, ErrCorruptRecord), errors.Is(err, ErrUnknownKey):
-		return s.removeFromRefreshAhead(ctx, member)
+		return a.removeFromRefreshAhead(ctx, member)
 	case err != nil:
 		return false, err
 	case v.expiresAt == 0 || len(v.refresh) == 0:
-		return s.removeFromRefreshAhead(ctx, member)
+		return a.removeFromRefreshAhead(ctx, member)
 	}
 	due := a.due(v.expiresAt)
-	if m := s.refresher.readMeta(ctx, userID, providerID); m.RefreshedAt > 0 && m.about(fingerprint(v.tokens())) {
+	if m := a.readMeta(ctx, userID, providerID); m.RefreshedAt > 0 && m.about(fingerprint(v.tokens())) {
 		due = a.next(time.UnixMilli(m.RefreshedAt), v.expiresAt) // short tokens: halfway
 	}
 	if due.After(now) {
-		return s.reschedule(ctx, member, due)
+		return a.reschedule(ctx, member, due)
 	}
-	release, err := s.admit(ctx, providerID)
+	release, err := a.admit(ctx, providerID)
 	var slowed *ratelimit.SlowedDownError
 	if errors.As(err, &slowed) {
-		return s.reschedule(ctx, member, slowed.Until)
+		return a.reschedule(ctx, member, slowed.Until)
 	}
 	if err != nil {
 		return false, err
 	}
-	t, err := s.refreshDue(ctx, userID, providerID, raw)
+	t, err := a.refreshDue(ctx, userID, providerID, raw)
 	release()
 	var failing *RefreshFailingError
 	switch {
 	case err == nil && t.ExpiresAt != 0:
-		return s.reschedule(ctx, member, a.next(now, t.ExpiresAt))
+		return a.reschedule(ctx, member, a.next(now, t.ExpiresAt))
 	case err == nil, errors.Is(err, ErrNoToken):
-		return s.removeFromRefreshAhead(ctx, member)
+		return a.removeFromRefreshAhead(ctx, member)
 	case errors.As(err, &failing):
-		return s.reschedule(ctx, member, failing.NextAttempt)
+		return a.reschedule(ctx, member, failing.NextAttempt)
 	}
-	if m := s.refresher.readMeta(ctx, userID, providerID); m.Failures > 0 && m.NextAttempt > now.UnixMilli() {
-		return s.reschedule(ctx, member, time.UnixMilli(m.NextAttempt)) // the failure it recorded
+	if m := a.readMeta(ctx, userID, providerID); m.Failures > 0 && m.NextAttempt > now.UnixMilli() {
+		return a.reschedule(ctx, member, time.UnixMilli(m.NextAttempt)) // the failure it recorded
 	}
 	return false, err // tried again when the claim's lease lapses
 }
 
 // refreshDue refreshes the record read as raw, unless it was rewritten by the
 // time the lock is held.
-func (s *TokenStore) refreshDue(ctx context.Context, userID, providerID string, raw []byte) (StoredTokens, error) {
-	return s.refresher.runRefresh(ctx, userID, providerID, raw, refreshWhen{ahead: true})
+func (a *refreshAhead) refreshDue(ctx context.Context, userID, providerID string, raw []byte) (StoredTokens, error) {
+	return a.runRefresh(ctx, userID, providerID, raw, refreshWhen{ahead: true})
 }
 
 // reschedule makes the connection's entry due at due; it reports
 // rescheduled once it is.
-func (s *TokenStore) reschedule(ctx context.Context, member string, due time.Time) (rescheduled bool, err error) {
-	if err := s.kv.Schedule(ctx, dueIndex, worker.Member(jobAhead, member), due); err != nil {
+func (a *refreshAhead) reschedule(ctx context.Context, member string, due time.Time) (rescheduled bool, err error) {
+	if err := a.kv.Schedule(ctx, dueIndex, worker.Member(jobAhead, member), due); err != nil {
 		return false, errs.Store(ctx, "schedule refresh ahead", err)
 	}
 	return true, nil
@@ -264,49 +257,49 @@ func (s *TokenStore) reschedule(ctx context.Context, member string, due time.Tim
 // the worker saw: if another came while it postponed the entry, the entry may
 // have been moved by that read's mark and overwritten here, so it is made
 // due again.
-func (s *TokenStore) postponeIdle(ctx context.Context, member string, seen time.Time) (rescheduled bool, err error) {
-	if _, err := s.reschedule(ctx, member, seen.Add(refreshableTokenTTL)); err != nil {
+func (a *refreshAhead) postponeIdle(ctx context.Context, member string, seen time.Time) (rescheduled bool, err error) {
+	if _, err := a.reschedule(ctx, member, seen.Add(refreshableTokenTTL)); err != nil {
 		return false, err
 	}
-	again, ok, err := s.seenAt(ctx, member)
+	again, ok, err := a.seenAt(ctx, member)
 	if err != nil || !ok || !again.After(seen) {
 		return true, nil
 	}
-	return s.reschedule(ctx, member, s.now())
+	return a.reschedule(ctx, member, a.now())
 }
 
 // removeFromRefreshAhead takes a connection out of refresh ahead: it is
 // gone, or cannot be refreshed. A sign-in that wrote it meanwhile is put
 // back. It removes (or places) the entry itself: rescheduled is always true.
-func (s *TokenStore) removeFromRefreshAhead(ctx context.Context, member string) (rescheduled bool, err error) {
+func (a *refreshAhead) removeFromRefreshAhead(ctx context.Context, member string) (rescheduled bool, err error) {
 	providerID, userID, _ := strings.Cut(member, ":")
 	ops := []*kv.Op{{Kind: kv.OpUnschedule, Key: dueIndex, Member: worker.Member(jobAhead, member)}}
 	if checkIDs(userID, providerID) == nil {
 		ops = append(ops, &kv.Op{Kind: kv.OpUnschedule, Key: connIndexKey(userID), Member: seenMember(providerID)})
 	}
-	kv.RunBatch(ctx, s.kv, ops...)
-	if s.ahead == nil || checkIDs(userID, providerID) != nil {
+	kv.RunBatch(ctx, a.kv, ops...)
+	if !a.on() || checkIDs(userID, providerID) != nil {
 		return true, nil
 	}
-	_, v, err := s.read(ctx, tokenKey(userID, providerID))
+	_, v, err := a.read(ctx, tokenKey(userID, providerID))
 	if err != nil || v.expiresAt == 0 || len(v.refresh) == 0 {
 		return true, nil
 	}
-	s.writeMarks(ctx, userID, providerID, s.now(), v.expiresAt)
+	a.writeMarks(ctx, userID, providerID, a.now(), v.expiresAt)
 	return true, nil
 }
 
 // seenAt is when the connection was last marked read; ok is false when it
 // never was. A KV that cannot tell counts every connection as just read.
-func (s *TokenStore) seenAt(ctx context.Context, member string) (time.Time, bool, error) {
-	r, ok := s.kv.(kv.IndexReader)
+func (a *refreshAhead) seenAt(ctx context.Context, member string) (time.Time, bool, error) {
+	r, ok := a.kv.(kv.IndexReader)
 	if !ok {
-		return s.now(), true, nil
+		return a.now(), true, nil
 	}
 	providerID, userID, _ := strings.Cut(member, ":")
 	ms, ok, err := r.Score(ctx, connIndexKey(userID), seenMember(providerID))
 	if errors.Is(err, errors.ErrUnsupported) {
-		return s.now(), true, nil
+		return a.now(), true, nil
 	}
 	if err != nil {
 		return time.Time{}, false, errs.Store(ctx, "read when a connection was last read", err)
@@ -343,14 +336,6 @@ const defaultRefreshConcurrency = 100
 // their token endpoint.
 var defaultRefreshLimits = map[string]RefreshLimit{}
 
-// WithRefreshLimits sets the refresh-ahead limits of providers by ID; the
-// limit under "" applies to every provider not named.
-func WithRefreshLimits(limits map[string]RefreshLimit) TokenStoreOption {
-	return func(s *TokenStore) {
-		s.limiter.limits = limits
-	}
-}
-
 // refreshLimiter is a TokenStore's bounds on refreshes ahead: the limits by
 // provider, and the limiter that holds the refreshes to them.
 type refreshLimiter struct {
@@ -375,20 +360,20 @@ func (l *refreshLimiter) limit(providerID string) ratelimit.Limit {
 // (ratelimit.Limiter.Admit), once the limiter has let go of what it kept
 // for providers the registry no longer holds (those its resolvers built
 // are let go beyond maxResolved).
-func (s *TokenStore) admit(ctx context.Context, providerID string) (release func(), err error) {
-	l := &s.limiter
+func (a *refreshAhead) admit(ctx context.Context, providerID string) (release func(), err error) {
+	l := &a.limiter
 	lim := l.limit(providerID)
-	if s.reg != nil {
-		l.Forget(s.reg.bound(), s.reg.Has)
+	if a.reg != nil {
+		l.Forget(a.reg.bound(), a.reg.Has)
 	}
 	return l.Admit(ctx, providerID, lim)
 }
 
 // slowDown slows the fleet's refreshes ahead of providerID's tokens for
 // ratelimit.SlowDown, after the provider answered 429.
-func (s *TokenStore) slowDown(ctx context.Context, providerID string) {
-	if err := s.limiter.Slow(ctx, providerID); err != nil {
-		s.events.log.WarnContext(ctx, "oauthflow: a provider's slow-down could not be shared; this instance slows down alone",
+func (a *refreshAhead) slowDown(ctx context.Context, providerID string) {
+	if err := a.limiter.Slow(ctx, providerID); err != nil {
+		a.events.log.WarnContext(ctx, "oauthflow: a provider's slow-down could not be shared; this instance slows down alone",
 			"provider", providerID, "error", err.Error())
 	}
 }

@@ -97,7 +97,7 @@ func TestRefreshDueOnceForTwoClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 { // both read raw before either refreshed
-		if _, err := s.refreshDue(ctx, "u", "acme", raw); err != nil {
+		if _, err := s.ahead.refreshDue(ctx, "u", "acme", raw); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -123,7 +123,7 @@ func TestParkKeepsARaceWithARead(t *testing.T) {
 	store.before = func(string, string, time.Time) { // the read's mark, just before the park's write
 		kv.RunBatch(ctx, store.Memory, s.ahead.markOps("u", "acme", clock.Now(), clock.Now().Add(time.Hour).UnixMilli())...)
 	}
-	if rescheduled, err := s.postponeIdle(ctx, member, seen); err != nil || !rescheduled {
+	if rescheduled, err := s.ahead.postponeIdle(ctx, member, seen); err != nil || !rescheduled {
 		t.Fatalf("rescheduled %v, %v; want the entry placed by the job", rescheduled, err)
 	}
 	due, ok := dueOf(t, store, member)
@@ -145,7 +145,7 @@ func TestLeaveKeepsARaceWithASignIn(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if rescheduled, err := s.removeFromRefreshAhead(ctx, member); err != nil || !rescheduled {
+	if rescheduled, err := s.ahead.removeFromRefreshAhead(ctx, member); err != nil || !rescheduled {
 		t.Fatalf("rescheduled %v, %v; want the entry placed by the job", rescheduled, err)
 	}
 	if _, ok := dueOf(t, store, member); !ok {
@@ -164,7 +164,7 @@ func TestRefreshAheadOffTakesEntriesOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	off := NewTokenStore(store, s.reg, WithClock(clock.Now))
-	if rescheduled, err := off.refreshAhead(ctx, aheadMember("u", "acme")); err != nil || !rescheduled {
+	if rescheduled, err := off.ahead.job(ctx, aheadMember("u", "acme")); err != nil || !rescheduled {
 		t.Fatalf("rescheduled %v, %v; want the entry placed by the job", rescheduled, err)
 	}
 	if _, ok := dueOf(t, store, aheadMember("u", "acme")); ok {
@@ -187,7 +187,7 @@ func TestRefreshAheadOfShortTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		if rescheduled, err := s.refreshAhead(ctx, aheadMember("u", "acme")); err != nil || !rescheduled {
+		if rescheduled, err := s.ahead.job(ctx, aheadMember("u", "acme")); err != nil || !rescheduled {
 			t.Fatalf("rescheduled %v, %v; want the entry placed by the job", rescheduled, err)
 		}
 	}
@@ -219,7 +219,7 @@ func TestConnectionsKeepTheLastRead(t *testing.T) {
 		t.Fatalf("connections %+v, %v", conns, err)
 	}
 	clock.Advance(56 * time.Minute) // inside the 5-minute ahead time
-	if rescheduled, err := s.refreshAhead(ctx, aheadMember("u", "acme")); err != nil || !rescheduled {
+	if rescheduled, err := s.ahead.job(ctx, aheadMember("u", "acme")); err != nil || !rescheduled {
 		t.Fatalf("rescheduled %v, %v; want the entry placed by the job", rescheduled, err)
 	}
 	if n := p.calls.Load(); n != 1 {

@@ -74,7 +74,7 @@ func newLimitedFleet(t *testing.T, p Provider, instances, n int, limits map[stri
 		s := NewTokenStore(kv, reg, WithClock(clock.Now), WithLogger(slog.New(slog.DiscardHandler)),
 			WithRefreshAhead(5*time.Minute, 3*time.Hour), WithRefreshLimits(limits))
 		w := worker.New(kv, worker.Config{Now: clock.Now, Every: time.Hour})
-		w.Handle(jobAhead, aheadShare, s.refreshAhead)
+		w.Handle(jobAhead, aheadShare, s.ahead.job)
 		f.stores, f.workers = append(f.stores, s), append(f.workers, w)
 	}
 	ctx := context.Background()
@@ -108,7 +108,7 @@ func TestRefreshAheadConcurrencyPerProvider(t *testing.T) {
 	f := newLimitedFleet(t, p, 1, 20, map[string]RefreshLimit{"acme": {Concurrency: 3}})
 	var queued atomic.Int64
 	all := make(chan struct{})
-	f.stores[0].limiter.OnQueue = func() {
+	f.stores[0].ahead.limiter.OnQueue = func() {
 		if queued.Add(1) == 20 {
 			close(all)
 		}
@@ -117,7 +117,7 @@ func TestRefreshAheadConcurrencyPerProvider(t *testing.T) {
 	go func() { defer close(done); f.workers[0].Pass(context.Background()) }()
 	waitfor.Recv(t, all, "every refresh asking for a slot")
 	waitfor.Recv(t, p.full, "three refreshes in flight")
-	if held := f.stores[0].limiter.Held("acme"); held != 3 {
+	if held := f.stores[0].ahead.limiter.Held("acme"); held != 3 {
 		t.Fatalf("%d of the provider's 3 slots are held while 3 refreshes are at the provider", held)
 	}
 	close(p.gate)
@@ -161,7 +161,7 @@ func TestRefreshAhead429SlowsTheFleet(t *testing.T) {
 	if err != nil || len(members) != 1 {
 		t.Fatalf("claim: %v, %v", members, err)
 	}
-	f.stores[0].refreshAhead(ctx, strings.TrimPrefix(members[0], jobAhead+":")) // instance 0 hears 429
+	f.stores[0].ahead.job(ctx, strings.TrimPrefix(members[0], jobAhead+":")) // instance 0 hears 429
 	if n := p.calls.Load(); n != 1 {
 		t.Fatalf("%d provider calls, want 1", n)
 	}
@@ -186,7 +186,7 @@ func TestRefreshAheadQueuedBehind429(t *testing.T) {
 	f := newLimitedFleet(t, p, 1, 5, map[string]RefreshLimit{"acme": {Concurrency: 1}})
 	var queued atomic.Int64
 	all := make(chan struct{})
-	f.stores[0].limiter.OnQueue = func() {
+	f.stores[0].ahead.limiter.OnQueue = func() {
 		if queued.Add(1) == 5 {
 			close(all)
 		}
@@ -217,7 +217,7 @@ func TestRefreshLimiterBoundedWithTheRegistry(t *testing.T) {
 		if _, err := reg.Get(id); err != nil {
 			t.Fatal(err)
 		}
-		release, err := s.admit(ctx, id)
+		release, err := s.ahead.admit(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,10 +228,10 @@ func TestRefreshLimiterBoundedWithTheRegistry(t *testing.T) {
 		release()
 	}
 	defer busy()
-	if held := s.limiter.Held("mcp-server-0"); held != 1 {
+	if held := s.ahead.limiter.Held("mcp-server-0"); held != 1 {
 		t.Fatalf("the slots of a provider with a refresh in flight were let go: %d held, want 1", held)
 	}
-	if slots, buckets := s.limiter.Kept(); slots > maxResolved+1 || buckets > maxResolved {
+	if slots, buckets := s.ahead.limiter.Kept(); slots > maxResolved+1 || buckets > maxResolved {
 		t.Fatalf("the limiter keeps slots for %d providers and buckets for %d; the registry holds at most %d",
 			slots, buckets, maxResolved)
 	}
@@ -272,7 +272,7 @@ func TestWorkerNotStarvedByAHangingProvider(t *testing.T) {
 	store, quiet := NewMemoryKV(), slog.New(slog.DiscardHandler)
 	s := NewTokenStore(store, reg, WithClock(clock.Now), WithLogger(quiet), WithRefreshAhead(5*time.Minute, 3*time.Hour))
 	w := worker.New(store, worker.Config{Now: clock.Now, Every: time.Hour})
-	w.Handle(jobAhead, aheadShare, s.refreshAhead)
+	w.Handle(jobAhead, aheadShare, s.ahead.job)
 	lapsed := make(chan int64, 1)
 	var lapses atomic.Int64
 	w.Handle(jobLapse, worker.Share{Most: worker.KindShare}, func(context.Context, string) (bool, error) {

@@ -200,7 +200,7 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	m.work.Handle(jobLapse, kind, m.lapse)
 	m.work.Handle(jobDeliver, kind, m.Engine.deliver)
 	m.work.Handle(jobAbandon, kind, m.abandon)
-	m.work.Handle(jobAhead, aheadShare, m.Tokens.refreshAhead)
+	m.work.Handle(jobAhead, aheadShare, m.Tokens.ahead.job)
 	m.work.Handle(jobDevice, kind, m.pollDevice)
 	m.work.Start()
 	return m, nil
@@ -288,11 +288,4 @@ func (m *Module) launchSignIn(ctx context.Context, userID string, args OAuthWork
 		return r, nil, err
 	}
 	return r, &doc, nil
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
 }

@@ -28,10 +28,9 @@ const (
 // Several TokenStores over one Redis (app replicas) refresh a token once between them.
 type TokenStore struct {
 	tokenRecords
-	refresher refresher      // refreshes on read, once between processes
-	direct    directKV       // kv without its key prefix, for the hot read
-	ahead     *aheadState    // refresh ahead (WithRefreshAhead); nil: off
-	limiter   refreshLimiter // bounds on refreshes ahead per provider (WithRefreshLimits)
+	refresher refresher    // refreshes on read, once between processes
+	ahead     refreshAhead // refreshes before expiry (WithRefreshAhead, WithRefreshLimits)
+	direct    directKV     // kv without its key prefix, for the hot read
 }
 
 // TokenStoreOption configures a TokenStore.
@@ -114,6 +113,38 @@ func WithReplicaAcks(n int, timeout time.Duration) TokenStoreOption {
 	}
 }
 
+// WithRefreshAhead makes the store keep connections that are read due for a
+// refresh ahead time before their access tokens expire, and refresh them
+// when a Module's worker finds them due (the Module does this for
+// Config.RefreshAhead). ahead is raised to twice the skew when it is less, so
+// that the worker comes before the reads would. A connection not read for
+// idle (0: 7 days) is left to refresh on read.
+func WithRefreshAhead(ahead, idle time.Duration) TokenStoreOption {
+	return func(s *TokenStore) {
+		if ahead <= 0 {
+			s.ahead.before = 0 // off
+			return
+		}
+		s.ahead.before, s.ahead.idle = ahead, orDefault(idle, defaultRefreshAheadIdle)
+	}
+}
+
+// orDefault is d, or def when d is not positive.
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// WithRefreshLimits sets the refresh-ahead limits of providers by ID; the
+// limit under "" applies to every provider not named.
+func WithRefreshLimits(limits map[string]RefreshLimit) TokenStoreOption {
+	return func(s *TokenStore) {
+		s.ahead.limiter.limits = limits
+	}
+}
+
 // NewTokenStore returns a TokenStore over kv that refreshes through the providers in reg.
 func NewTokenStore(kv KV, reg *Registry, opts ...TokenStoreOption) *TokenStore {
 	if reg == nil {
@@ -122,15 +153,16 @@ func NewTokenStore(kv KV, reg *Registry, opts ...TokenStoreOption) *TokenStore {
 	s := &TokenStore{tokenRecords: tokenRecords{kv: storeOf(kv), reg: reg, now: time.Now, skew: defaultSkew,
 		events: notifier{log: slog.Default()}}}
 	s.refresher = refresher{tokenRecords: &s.tokenRecords, refreshTimeout: defaultRefreshTimeout,
-		lockLease: defaultLockLease, lockWait: defaultLockWait, backoff: defaultRefreshBackoff, onRateLimited: s.slowDown}
+		lockLease: defaultLockLease, lockWait: defaultLockWait, backoff: defaultRefreshBackoff, onRateLimited: s.ahead.slowDown}
+	s.ahead.refresher = &s.refresher
 	s.refresher.flights.Name = "refresh"
 	for _, o := range opts {
 		o(s)
 	}
 	s.events.now = s.now
-	s.limiter.Store, s.limiter.Now = s.kv, s.now
+	s.ahead.limiter.Store, s.ahead.limiter.Now = s.kv, s.now
 	s.direct = directKVOf(s.kv)
-	if s.ahead != nil {
+	if s.ahead.on() {
 		s.ahead.before = max(s.ahead.before, 2*s.skew)
 	}
 	return s
@@ -222,7 +254,7 @@ func (s *TokenStore) write(ctx context.Context, userID, providerID string, t Sto
 	set := &kv.Op{Kind: kv.OpSet, Key: key, Value: s.seal(t, key), TTL: s.ttl(t)}
 	ops := []*kv.Op{set, {Kind: kv.OpSchedule, Key: connIndexKey(userID), Member: providerID, Due: now}}
 	var marks []*kv.Op
-	if s.ahead != nil && t.RefreshToken != "" && t.ExpiresAt != 0 { // a sign-in counts as a read
+	if s.ahead.on() && t.RefreshToken != "" && t.ExpiresAt != 0 { // a sign-in counts as a read
 		marks = s.ahead.markOps(userID, providerID, now, t.ExpiresAt)
 		ops = append(ops, marks...)
 	}
@@ -279,15 +311,15 @@ func (s *TokenStore) validToken(ctx context.Context, userID, providerID string, 
 	}
 	if len(need) == 0 {
 		if t, now := s.direct.memoryToken(s, userID, providerID); t != nil {
-			if s.ahead != nil {
-				s.markMemo(xcontext.OrBackground(ctx), t, now, userID, providerID)
+			if s.ahead.on() {
+				s.ahead.markMemo(xcontext.OrBackground(ctx), t, now, userID, providerID)
 			}
 			return validRead{access: t.access, expiresAt: t.expiresAt, key: t.key}, nil
 		}
 	}
 	r, err := s.storedToken(ctx, userID, providerID, need)
-	if s.ahead != nil && err == nil {
-		s.markRead(xcontext.OrBackground(ctx), userID, providerID, r.expiresAt)
+	if s.ahead.on() && err == nil {
+		s.ahead.markRead(xcontext.OrBackground(ctx), userID, providerID, r.expiresAt)
 	}
 	return r, err
 }

@@ -702,7 +702,7 @@ func coreTable() []mutant {
 		{
 			Name: "ahead/memory-reads-not-marked",
 			File: "ahead.go",
-			Old:  "\tif now.UnixMilli()-t.marked.Load() < s.ahead.markEvery().Milliseconds() {\n",
+			Old:  "\tif now.UnixMilli()-t.marked.Load() < a.markEvery().Milliseconds() {\n",
 			New:  "\tif _ = now; true {\n",
 			Why:  "reads served from MemoryKV's decoded record keep a connection under refresh ahead too",
 			Run:  "TestRefreshAheadAcrossInstances",
@@ -718,8 +718,8 @@ func coreTable() []mutant {
 		{
 			Name: "ahead/leave-loses-a-sign-in",
 			File: "ahead.go",
-			Old:  "\tif err != nil || v.expiresAt == 0 || len(v.refresh) == 0 {\n\t\treturn true, nil\n\t}\n\ts.writeMarks(",
-			New:  "\t_ = err\n\treturn true, nil\n\ts.writeMarks(",
+			Old:  "\tif err != nil || v.expiresAt == 0 || len(v.refresh) == 0 {\n\t\treturn true, nil\n\t}\n\ta.writeMarks(",
+			New:  "\t_ = err\n\treturn true, nil\n\ta.writeMarks(",
 			Why:  "a sign-in that lands while the worker takes a connection out keeps it in",
 			Run:  "TestLeaveKeepsARaceWithASignIn",
 		},
@@ -734,7 +734,7 @@ func coreTable() []mutant {
 		{
 			Name: "ahead/off-keeps-entries",
 			File: "ahead.go",
-			Old:  "\t\treturn s.removeFromRefreshAhead(ctx, member) // refresh ahead was turned off, or the entry is not ours\n",
+			Old:  "\t\treturn a.removeFromRefreshAhead(ctx, member) // refresh ahead was turned off, or the entry is not ours\n",
 			New:  "\t\treturn false, nil\n",
 			Why:  "an instance without refresh ahead takes the entries out",
 			Run:  "TestRefreshAheadOffTakesEntriesOut",
