@@ -114,7 +114,7 @@ type refreshRun struct {
 	when                    refreshWhen               // due besides the rule
 }
 
-// current is TokenStore.current, where the rejected token never is, and a
+// current is refresher.current, where the rejected token never is, and a
 // refresh ahead takes only a record rewritten since the worker found it due
 // (by another instance's refresh, a sign-in) as current.
 func (r *refreshRun) current(raw []byte, v tokenView, seen []byte) bool {

@@ -17,7 +17,7 @@ import (
 	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
 
-// Token lifetimes and timings.
+// Default timings.
 const (
 	defaultSkew           = 60 * time.Second
 	defaultRefreshTimeout = 30 * time.Second
@@ -27,10 +27,10 @@ const (
 // TokenStore keeps tokens per user and provider and refreshes them on read.
 // Several TokenStores over one Redis (app replicas) refresh a token once between them.
 type TokenStore struct {
-	tokenRecords
-	refresher refresher    // refreshes on read, once between processes
-	ahead     refreshAhead // refreshes before expiry (WithRefreshAhead, WithRefreshLimits)
-	direct    directKV     // kv without its key prefix, for the hot read
+	tokenRecords              // its records, shared with the refresher and refresh ahead
+	refresher    refresher    // refreshes on read, once between processes
+	ahead        refreshAhead // refreshes before expiry (WithRefreshAhead, WithRefreshLimits)
+	direct       directKV     // kv without its key prefix, for the hot read
 }
 
 // TokenStoreOption configures a TokenStore.
