@@ -23,7 +23,9 @@ import (
 // not one the store can send.
 func TestStoreTokensRefusesATokenTypeItCannotSend(t *testing.T) {
 	ctx := context.Background()
-	s := oauthflow.NewTokenStore(oauthflow.NewMemoryKV(), oauthflow.NewRegistry())
+	reg := oauthflow.NewRegistry()
+	require.NoError(t, reg.Register(newFakeProvider("p")))
+	s := oauthflow.NewTokenStore(oauthflow.NewMemoryKV(), reg)
 	for _, tt := range []oauthflow.StoredTokens{
 		{AccessToken: "a", TokenType: "DPoP"},
 		{AccessToken: "a", TokenType: "mac", DPoPKey: "k"},
@@ -40,7 +42,9 @@ func TestStoreTokensRefusesATokenTypeItCannotSend(t *testing.T) {
 // flow outside the library, which holds no key the token could be sent with.
 func TestStoreFromTokenSetRefusesABoundToken(t *testing.T) {
 	ctx := context.Background()
-	s := oauthflow.NewTokenStore(oauthflow.NewMemoryKV(), oauthflow.NewRegistry())
+	reg := oauthflow.NewRegistry()
+	require.NoError(t, reg.Register(newFakeProvider("p")))
+	s := oauthflow.NewTokenStore(oauthflow.NewMemoryKV(), reg)
 	err := s.StoreFromTokenSet(ctx, "u", "p", &oauthflow.TokenSet{AccessToken: "a", TokenType: "DPoP"})
 	var pe *oauthflow.ProviderError
 	require.True(t, errors.As(err, &pe), "got %v", err)

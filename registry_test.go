@@ -177,3 +177,33 @@ func TestRegistryGetSuggestsTheNearestID(t *testing.T) {
 		t.Errorf("Get of an ID near nothing = %v, want ErrUnknownProvider without a guess", err)
 	}
 }
+
+// Every method taking a provider ID answers ErrUnknownProvider for one that
+// is not registered and has nothing stored, DeleteTokens included, naming
+// the nearest registered ID; a record left by a provider the app no longer
+// registers can still be deleted.
+func TestUnknownProviderEverywhere(t *testing.T) {
+	ctx := context.Background()
+	kv := oauthflow.NewMemoryKV()
+	reg := oauthflow.NewRegistry()
+	require.NoError(t, reg.Register(newFakeProvider("github")))
+	ts := oauthflow.NewTokenStore(kv, reg)
+	for name, call := range map[string]func() error{
+		"DeleteTokens":        func() error { return ts.DeleteTokens(ctx, "alice", "githubb") },
+		"GetTokens":           func() error { _, err := ts.GetTokens(ctx, "alice", "githubb"); return err },
+		"GetValidAccessToken": func() error { _, err := ts.GetValidAccessToken(ctx, "alice", "githubb"); return err },
+	} {
+		err := call()
+		if !errors.Is(err, oauthflow.ErrUnknownProvider) || !strings.Contains(err.Error(), `did you mean "github"`) {
+			t.Errorf("%s with a mistyped provider: %v, want ErrUnknownProvider suggesting github", name, err)
+		}
+	}
+
+	// An orphan: stored while "gitlab" was registered, which it is no more.
+	old := oauthflow.NewRegistry()
+	require.NoError(t, old.Register(newFakeProvider("gitlab")))
+	require.NoError(t, oauthflow.NewTokenStore(kv, old).StoreTokens(ctx, "alice", "gitlab", oauthflow.StoredTokens{AccessToken: "at"}))
+	require.NoError(t, ts.DeleteTokens(ctx, "alice", "gitlab"), "a record of a provider no longer registered is deleted")
+	_, err := oauthflow.NewTokenStore(kv, old).GetTokens(ctx, "alice", "gitlab")
+	require.ErrorIs(t, err, oauthflow.ErrNoToken, "the orphan record is gone")
+}

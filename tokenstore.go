@@ -14,6 +14,7 @@ import (
 
 	"github.com/oauthflow/oauthflow/internal/errs"
 	"github.com/oauthflow/oauthflow/internal/kv"
+	"github.com/oauthflow/oauthflow/internal/suggest"
 	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
 
@@ -281,7 +282,7 @@ func (s *TokenStore) GetTokens(ctx context.Context, userID, providerID string) (
 	before, kept := s.refresher.pending.peek(key)
 	raw, v, err := s.read(ctx, key)
 	if err != nil {
-		return nil, err
+		return nil, s.absent(providerID, err)
 	}
 	t := v.tokens()
 	if pw, ok := s.refresher.pendingFor(key, raw); ok {
@@ -330,7 +331,7 @@ func (s *TokenStore) validToken(ctx context.Context, userID, providerID string, 
 // sign-in that cannot work.
 func (s *TokenStore) absent(providerID string, err error) error {
 	if errors.Is(err, ErrNoToken) && !s.reg.knows(providerID) {
-		return fmt.Errorf("%w: %q", ErrUnknownProvider, providerID)
+		return fmt.Errorf("%w: %q%s", ErrUnknownProvider, providerID, suggest.Hint(providerID, s.reg.IDs()))
 	}
 	return err
 }
@@ -369,7 +370,10 @@ func readOnlyBytes(s string) []byte { return kv.ReadOnlyBytes(s) }
 
 // DeleteTokens disconnects the user from the provider: the record is deleted,
 // and the provider is asked to revoke the grant where it can (RFC 7009), even
-// when that fails; the failure is reported as EventRevokeFailed. A disconnect
+// when that fails; the failure is reported as EventRevokeFailed. With no
+// record it returns nil, or ErrUnknownProvider when the registry does not
+// know providerID either (a mistyped ID); the record of a provider the app no
+// longer registers is deleted, without revocation. A disconnect
 // always wins over a refresh in flight and leaves none of the grant's tokens
 // valid: it deletes only the record it read and revokes that record's
 // tokens (a refresh that wrote meanwhile is read again), and a refresh that
@@ -396,6 +400,9 @@ func (s *TokenStore) deleteRead(ctx context.Context, userID, providerID, key str
 	switch {
 	case errors.Is(err, ErrNoToken):
 		s.refresher.pending.drop(key)
+		if !s.reg.knows(providerID) {
+			return true, s.absent(providerID, err) // nothing stored for a provider nobody registered: a typo
+		}
 		return true, nil
 	case err != nil && !errors.Is(err, ErrCorruptRecord):
 		return false, err

@@ -84,5 +84,21 @@ func newcomerGuards() []mutant {
 			Run:  "^TestFlowErrorKeepsItsPageSentenceOut$",
 			Why:  "a flow error's Error is its cause: the user's sentence stays out of logs and wrapped errors",
 		},
+		{
+			Name: "typos/delete-of-unknown-provider-is-nil",
+			File: "tokenstore.go",
+			Old:  "\t\tif !s.reg.knows(providerID) {\n\t\t\treturn true, s.absent(providerID, err)",
+			New:  "\t\tif false {\n\t\t\treturn true, s.absent(providerID, err)",
+			Run:  "^TestUnknownProviderEverywhere$",
+			Why:  "DeleteTokens of a provider nobody registered, with nothing stored, is ErrUnknownProvider, not a silent nil",
+		},
+		{
+			Name: "typos/get-tokens-of-unknown-provider-is-no-token",
+			File: "tokenstore.go",
+			Old:  "\t\treturn nil, s.absent(providerID, err)\n\t}\n\tt := v.tokens()",
+			New:  "\t\treturn nil, err\n\t}\n\tt := v.tokens()",
+			Run:  "^TestUnknownProviderEverywhere$",
+			Why:  "GetTokens of a provider nobody registered is ErrUnknownProvider, not ErrNoToken",
+		},
 	}
 }
