@@ -29,3 +29,11 @@ func SetRefreshTimeout(m *Module, d time.Duration) { m.Tokens.refresher.refreshT
 // MemoryLen reports how many key/value entries m holds, expired or not yet
 // swept: a test checks that a refused call left nothing behind.
 func MemoryLen(m *MemoryKV) int { return m.m.Len() }
+
+// Tuning the tests set on a TokenStore of their own; a Module keeps the
+// defaults (Config.RefreshBackoff aside).
+var (
+	WithRefreshTimeout = withRefreshTimeout
+	WithLockLease      = withLockLease
+	WithRefreshBackoff = withRefreshBackoff
+)

@@ -185,7 +185,7 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 		m.httpClient = outbound.Client(defaultHTTPTimeout)
 	}
 	m.Tokens = NewTokenStore(store, m.Registry, WithClock(now), WithLogger(log), WithEventHook(cfg.OnEvent),
-		WithEncryption(ring), WithRefreshBackoff(cfg.RefreshBackoff), WithRefreshAhead(cfg.RefreshAhead, cfg.RefreshAheadIdle),
+		WithEncryption(ring), withRefreshBackoff(cfg.RefreshBackoff), WithRefreshAhead(cfg.RefreshAhead, cfg.RefreshAheadIdle),
 		WithRefreshLimits(cfg.RefreshLimits),
 		WithReplicaAcks(cfg.ReplicaAcks, orDefault(cfg.ReplicaAckTimeout, 500*time.Millisecond)))
 	m.Sessions = NewSessionService(store, withSessionClock(now), withSessionTTL(m.signInTTL), withSessionEncryption(ring))

@@ -37,15 +37,6 @@ type TokenStore struct {
 // TokenStoreOption configures a TokenStore.
 type TokenStoreOption func(*TokenStore)
 
-// WithSkew sets how long before expiresAt a token counts as expired (default 60 s).
-func WithSkew(d time.Duration) TokenStoreOption {
-	return func(s *TokenStore) {
-		if d >= 0 {
-			s.skew = d
-		}
-	}
-}
-
 // WithClock sets the clock (default time.Now).
 func WithClock(now func() time.Time) TokenStoreOption {
 	return func(s *TokenStore) {
@@ -67,8 +58,8 @@ func WithLogger(l *slog.Logger) TokenStoreOption {
 // WithEventHook sets the hook that hears tokens stored, refreshed, refresh failed and deleted.
 func WithEventHook(h EventHook) TokenStoreOption { return func(s *TokenStore) { s.events.hook = h } }
 
-// WithRefreshTimeout bounds one refresh at the provider, whoever waits for it (default 30 s).
-func WithRefreshTimeout(d time.Duration) TokenStoreOption {
+// withRefreshTimeout bounds one refresh at the provider, whoever waits for it (default 30 s).
+func withRefreshTimeout(d time.Duration) TokenStoreOption {
 	return func(s *TokenStore) {
 		if d > 0 {
 			s.refresher.refreshTimeout = d
@@ -76,9 +67,9 @@ func WithRefreshTimeout(d time.Duration) TokenStoreOption {
 	}
 }
 
-// WithLockLease sets the lease of the cross-process refresh lock (default 10 s, at least 1 ms);
+// withLockLease sets the lease of the cross-process refresh lock (default 10 s, at least 1 ms);
 // it is renewed while the refresh runs, and frees itself if the process dies.
-func WithLockLease(d time.Duration) TokenStoreOption {
+func withLockLease(d time.Duration) TokenStoreOption {
 	return func(s *TokenStore) {
 		if d > 0 {
 			s.refresher.lockLease = max(d, time.Millisecond)
@@ -86,11 +77,11 @@ func WithLockLease(d time.Duration) TokenStoreOption {
 	}
 }
 
-// WithRefreshBackoff sets how long a connection whose refresh failed
+// withRefreshBackoff sets how long a connection whose refresh failed
 // transiently waits before a refresh calls the provider again; until then a
 // refresh fails at once with a [RefreshFailingError].
 // A zero field takes the default's: First 2 s, Max 5 min, Jitter 0.2.
-func WithRefreshBackoff(b Backoff) TokenStoreOption {
+func withRefreshBackoff(b Backoff) TokenStoreOption {
 	return func(s *TokenStore) { s.refresher.backoff = b.orDefault() }
 }
 
