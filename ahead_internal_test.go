@@ -2,13 +2,20 @@ package oauthflow
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/kv"
+	"github.com/oauthflow/oauthflow/internal/ratelimit"
 	"github.com/oauthflow/oauthflow/internal/testkit/fakeclock"
+	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
+	"github.com/oauthflow/oauthflow/internal/worker"
 	"golang.org/x/oauth2"
 )
 
@@ -224,5 +231,309 @@ func TestConnectionsKeepTheLastRead(t *testing.T) {
 	}
 	if n := p.calls.Load(); n != 1 {
 		t.Fatalf("provider called %d times after a listing, want 1: the last read was lost", n)
+	}
+}
+
+// heldProvider holds every refresh until the test opens the gate, and
+// counts the refreshes in flight; status, when set, is the HTTP status of
+// a failure it answers instead of tokens.
+type heldProvider struct {
+	countingProvider
+	gate           chan struct{}
+	inFlight, most atomic.Int64
+	ended          atomic.Int64 // refreshes that returned, answered or not
+	status         atomic.Int64
+	full           chan struct{} // closed when fullAt refreshes are in flight
+	fullAt         int64
+	fullOnce       sync.Once
+}
+
+func (p *heldProvider) RefreshToken(ctx context.Context, rt string) (*TokenSet, error) {
+	n := p.inFlight.Add(1)
+	defer func() { p.inFlight.Add(-1); p.ended.Add(1) }()
+	for m := p.most.Load(); n > m && !p.most.CompareAndSwap(m, n); m = p.most.Load() {
+	}
+	if n == p.fullAt {
+		p.fullOnce.Do(func() { close(p.full) })
+	}
+	if p.gate != nil {
+		select {
+		case <-p.gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if st := p.status.Load(); st != 0 {
+		p.calls.Add(1)
+		return nil, &ProviderError{ProviderID: "acme", StatusCode: int(st)}
+	}
+	return p.countingProvider.RefreshToken(ctx, rt)
+}
+
+// limitedFleet is instances of refresh ahead sharing one store and one
+// clock, each with a worker, and n connections of provider p due now.
+type limitedFleet struct {
+	stores  []*TokenStore
+	workers []*worker.Worker
+	clock   *fakeclock.Clock
+}
+
+func newLimitedFleet(t *testing.T, p Provider, instances, n int, limits map[string]RefreshLimit) *limitedFleet {
+	t.Helper()
+	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
+	reg := NewRegistry()
+	if err := reg.Register(p); err != nil {
+		t.Fatal(err)
+	}
+	kv := NewMemoryKV()
+	f := &limitedFleet{clock: clock}
+	for range instances {
+		s := NewTokenStore(kv, reg, WithClock(clock.Now), WithLogger(slog.New(slog.DiscardHandler)),
+			WithRefreshAhead(5*time.Minute, 3*time.Hour), WithRefreshLimits(limits))
+		w := worker.New(kv, worker.Config{Now: clock.Now, Every: time.Hour})
+		w.Handle(jobAhead, aheadShare, s.ahead.job)
+		f.stores, f.workers = append(f.stores, s), append(f.workers, w)
+	}
+	ctx := context.Background()
+	for i := range n {
+		user := fmt.Sprintf("u%d", i)
+		if err := f.stores[0].StoreTokens(ctx, user, "acme", StoredTokens{AccessToken: "a", RefreshToken: "r",
+			ExpiresAt: clock.Now().Add(4 * time.Minute).UnixMilli()}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.stores[0].GetValidAccessToken(ctx, user, "acme"); err != nil { // marks it read: due now
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+// passAll runs one pass of every instance's worker at once.
+func (f *limitedFleet) passAll(t *testing.T) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, w := range f.workers {
+		wg.Go(func() { w.Pass(context.Background()) })
+	}
+	waitfor.Group(t, &wg, "the fleet's passes")
+}
+
+// One instance refreshes at most Concurrency of a provider's tokens at once.
+func TestRefreshAheadConcurrencyPerProvider(t *testing.T) {
+	t.Parallel()
+	p := &heldProvider{gate: make(chan struct{}), full: make(chan struct{}), fullAt: 3}
+	f := newLimitedFleet(t, p, 1, 20, map[string]RefreshLimit{"acme": {Concurrency: 3}})
+	var queued atomic.Int64
+	all := make(chan struct{})
+	f.stores[0].ahead.limiter.OnQueue = func() {
+		if queued.Add(1) == 20 {
+			close(all)
+		}
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); f.workers[0].Pass(context.Background()) }()
+	waitfor.Recv(t, all, "every refresh asking for a slot")
+	waitfor.Recv(t, p.full, "three refreshes in flight")
+	if held := f.stores[0].ahead.limiter.Held("acme"); held != 3 {
+		t.Fatalf("%d of the provider's 3 slots are held while 3 refreshes are at the provider", held)
+	}
+	close(p.gate)
+	waitfor.Recv(t, done, "the pass")
+	if most := p.most.Load(); most != 3 {
+		t.Fatalf("%d refreshes of one provider ran at once on one instance, want 3", most)
+	}
+	if n := p.calls.Load(); n != 20 {
+		t.Fatalf("%d refreshes, want all 20", n)
+	}
+}
+
+// Across instances a provider gets PerSecond refreshes ahead a second: the
+// rest wait for the next second, on whichever instance claims them.
+func TestRefreshAheadRatePerProviderAcrossTheFleet(t *testing.T) {
+	t.Parallel()
+	p := &heldProvider{}
+	f := newLimitedFleet(t, p, 3, 20, map[string]RefreshLimit{"acme": {PerSecond: 5}})
+	f.passAll(t)
+	if n := p.calls.Load(); n != 5 {
+		t.Fatalf("three instances refreshed %d in one second, want 5", n)
+	}
+	for second := 2; second <= 4; second++ {
+		f.clock.Advance(time.Second)
+		f.passAll(t)
+		if n := p.calls.Load(); n != int64(5*second) {
+			t.Fatalf("after %d seconds: %d refreshes, want %d", second, n, 5*second)
+		}
+	}
+}
+
+// A provider's 429 slows the whole fleet's refreshes ahead of its tokens,
+// not only the instance that heard it.
+func TestRefreshAhead429SlowsTheFleet(t *testing.T) {
+	t.Parallel()
+	p := &heldProvider{}
+	p.status.Store(http.StatusTooManyRequests)
+	f := newLimitedFleet(t, p, 2, 10, map[string]RefreshLimit{"acme": {Concurrency: 1}})
+	ctx := context.Background()
+	members, err := f.stores[0].kv.Claim(ctx, dueIndex, f.clock.Now(), worker.Lease, 1)
+	if err != nil || len(members) != 1 {
+		t.Fatalf("claim: %v, %v", members, err)
+	}
+	f.stores[0].ahead.job(ctx, strings.TrimPrefix(members[0], jobAhead+":")) // instance 0 hears 429
+	if n := p.calls.Load(); n != 1 {
+		t.Fatalf("%d provider calls, want 1", n)
+	}
+	p.status.Store(0)
+	f.workers[1].Pass(ctx)
+	if n := p.calls.Load(); n != 1 {
+		t.Fatalf("instance 1 called the provider %d more times during the slow-down", n-1)
+	}
+	f.clock.Advance(ratelimit.SlowDown + time.Second)
+	f.workers[1].Pass(ctx)
+	if n := p.calls.Load(); n < 10 {
+		t.Fatalf("after the slow-down %d provider calls, want every connection refreshed", n)
+	}
+}
+
+// Refreshes that were waiting for a slot when the provider answered 429 do
+// not go out after it: the slow-down is asked once the slot is held.
+func TestRefreshAheadQueuedBehind429(t *testing.T) {
+	t.Parallel()
+	p := &heldProvider{gate: make(chan struct{}), full: make(chan struct{}), fullAt: 1}
+	p.status.Store(http.StatusTooManyRequests)
+	f := newLimitedFleet(t, p, 1, 5, map[string]RefreshLimit{"acme": {Concurrency: 1}})
+	var queued atomic.Int64
+	all := make(chan struct{})
+	f.stores[0].ahead.limiter.OnQueue = func() {
+		if queued.Add(1) == 5 {
+			close(all)
+		}
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); f.workers[0].Pass(context.Background()) }()
+	waitfor.Recv(t, all, "five refreshes waiting for the provider's one slot")
+	waitfor.Recv(t, p.full, "the first refresh at the provider")
+	close(p.gate)
+	waitfor.Recv(t, done, "the pass")
+	if n := p.calls.Load(); n != 1 {
+		t.Fatalf("the provider got %d calls; the four queued behind its 429 went out anyway", n)
+	}
+}
+
+// The refresh limiter keeps its bookkeeping only for providers the registry
+// holds: with more providers resolved than the registry keeps, what it kept
+// for those the registry let go is let go too.
+func TestRefreshLimiterBoundedWithTheRegistry(t *testing.T) {
+	t.Parallel()
+	reg := NewRegistry()
+	reg.AddResolver("mcp-", func(id string) (Provider, error) { return idOnly(id), nil })
+	s := NewTokenStore(NewMemoryKV(), reg, WithRefreshLimits(map[string]RefreshLimit{"": {PerSecond: 1}}))
+	ctx := context.Background()
+	var busy func() // a refresh of the first provider stays in flight throughout
+	for i := range maxResolved + 300 {
+		id := fmt.Sprintf("mcp-server-%d", i)
+		if _, err := reg.Get(id); err != nil {
+			t.Fatal(err)
+		}
+		release, err := s.ahead.admit(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			busy = release
+			continue
+		}
+		release()
+	}
+	defer busy()
+	if held := s.ahead.limiter.Held("mcp-server-0"); held != 1 {
+		t.Fatalf("the slots of a provider with a refresh in flight were let go: %d held, want 1", held)
+	}
+	if slots, buckets := s.ahead.limiter.Kept(); slots > maxResolved+1 || buckets > maxResolved {
+		t.Fatalf("the limiter keeps slots for %d providers and buckets for %d; the registry holds at most %d",
+			slots, buckets, maxResolved)
+	}
+}
+
+// otherProvider is a second provider beside heldProvider's "acme": it
+// reports, as it refreshes, how many of acme's refreshes have returned.
+type otherProvider struct {
+	countingProvider
+	acme *heldProvider
+	seen chan int64
+}
+
+func (p *otherProvider) ProviderID() string { return "beta" }
+func (p *otherProvider) RefreshToken(ctx context.Context, rt string) (*TokenSet, error) {
+	select {
+	case p.seen <- p.acme.ended.Load():
+	default:
+	}
+	return p.countingProvider.RefreshToken(ctx, rt)
+}
+
+// A provider whose token endpoint hangs holds only its share of the worker:
+// with more of its connections due than the worker has slots, another
+// provider's refresh ahead and a sign-in's lapse still run while every one
+// of the hanging provider's slots waits on its endpoint.
+func TestWorkerNotStarvedByAHangingProvider(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
+	acme := &heldProvider{gate: make(chan struct{}), full: make(chan struct{}), fullAt: defaultRefreshConcurrency}
+	beta := &otherProvider{acme: acme, seen: make(chan int64, 1)}
+	reg := NewRegistry()
+	for _, p := range []Provider{acme, beta} {
+		if err := reg.Register(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store, quiet := NewMemoryKV(), slog.New(slog.DiscardHandler)
+	s := NewTokenStore(store, reg, WithClock(clock.Now), WithLogger(quiet), WithRefreshAhead(5*time.Minute, 3*time.Hour))
+	w := worker.New(store, worker.Config{Now: clock.Now, Every: time.Hour})
+	w.Handle(jobAhead, aheadShare, s.ahead.job)
+	lapsed := make(chan int64, 1)
+	var lapses atomic.Int64
+	w.Handle(jobLapse, worker.Share{Most: worker.KindShare}, func(context.Context, string) (bool, error) {
+		lapses.Add(1)
+		lapsed <- acme.ended.Load()
+		return false, nil
+	})
+	ctx := context.Background()
+	connect := func(user, provider string, expires time.Duration) {
+		t.Helper()
+		if err := s.StoreTokens(ctx, user, provider, StoredTokens{AccessToken: "a", RefreshToken: "r",
+			ExpiresAt: clock.Now().Add(expires).UnixMilli()}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.GetValidAccessToken(ctx, user, provider); err != nil { // marks it read: due
+			t.Fatal(err)
+		}
+	}
+	const due = worker.MaxInFlight + 44
+	for i := range due {
+		connect(fmt.Sprintf("u%d", i), "acme", 4*time.Minute)
+	}
+	connect("v", "beta", 4*time.Minute+time.Second) // due after every one of acme's
+	if err := w.Schedule(ctx, jobLapse, "run-1", clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	drained := make(chan struct{})
+	go func() { defer close(drained); w.Drain(ctx); w.Wait() }()
+	waitfor.Recv(t, acme.full, "acme's slots all waiting on its endpoint")
+	if n := waitfor.Recv(t, beta.seen, "beta's refresh ahead"); n != 0 {
+		t.Fatalf("beta's refresh ran once %d of acme's refreshes had given up, want while all of them hang", n)
+	}
+	if n := waitfor.Recv(t, lapsed, "the sign-in's lapse"); n != 0 {
+		t.Fatalf("the lapse ran once %d of acme's refreshes had given up, want while all of them hang", n)
+	}
+	if n := acme.inFlight.Load(); n != defaultRefreshConcurrency {
+		t.Fatalf("%d of acme's refreshes at its endpoint, want %d", n, defaultRefreshConcurrency)
+	}
+	close(acme.gate)
+	waitfor.Recv(t, drained, "the drain and the worker's pieces")
+	if n, most := acme.calls.Load(), acme.most.Load(); n != due || most != defaultRefreshConcurrency {
+		t.Fatalf("acme: %d refreshes, at most %d at once; want %d, at most %d", n, most, due, defaultRefreshConcurrency)
+	}
+	if b, l := beta.calls.Load(), lapses.Load(); b != 1 || l != 1 {
+		t.Fatalf("beta refreshed %d times, the lapse ran %d times; want once each", b, l)
 	}
 }

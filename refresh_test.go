@@ -640,3 +640,50 @@ func TestRefreshBackoffSpreadsConnections(t *testing.T) {
 	}
 	assert.Greater(t, len(seen), 1, "the connections' next attempts are spread, not one instant")
 }
+
+// Tokens an instance refreshed but could not write are kept only while the
+// record still holds what they were refreshed from. A sign-in made on another
+// instance meanwhile supersedes them: GetTokens and the next read serve the
+// sign-in, and the next refresh starts from its refresh token, never writing
+// the kept tokens over it.
+func TestKeptTokensGiveWayToANewerSignIn(t *testing.T) {
+	t.Parallel()
+	onEveryBackend(t, withFaults, func(t *testing.T, f *storeFixture) {
+		kv := f.kv.(*faultKV)
+		f.prov.setRefresh(newRotating("rt-1").answer)
+		kv.down.Store(true)
+		tok, err := f.store.GetValidAccessToken(ctx, "u", "acme")
+		require.NoError(t, err)
+		require.Equal(t, "access-1", tok)
+		waitEvent(t, f, oauthflow.EventRefreshUnsaved) // rt-2 is kept, unwritten
+		kv.down.Store(false)
+
+		reg := oauthflow.NewRegistry()
+		require.NoError(t, reg.Register(f.prov))
+		other := oauthflow.NewTokenStore(kv.KV, reg, oauthflow.WithClock(f.clock.Now))
+		require.NoError(t, other.StoreFromTokenSet(ctx, "u", "acme",
+			&oauthflow.TokenSet{AccessToken: "signed-in", RefreshToken: "rt-new", ExpiresIn: 3600, Scope: "read"}))
+
+		got, err := f.store.GetTokens(ctx, "u", "acme")
+		require.NoError(t, err)
+		assert.Equal(t, "signed-in", got.AccessToken, "GetTokens serves the newer sign-in")
+		assert.Equal(t, "rt-new", got.RefreshToken)
+		tok, err = f.store.GetValidAccessToken(ctx, "u", "acme")
+		require.NoError(t, err)
+		assert.Equal(t, "signed-in", tok)
+
+		var sent atomic.Value
+		f.prov.setRefresh(func(_ context.Context, rt string, _ int64) (*oauthflow.TokenSet, error) {
+			sent.Store(rt)
+			return &oauthflow.TokenSet{AccessToken: "after-" + rt, ExpiresIn: 3600}, nil
+		})
+		f.clock.Advance(2 * time.Hour)
+		tok, err = f.store.GetValidAccessToken(ctx, "u", "acme")
+		require.NoError(t, err)
+		assert.Equal(t, "after-rt-new", tok, "the refresh starts from the sign-in")
+		assert.Equal(t, "rt-new", sent.Load())
+		raw, err := kv.KV.Get(ctx, "oauth:u:acme")
+		require.NoError(t, err)
+		assert.Contains(t, string(raw), `"rt-new"`, "the kept rt-2 never lands")
+	}, oauthflow.WithRefreshTimeout(300*time.Millisecond)) // the unwritten refresh gives up soon
+}
