@@ -54,6 +54,9 @@ func withEngineLogger(l *slog.Logger) EngineOption {
 	}
 }
 
+// runLockLeaseDefault is how long a run's lock outlives an instance that stopped renewing it.
+const runLockLeaseDefault = 30 * time.Second
+
 // withRunLease sets how long a run's lock outlives an instance that stopped
 // renewing it (default 30 s).
 func withRunLease(d time.Duration) EngineOption {

@@ -535,6 +535,3 @@ func (m *Module) storeSignIn(ctx context.Context, userID, provider string, ts *T
 		}
 	}
 }
-
-// runLockLeaseDefault is how long a run's lock outlives an instance that stopped renewing it.
-const runLockLeaseDefault = 30 * time.Second
