@@ -511,24 +511,6 @@ func (e *Engine) decodeRun(ctx context.Context, runID string, b []byte, err erro
 	return &r, nil
 }
 
-// marshalArg turns v into JSON; json.RawMessage and nil pass through.
-func marshalArg(v any) (json.RawMessage, error) {
-	switch v := v.(type) {
-	case nil:
-		return nil, nil
-	case json.RawMessage:
-		if len(v) > 0 && !json.Valid(v) {
-			return nil, errs.Invalid("invalid JSON")
-		}
-		return v, nil
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, errs.Invalid("cannot encode %T as JSON: %w", v, err)
-	}
-	return b, nil
-}
-
 // A child's end reaches its parent's callback transition exactly once in
 // effect. Before a child's end is saved, its delivery is written to the
 // due-work index (recordDelivery); an end whose delivery cannot be recorded
