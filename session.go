@@ -2,6 +2,8 @@ package oauthflow
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,6 +67,13 @@ func NewSessionService(kv KV, opts ...SessionOption) *SessionService {
 		o(s)
 	}
 	return s
+}
+
+// newState returns 32 random bytes, base64url: unguessable and URL-safe.
+func newState() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 func checkState(state string) error {

@@ -2,9 +2,7 @@ package oauthflow
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/subtle"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -124,13 +122,6 @@ func withheld(tc ToolContext, a ExchangeOAuthTokenArgs, res *ExchangeOAuthTokenR
 		provider = tc.Session.Provider
 	}
 	return &ExchangeOAuthTokenReceipt{Connected: true, Provider: provider, Scope: res.Scope, ExpiresIn: res.ExpiresIn}
-}
-
-// newState returns 32 random bytes, base64url: unguessable and URL-safe.
-func newState() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 // buildAuthURL makes the state, a PKCE verifier when the provider takes one, and
