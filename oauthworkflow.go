@@ -13,6 +13,7 @@ import (
 	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/outbound"
 	"github.com/oauthflow/oauthflow/internal/xcontext"
+	"golang.org/x/oauth2"
 )
 
 // The OAuth workflow, its states, transitions and prompt document.
@@ -534,4 +535,219 @@ func (m *Module) storeSignIn(ctx context.Context, userID, provider string, ts *T
 			return err
 		}
 	}
+}
+
+// A device sign-in (GrantDevice, RFC 8628) is a run of the same workflow:
+// its first transition asks the provider for a device code instead of
+// building a URL, the worker polls the token endpoint while the run waits,
+// and an approval stores the tokens and ends the run as a completion does.
+
+// initiateDevice asks the provider for a device code, keeps the poll state
+// in the run, schedules the first poll and the code's expiry, and saves the
+// prompt with the code to show.
+func (m *Module) initiateDevice(ctx context.Context, tc *TransitionContext, args OAuthWorkflowArgs, p Provider) error {
+	d := deviceAuthorizer(p)
+	if d == nil {
+		return m.failFlow(ctx, tc, args.Provider, &FlowError{Message: "This provider does not offer sign-in with a code.", Err: ErrDeviceAuthUnsupported})
+	}
+	scopes := args.Scopes
+	if len(scopes) == 0 {
+		scopes = p.DefaultScopes()
+	}
+	auth, err := callDeviceAuth(context.WithValue(ctx, oauth2.HTTPClient, m.httpClient), d, scopes)
+	if err == nil {
+		err = checkDeviceAuth(args.Provider, auth)
+	}
+	if err != nil {
+		return m.failFlow(ctx, tc, args.Provider, err)
+	}
+	run, err := m.newDeviceRun(tc.Run.ID, p, auth)
+	if err != nil {
+		return err
+	}
+	if err := tc.SetData(oauthRunData{Provider: args.Provider, Scopes: scopes, Device: run}); err != nil {
+		return err
+	}
+	if err := m.work.Schedule(ctx, jobDevice, tc.Run.ID, time.UnixMilli(run.NextPollAt)); err != nil {
+		return err
+	}
+	// The lapse ends the run at the code's expiry even when no poll gets
+	// through to hear expired_token.
+	if err := m.work.Schedule(ctx, jobLapse, tc.Run.ID, time.UnixMilli(run.ExpiresAt)); err != nil {
+		return err
+	}
+	return tc.SaveDocument(ctx, PromptDocumentName, promptWidget, OAuthPromptDocument{
+		Provider: args.Provider, Status: PromptPending, UserCode: auth.UserCode, VerificationURI: auth.VerificationURI,
+		VerificationURIComplete: linkedCompleteURI(auth.VerificationURI, auth.VerificationURIComplete), ExpiresAt: run.ExpiresAt})
+}
+
+// newDeviceRun is the poll state of a new device code: its secrets sealed,
+// its interval and lifetime bounded, its first poll one interval away.
+func (m *Module) newDeviceRun(runID string, p Provider, a *DeviceAuthorization) (*deviceRun, error) {
+	now := m.now()
+	interval := defaultDeviceInterval
+	if a.Interval > 0 {
+		interval = time.Duration(min(a.Interval, int64(maxDeviceInterval/time.Second))) * time.Second
+	}
+	life := m.signInTTL // a server that names no lifetime: ours, never "expired at once"
+	if a.ExpiresIn > 0 {
+		life = time.Duration(min(a.ExpiresIn, int64(maxDeviceLifetime/time.Second))) * time.Second
+	}
+	name := deviceSecretName(runID)
+	run := &deviceRun{Code: string(m.ring.Seal([]byte(a.DeviceCode), name)), Interval: int64(interval / time.Second),
+		ExpiresAt: now.Add(life).UnixMilli(), NextPollAt: now.Add(interval).UnixMilli()}
+	if usesDPoP(p) {
+		_, enc, err := newGrantKey()
+		if err != nil {
+			return nil, err
+		}
+		run.Key = string(m.ring.Seal([]byte(enc), name))
+	}
+	return run, nil
+}
+
+// pollDevice is the worker's job for a device sign-in: it fires the poll on
+// the run, then places the next poll where the run's state says. A run that
+// ended needs nothing more.
+//
+// A poll that is sent may redeem the device code (RFC 8628 §3.5): the
+// provider's tokens are then the only ones the sign-in will ever get. So the
+// poll, and the token write, the run's end and the parent's resume that
+// follow it, are the server's, as a redirect completion is once its state
+// is spent: they run under a context of their own (CompletionTimeout) that
+// the worker's stop does not end, and Close waits for them.
+func (m *Module) pollDevice(ctx context.Context, runID string) (rescheduled bool, err error) {
+	ctx, cancel := m.serverOwned(ctx)
+	defer cancel()
+	r, err := m.fireIfWaiting(ctx, runID, transitionPollDevice)
+	if err != nil || r == nil || r.Status != RunWaiting {
+		return false, err
+	}
+	var data oauthRunData
+	if err := decodeStrict(r.Data, &data, "data"); err != nil || data.Device == nil {
+		return false, err
+	}
+	if err := m.work.Schedule(ctx, jobDevice, runID, time.UnixMilli(data.Device.NextPollAt)); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// pollDeviceTransition asks the token endpoint once for the device code's
+// tokens, unless the interval since the last poll has not passed (another
+// instance polled), and acts on the answer: tokens end the sign-in,
+// authorization_pending waits an interval, slow_down lengthens it for good,
+// a transient failure backs off, and a denial, an expiry or any other
+// refusal ends the run.
+func (m *Module) pollDeviceTransition(ctx context.Context, tc *TransitionContext) error {
+	var data oauthRunData
+	if err := tc.DecodeData(&data); err != nil {
+		return err
+	}
+	d := data.Device
+	if d == nil {
+		return nil // a redirect sign-in: nothing to poll
+	}
+	now := m.now().UnixMilli()
+	if now >= d.ExpiresAt {
+		return m.failFlow(ctx, tc, data.Provider, errDeviceExpired)
+	}
+	if now < d.NextPollAt {
+		return nil
+	}
+	ts, err := m.callDeviceToken(ctx, tc.Run.ID, data.Provider, d)
+	if err == nil {
+		return m.deviceApproved(ctx, tc, &data, ts)
+	}
+	interval := time.Duration(d.Interval) * time.Second
+	switch code := providerCode(err); {
+	case code == "authorization_pending":
+		d.Failures = 0
+	case code == "slow_down":
+		d.Failures, d.Interval = 0, d.Interval+int64(slowDownStep/time.Second)
+		interval += slowDownStep
+	case code == "access_denied" || code == "authorization_declined": // Microsoft says the latter
+		return m.failFlow(ctx, tc, data.Provider, &FlowError{Message: "The sign-in was denied.", Err: err})
+	case code == "expired_token":
+		return m.failFlow(ctx, tc, data.Provider, &FlowError{Message: errDeviceExpired.Message, Err: err})
+	case IsTransient(err):
+		d.Failures++
+		interval = max(interval, deviceBackoff.after(d.Failures, tc.Run.ID))
+		m.log.WarnContext(ctx, "oauthflow: a device sign-in's poll failed; it is tried again", "run", tc.Run.ID,
+			"provider", data.Provider, "failures", d.Failures, "error", logSafeError(err))
+	default:
+		return m.failFlow(ctx, tc, data.Provider, err)
+	}
+	d.NextPollAt = m.now().Add(interval).UnixMilli()
+	return tc.SetData(data)
+}
+
+// callDeviceToken opens the device code (and the grant's key, whose proofs
+// the poll then carries) and polls once.
+func (m *Module) callDeviceToken(ctx context.Context, runID, provider string, d *deviceRun) (ts *TokenSet, err error) {
+	p, err := m.Registry.Get(provider)
+	if err != nil {
+		return nil, err
+	}
+	da := deviceAuthorizer(p)
+	if da == nil {
+		return nil, &FlowError{Message: "This provider no longer offers sign-in with a code.", Err: ErrDeviceAuthUnsupported}
+	}
+	code, err := m.openDeviceSecret(runID, d.Code)
+	if err != nil {
+		return nil, err
+	}
+	ctx = context.WithValue(ctx, oauth2.HTTPClient, m.httpClient)
+	if d.Key != "" {
+		enc, err := m.openDeviceSecret(runID, d.Key)
+		if err != nil {
+			return nil, err
+		}
+		key, err := m.Tokens.keys.get(enc) // parsed once: the first API call signs with it too
+		if err != nil {
+			return nil, err
+		}
+		ctx = withProofs(ctx, key, &m.Tokens.nonces)
+	}
+	defer errs.Recover(&err, "provider "+provider+" DeviceToken")
+	ts, err = da.DeviceToken(ctx, code)
+	if err == nil && (ts == nil || ts.AccessToken == "") {
+		err = &ProviderError{ProviderID: provider, Err: errNoAccessToken}
+	}
+	return ts, err
+}
+
+// openDeviceSecret is the plain form of a device sign-in's sealed secret.
+func (m *Module) openDeviceSecret(runID, sealed string) (string, error) {
+	b, err := m.ring.Open([]byte(sealed), deviceSecretName(runID))
+	return string(b), err
+}
+
+// deviceApproved stores the tokens for the run's user, as a redirect
+// sign-in's are, and ends the run {authenticated: true}.
+func (m *Module) deviceApproved(ctx context.Context, tc *TransitionContext, data *oauthRunData, ts *TokenSet) error {
+	if ts.Scope == "" {
+		ts.Scope = strings.Join(data.Scopes, " ")
+	}
+	key, err := m.openDeviceSecret(tc.Run.ID, data.Device.Key)
+	if err == nil {
+		if p, perr := m.Registry.Get(data.Provider); perr == nil {
+			m.readAccount(ctx, p, ts, key)
+		}
+		err = m.storeSignIn(ctx, tc.Run.UserID, data.Provider, ts, key)
+	}
+	if err != nil {
+		return m.failFlow(ctx, tc, data.Provider, err)
+	}
+	if err := tc.SetResult(OAuthWorkflowResult{Authenticated: true}); err != nil {
+		return err
+	}
+	endData(tc)
+	if err := m.settlePrompt(ctx, tc, PromptSuccess, "", showable(ts.Account, maxAccountLen)); err != nil {
+		return err
+	}
+	tc.GoTo(StateEnd)
+	m.tidyDueWork(ctx, tc.Run.ID, jobLapse)
+	m.events.emit(ctx, Event{Kind: EventConnected, UserID: tc.Run.UserID, ProviderID: data.Provider, RunID: tc.Run.ID})
+	return nil
 }

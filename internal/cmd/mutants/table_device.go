@@ -8,7 +8,7 @@ func deviceSignIns() []mutant {
 	return []mutant{
 		{
 			Name: "device/polls-before-interval",
-			File: "device.go",
+			File: "oauthworkflow.go",
 			Old:  "\tif now < d.NextPollAt {\n\t\treturn nil\n\t}\n",
 			New:  "",
 			Run:  run,
@@ -16,7 +16,7 @@ func deviceSignIns() []mutant {
 		},
 		{
 			Name: "device/slow-down-forgotten",
-			File: "device.go",
+			File: "oauthworkflow.go",
 			Old:  "d.Failures, d.Interval = 0, d.Interval+int64(slowDownStep/time.Second)",
 			New:  "d.Failures = 0",
 			Run:  run,
@@ -24,7 +24,7 @@ func deviceSignIns() []mutant {
 		},
 		{
 			Name: "device/slow-down-not-now",
-			File: "device.go",
+			File: "oauthworkflow.go",
 			Old:  "\t\tinterval += slowDownStep\n",
 			New:  "",
 			Run:  run,
@@ -32,7 +32,7 @@ func deviceSignIns() []mutant {
 		},
 		{
 			Name: "device/denial-waits",
-			File: "device.go",
+			File: "oauthworkflow.go",
 			Old:  "case code == \"access_denied\" || code == \"authorization_declined\":",
 			New:  "case code == \"authorization_declined\":",
 			Run:  run,
@@ -40,7 +40,7 @@ func deviceSignIns() []mutant {
 		},
 		{
 			Name: "device/expired-waits",
-			File: "device.go",
+			File: "oauthworkflow.go",
 			Old:  "\tcase code == \"expired_token\":\n",
 			New:  "\tcase code == \"expired_token_\":\n",
 			Run:  run,
@@ -48,15 +48,15 @@ func deviceSignIns() []mutant {
 		},
 		{
 			Name: "device/transient-ends",
-			File: "device.go",
-			Old:  "\tcase IsTransient(err):\n",
-			New:  "\tcase false:\n",
+			File: "oauthworkflow.go",
+			Old:  "\tcase IsTransient(err):\n\t\td.Failures++\n",
+			New:  "\tcase false:\n\t\td.Failures++\n",
 			Run:  run,
 			Why:  "a network failure, 5xx or 429 backs off and carries on",
 		},
 		{
 			Name: "device/backoff-sooner-than-interval",
-			File: "device.go",
+			File: "oauthworkflow.go",
 			Old:  "interval = max(interval, deviceBackoff.after(d.Failures, tc.Run.ID))",
 			New:  "interval = deviceBackoff.after(d.Failures, tc.Run.ID) / 10",
 			Run:  run,
@@ -64,7 +64,7 @@ func deviceSignIns() []mutant {
 		},
 		{
 			Name: "device/expiry-unchecked",
-			File: "device.go",
+			File: "oauthworkflow.go",
 			Old:  "\tif now >= d.ExpiresAt {\n\t\treturn m.failFlow(ctx, tc, data.Provider, errDeviceExpired)\n\t}\n",
 			New:  "",
 			Run:  run,
@@ -72,7 +72,7 @@ func deviceSignIns() []mutant {
 		},
 		{
 			Name: "device/no-lapse",
-			File: "device.go",
+			File: "oauthworkflow.go",
 			Old:  "\tif err := m.work.Schedule(ctx, jobLapse, tc.Run.ID, time.UnixMilli(run.ExpiresAt)); err != nil {\n\t\treturn err\n\t}\n",
 			New:  "",
 			Run:  run,
@@ -80,7 +80,7 @@ func deviceSignIns() []mutant {
 		},
 		{
 			Name: "device/no-lifetime-is-none",
-			File: "device.go",
+			File: "oauthworkflow.go",
 			Old:  "life := m.signInTTL",
 			New:  "life := time.Duration(0)",
 			Run:  run,
@@ -88,7 +88,7 @@ func deviceSignIns() []mutant {
 		},
 		{
 			Name: "device/code-plain",
-			File: "device.go",
+			File: "oauthworkflow.go",
 			Old:  "run := &deviceRun{Code: string(m.ring.Seal([]byte(a.DeviceCode), name)),",
 			New:  "run := &deviceRun{Code: a.DeviceCode,",
 			Run:  run,
@@ -112,7 +112,7 @@ func deviceSignIns() []mutant {
 		},
 		{
 			Name: "device/unproven-poll",
-			File: "device.go",
+			File: "oauthworkflow.go",
 			Old:  "\t\tctx = withProofs(ctx, key, &m.Tokens.nonces)\n",
 			New:  "\t\t_ = key\n",
 			Run:  run,
@@ -120,7 +120,7 @@ func deviceSignIns() []mutant {
 		},
 		{
 			Name: "device/no-next-poll",
-			File: "device.go",
+			File: "oauthworkflow.go",
 			Old:  "\t\treturn false, err\n\t}\n\treturn true, nil\n",
 			New:  "\t\treturn false, err\n\t}\n\treturn false, nil\n",
 			Run:  run,

@@ -40,7 +40,7 @@ func durableGuards() []mutant {
 		},
 		{
 			Name: "durable/device-poll-dies-with-close",
-			File: "device.go",
+			File: "oauthworkflow.go",
 			Old:  "\tctx, cancel := m.serverOwned(ctx)\n\tdefer cancel()\n\tr, err := m.fireIfWaiting(ctx, runID, transitionPollDevice)",
 			New:  "\tr, err := m.fireIfWaiting(ctx, runID, transitionPollDevice)",
 			Run:  "^(TestDeviceApprovalOutlivesClose)$",
@@ -48,7 +48,7 @@ func durableGuards() []mutant {
 		},
 		{
 			Name: "durable/device-lifetime-uncapped",
-			File: "device.go",
+			File: "oauthworkflow.go",
 			Old:  "life = time.Duration(min(a.ExpiresIn, int64(maxDeviceLifetime/time.Second))) * time.Second",
 			New:  "life = time.Duration(a.ExpiresIn) * time.Second",
 			Run:  "^(TestDeviceSignInLifetimeCappedAtAnHour)$",

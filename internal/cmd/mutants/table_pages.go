@@ -114,7 +114,7 @@ func pagesGuards() []mutant {
 		},
 		{
 			Name: "pages/device-complete-uri-as-given",
-			File: "device.go",
+			File: "oauthworkflow.go",
 			Old:  "VerificationURIComplete: linkedCompleteURI(auth.VerificationURI, auth.VerificationURIComplete),",
 			New:  "VerificationURIComplete: auth.VerificationURIComplete,",
 			Run:  "^(TestDevicePromptCompleteURIOnlyOnTheVerificationOrigin)$",
