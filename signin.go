@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/xcontext"
 	"golang.org/x/oauth2"
 )
 
@@ -283,6 +284,34 @@ func exchangeWith(ctx context.Context, p Provider, code, verifier string) (*Toke
 		return p.ExchangeCode(ctx, code)
 	}
 	return p.ExchangeCode(ctx, code, oauth2.VerifierOption(verifier))
+}
+
+// storeSignIn writes the tokens a provider answered a sign-in with (a code
+// exchange, a device approval) for userID. The provider has spent the code
+// (RFC 6749 §4.1.2, RFC 8628 §3.5): these tokens are the only ones the
+// sign-in will get. So a store failure is tried again, with a growing
+// backoff, as a refresh retries the write of a rotated token, for half the
+// time the completion has left (half of CompletionTimeout at most): the
+// other half ends the run and its prompt honestly if the store stays down.
+// Anything else (a token set refused) fails at once.
+func (m *Module) storeSignIn(ctx context.Context, userID, provider string, ts *TokenSet, key string) error {
+	left := m.completionTimeout
+	if d, ok := ctx.Deadline(); ok {
+		left = min(left, time.Until(d))
+	}
+	ctx, cancel := context.WithTimeout(ctx, left/2)
+	defer cancel()
+	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		err := m.Tokens.storeTokenSet(ctx, userID, provider, ts, key)
+		if err == nil || !errors.Is(err, ErrStoreUnavailable) {
+			return err
+		}
+		m.log.WarnContext(ctx, "oauthflow: a sign-in's tokens could not be written; the write is tried again",
+			"provider", provider, "error", logSafeError(err))
+		if xcontext.Sleep(ctx, backoff) != nil {
+			return err
+		}
+	}
 }
 
 func supportsPKCE(p Provider) bool {

@@ -24,7 +24,7 @@ func durableGuards() []mutant {
 		},
 		{
 			Name: "durable/signin-write-not-retried",
-			File: "oauthworkflow.go",
+			File: "signin.go",
 			Old:  "\t\tif err == nil || !errors.Is(err, ErrStoreUnavailable) {\n",
 			New:  "\t\tif true {\n",
 			Run:  "^(TestSignInTokensSurviveAStoreBlip|TestDeviceApprovalSurvivesAStoreBlip)$",
@@ -32,7 +32,7 @@ func durableGuards() []mutant {
 		},
 		{
 			Name: "durable/signin-write-retried-past-its-half",
-			File: "oauthworkflow.go",
+			File: "signin.go",
 			Old:  "ctx, cancel := context.WithTimeout(ctx, left/2)",
 			New:  "ctx, cancel := context.WithCancel(ctx)",
 			Run:  "^(TestSignInTokensWriteGivesUpWithinTheCompletion)$",
