@@ -85,30 +85,6 @@ type deviceRun struct {
 // deviceSecretName binds a device sign-in's sealed secrets to its run.
 func deviceSecretName(runID string) string { return runKey(runID) + ":device" }
 
-// StartDeviceSignIn launches the "oauth" workflow with the device
-// authorization grant (RFC 8628) for userID and provider and returns the run
-// with its prompt document: what an agent without a browser shows, the
-// document's UserCode and VerificationURI (and VerificationURIComplete, when
-// the server gives one). The Module's worker polls the provider's token
-// endpoint at the interval the server asks for; when the user approves, the
-// tokens are stored as a redirect sign-in's are, the run ends
-// {authenticated: true} and the prompt turns "success"; a denial or an
-// expiry ends it {authenticated: false} with a message that says which.
-//
-// A provider the registry does not know is refused with ErrUnknownProvider,
-// one without the grant with ErrDeviceAuthUnsupported, before anything is
-// created.
-func (m *Module) StartDeviceSignIn(ctx context.Context, userID, provider string, scopes ...string) (*Run, *OAuthPromptDocument, error) {
-	p, err := m.Registry.Get(provider)
-	if err != nil {
-		return nil, nil, err
-	}
-	if deviceAuthorizer(p) == nil {
-		return nil, nil, fmt.Errorf("%w: %s", ErrDeviceAuthUnsupported, provider)
-	}
-	return m.launchSignIn(ctx, userID, OAuthWorkflowArgs{Provider: provider, Scopes: scopes, Grant: GrantDevice})
-}
-
 // deviceAuthorizer is p as a DeviceAuthorizer whose grant is on, else nil.
 func deviceAuthorizer(p Provider) DeviceAuthorizer {
 	if d, ok := p.(DeviceAuthorizer); ok && d.SupportsDeviceAuth() {

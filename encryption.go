@@ -172,13 +172,6 @@ const (
 	reencryptConcurrency = 16
 )
 
-// Reencrypt seals every token record, pending sign-in and MCP dynamic
-// client registration of the module's store under the current key of its
-// key ring: plain records and records under older keys alike. See the package function [Reencrypt].
-func (m *Module) Reencrypt(ctx context.Context, opts ReencryptOptions) (ReencryptProgress, error) {
-	return reencrypt(ctx, m.KV, m.ring, opts)
-}
-
 // Reencrypt walks kv (SCAN, on every master of a Cluster) and seals every
 // token record, pending sign-in and MCP dynamic registration under ring's
 // current key, so that older keys can leave the ring. Each record is

@@ -262,6 +262,13 @@ func (m *Module) Close() error {
 	return err
 }
 
+// Reencrypt seals every token record, pending sign-in and MCP dynamic
+// client registration of the module's store under the current key of its
+// key ring: plain records and records under older keys alike. See the package function [Reencrypt].
+func (m *Module) Reencrypt(ctx context.Context, opts ReencryptOptions) (ReencryptProgress, error) {
+	return reencrypt(ctx, m.KV, m.ring, opts)
+}
+
 // Tools returns the module's tools, for handing to an agent.
 func (m *Module) Tools() []*Tool { return []*Tool{m.BuildOAuthURL, m.ExchangeOAuthToken} }
 
@@ -275,6 +282,30 @@ func (m *Module) StartSignIn(ctx context.Context, userID, provider string, scope
 		return nil, nil, err
 	}
 	return m.launchSignIn(ctx, userID, OAuthWorkflowArgs{Provider: provider, Scopes: scopes})
+}
+
+// StartDeviceSignIn launches the "oauth" workflow with the device
+// authorization grant (RFC 8628) for userID and provider and returns the run
+// with its prompt document: what an agent without a browser shows, the
+// document's UserCode and VerificationURI (and VerificationURIComplete, when
+// the server gives one). The Module's worker polls the provider's token
+// endpoint at the interval the server asks for; when the user approves, the
+// tokens are stored as a redirect sign-in's are, the run ends
+// {authenticated: true} and the prompt turns "success"; a denial or an
+// expiry ends it {authenticated: false} with a message that says which.
+//
+// A provider the registry does not know is refused with ErrUnknownProvider,
+// one without the grant with ErrDeviceAuthUnsupported, before anything is
+// created.
+func (m *Module) StartDeviceSignIn(ctx context.Context, userID, provider string, scopes ...string) (*Run, *OAuthPromptDocument, error) {
+	p, err := m.Registry.Get(provider)
+	if err != nil {
+		return nil, nil, err
+	}
+	if deviceAuthorizer(p) == nil {
+		return nil, nil, fmt.Errorf("%w: %s", ErrDeviceAuthUnsupported, provider)
+	}
+	return m.launchSignIn(ctx, userID, OAuthWorkflowArgs{Provider: provider, Scopes: scopes, Grant: GrantDevice})
 }
 
 // launchSignIn launches the "oauth" workflow with args and reads its prompt.

@@ -128,7 +128,7 @@ func deviceSignIns() []mutant {
 		},
 		{
 			Name: "device/unsupported-launched",
-			File: "device.go",
+			File: "module.go",
 			Old:  "\tif deviceAuthorizer(p) == nil {\n\t\treturn nil, nil, fmt.Errorf(",
 			New:  "\tif _ = p; false {\n\t\treturn nil, nil, fmt.Errorf(",
 			Run:  run,
