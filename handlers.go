@@ -225,7 +225,7 @@ func (m *Module) exchangeSession(ctx context.Context, s *Session, p callbackPara
 	}
 	ctx = withCallbackFields(ctx, p.Fields)
 	// A sign-in started by calling build_oauth_url directly, outside a workflow.
-	_, err := m.exchangeCode(ctx, ToolContext{UserID: s.UserID, Session: s},
+	_, err := m.signIns.exchangeCode(ctx, ToolContext{UserID: s.UserID, Session: s},
 		ExchangeOAuthTokenArgs{Provider: s.Provider, Code: p.Code, State: p.State, ExpectedState: p.State, Iss: p.Iss})
 	kind := EventConnected
 	if err != nil {

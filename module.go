@@ -128,9 +128,9 @@ type Module struct {
 	KV                 KV
 
 	ring        *seal.Ring // seals records at rest; nil: plain
+	signIns     *signIns   // the steps of a sign-in
 	verifyUser  func(r *http.Request, userID string) error
 	bindSignIns bool
-	withhold    bool // exchange_oauth_token's result has no tokens (Config.WithholdTokens)
 	log         *slog.Logger
 	httpClient  *http.Client
 	events      notifier
@@ -173,7 +173,7 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	}
 	m := &Module{Registry: cfg.Registry, KV: store, ring: ring.sealer(), log: log, httpClient: cfg.HTTPClient, ownsKV: owned,
 		events: notifier{hook: cfg.OnEvent, log: log, now: now}, origins: origins, now: now, signInTTL: cfg.SignInTTL,
-		verifyUser: cfg.VerifyUser, bindSignIns: cfg.BindSignIns, withhold: cfg.WithholdTokens}
+		verifyUser: cfg.VerifyUser, bindSignIns: cfg.BindSignIns}
 	if m.signInTTL <= 0 {
 		m.signInTTL = defaultSessionTTL
 	}
@@ -191,7 +191,9 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	m.Sessions = NewSessionService(store, withSessionClock(now), withSessionTTL(m.signInTTL), withSessionEncryption(ring))
 	m.Engine = NewEngine(store, withEngineClock(now), withEngineLogger(log), withFinishedRunTTL(cfg.FinishedRunTTL),
 		withRunLease(m.runLockLease))
-	m.BuildOAuthURL, m.ExchangeOAuthToken = m.newTools()
+	m.signIns = &signIns{registry: m.Registry, tokens: m.Tokens, sessions: m.Sessions, log: log, httpClient: m.httpClient,
+		bindSignIns: cfg.BindSignIns, withhold: cfg.WithholdTokens, completionTimeout: m.completionTimeout}
+	m.BuildOAuthURL, m.ExchangeOAuthToken = m.signIns.tools()
 	if err := m.Engine.Register(m.oauthWorkflow()); err != nil {
 		return nil, err
 	}

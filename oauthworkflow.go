@@ -148,7 +148,7 @@ func (m *Module) initiateOAuth(ctx context.Context, tc *TransitionContext) error
 		return m.failFlow(ctx, tc, args.Provider, &FlowError{Message: "The sign-in request is not valid.",
 			Err: errs.Invalid("grant %q is not one of \"\" and %q", args.Grant, GrantDevice)})
 	}
-	res, err := m.buildAuthURL(ctx, ToolContext{UserID: tc.Run.UserID, RunID: tc.Run.ID},
+	res, err := m.signIns.buildAuthURL(ctx, ToolContext{UserID: tc.Run.UserID, RunID: tc.Run.ID},
 		BuildOAuthURLArgs{Provider: args.Provider, Scopes: args.Scopes})
 	if err != nil {
 		return m.failFlow(ctx, tc, args.Provider, err)
@@ -208,7 +208,7 @@ func (m *Module) exchangeTransition(ctx context.Context, tc *TransitionContext) 
 		return m.failFlow(ctx, tc, data.Provider, &FlowError{Message: "The sign-in response is not valid.", Err: err})
 	}
 	var kept signInKept
-	_, err := m.exchangeCode(withSignInKept(withCallbackFields(ctx, in.Fields), &kept), ToolContext{UserID: tc.Run.UserID, RunID: tc.Run.ID, Session: sessionFrom(ctx)},
+	_, err := m.signIns.exchangeCode(withSignInKept(withCallbackFields(ctx, in.Fields), &kept), ToolContext{UserID: tc.Run.UserID, RunID: tc.Run.ID, Session: sessionFrom(ctx)},
 		ExchangeOAuthTokenArgs{Provider: data.Provider, Code: in.Code, State: in.State, ExpectedState: data.ExpectedState, Iss: in.Iss})
 	if err != nil {
 		return m.failFlow(ctx, tc, data.Provider, err)
@@ -703,9 +703,9 @@ func (m *Module) deviceApproved(ctx context.Context, tc *TransitionContext, data
 	key, err := m.openDeviceSecret(tc.Run.ID, data.Device.Key)
 	if err == nil {
 		if p, perr := m.Registry.Get(data.Provider); perr == nil {
-			m.readAccount(ctx, p, ts, key)
+			m.signIns.readAccount(ctx, p, ts, key)
 		}
-		err = m.storeSignIn(ctx, tc.Run.UserID, data.Provider, ts, key)
+		err = m.signIns.storeSignIn(ctx, tc.Run.UserID, data.Provider, ts, key)
 	}
 	if err != nil {
 		return m.failFlow(ctx, tc, data.Provider, err)

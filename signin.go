@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -17,6 +18,22 @@ import (
 // ErrIssuerMismatch means a callback's iss is not the issuer the sign-in was
 // started with (RFC 9207 mix-up defence).
 var ErrIssuerMismatch = errors.New("oauthflow: authorization response from an unexpected issuer")
+
+// signIns runs the steps of a sign-in that speak to its provider and its
+// stores: it builds the authorization URL and registers the pending
+// sign-in, exchanges the code, reads which account the grant is for and
+// stores the tokens. The OAuth tools are these steps as they stand; the
+// "oauth" workflow and the endpoints sign in through them. New builds one.
+type signIns struct {
+	registry          *Registry
+	tokens            *TokenStore
+	sessions          *SessionService
+	log               *slog.Logger
+	httpClient        *http.Client  // for calls to providers
+	bindSignIns       bool          // a sign-in gets a secret its browser must show (Config.BindSignIns)
+	withhold          bool          // exchange_oauth_token's result has no tokens (Config.WithholdTokens)
+	completionTimeout time.Duration // bounds the token write's retries with the completion
+}
 
 // The two OAuth tools' names.
 const (
@@ -83,16 +100,16 @@ var (
 		}}
 )
 
-func (m *Module) newTools() (build, exchange *Tool) {
+func (si *signIns) tools() (build, exchange *Tool) {
 	build = NewTool(toolBuildOAuthURL,
 		"Builds the authorization URL the user visits to connect a provider, with a single-use CSRF state.",
 		buildOAuthURLSchema, func(ctx context.Context, tc ToolContext, a BuildOAuthURLArgs) (any, error) {
-			return m.buildAuthURL(ctx, tc, a)
+			return si.buildAuthURL(ctx, tc, a)
 		})
-	exchange = NewTool(toolExchangeOAuthToken, m.exchangeDescription(),
+	exchange = NewTool(toolExchangeOAuthToken, si.exchangeDescription(),
 		exchangeOAuthTokenSchema, func(ctx context.Context, tc ToolContext, a ExchangeOAuthTokenArgs) (any, error) {
-			res, err := m.exchangeCode(ctx, tc, a)
-			if err != nil || !m.withhold {
+			res, err := si.exchangeCode(ctx, tc, a)
+			if err != nil || !si.withhold {
 				return res, err
 			}
 			return withheld(tc, a, res), nil
@@ -108,9 +125,9 @@ func (m *Module) newTools() (build, exchange *Tool) {
 // against it, so it stays; Config.WithholdTokens gives the safe result, and
 // the description tells the model which one it gets.
 
-func (m *Module) exchangeDescription() string {
+func (si *signIns) exchangeDescription() string {
 	const does = "Validates the state, exchanges an authorization code for tokens and stores them for the current user."
-	if m.withhold {
+	if si.withhold {
 		return does + " The result says the user is connected; it never carries the tokens."
 	}
 	return does + " The result carries the access and refresh tokens: never repeat them or send them anywhere."
@@ -127,11 +144,11 @@ func withheld(tc ToolContext, a ExchangeOAuthTokenArgs, res *ExchangeOAuthTokenR
 
 // buildAuthURL makes the state, a PKCE verifier when the provider takes one, and
 // the URL, and registers the pending sign-in. The verifier stays in the session.
-func (m *Module) buildAuthURL(ctx context.Context, tc ToolContext, a BuildOAuthURLArgs) (*BuildOAuthURLResult, error) {
+func (si *signIns) buildAuthURL(ctx context.Context, tc ToolContext, a BuildOAuthURLArgs) (*BuildOAuthURLResult, error) {
 	if tc.UserID == "" {
 		return nil, errs.Invalid("build_oauth_url needs the current user")
 	}
-	p, err := m.Registry.Get(a.Provider)
+	p, err := si.registry.Get(a.Provider)
 	if err != nil {
 		return nil, err
 	}
@@ -152,15 +169,15 @@ func (m *Module) buildAuthURL(ctx context.Context, tc ToolContext, a BuildOAuthU
 		}
 		s.DPoPKey = enc
 	}
-	authURL, err := m.authURLOf(p, &s, state)
+	authURL, err := si.authURLOf(p, &s, state)
 	if err != nil {
 		return nil, err
 	}
 	var binding string
-	if m.bindSignIns {
+	if si.bindSignIns {
 		binding, s.Binding = newBinding()
 	}
-	if err := m.Sessions.Register(ctx, state, s); err != nil {
+	if err := si.sessions.Register(ctx, state, s); err != nil {
 		return nil, err
 	}
 	return &BuildOAuthURLResult{AuthURL: authURL, State: state, Binding: binding}, nil
@@ -171,13 +188,13 @@ func (m *Module) buildAuthURL(ctx context.Context, tc ToolContext, a BuildOAuthU
 // thumbprint as dpop_jkt, which binds the code to the key (RFC 9449 §10).
 // build_oauth_url and POST /start both build through it, so a sign-in
 // opened either way asks for the same thing.
-func (m *Module) authURLOf(p Provider, s *Session, state string) (string, error) {
+func (si *signIns) authURLOf(p Provider, s *Session, state string) (string, error) {
 	var opts []oauth2.AuthCodeOption
 	if s.CodeVerifier != "" {
 		opts = append(opts, oauth2.S256ChallengeOption(s.CodeVerifier))
 	}
 	if s.DPoPKey != "" {
-		key, err := m.Tokens.keys.get(s.DPoPKey) // kept parsed: the exchange signs with it
+		key, err := si.tokens.keys.get(s.DPoPKey) // kept parsed: the exchange signs with it
 		if err != nil {
 			return "", err
 		}
@@ -198,32 +215,32 @@ func callBuildAuthURL(p Provider, scopes []string, state string, opts []oauth2.A
 // exchangeCode checks the state in constant time, takes the pending sign-in
 // (once), checks the issuer, exchanges the code and stores the tokens for the
 // sign-in's user. On a state mismatch nothing is exchanged or stored.
-func (m *Module) exchangeCode(ctx context.Context, tc ToolContext, a ExchangeOAuthTokenArgs) (*ExchangeOAuthTokenResult, error) {
+func (si *signIns) exchangeCode(ctx context.Context, tc ToolContext, a ExchangeOAuthTokenArgs) (*ExchangeOAuthTokenResult, error) {
 	if a.State == "" || subtle.ConstantTimeCompare([]byte(a.State), []byte(a.ExpectedState)) != 1 {
 		return nil, &FlowError{Message: "The sign-in response did not match this sign-in.", Err: ErrStateMismatch}
 	}
 	s := tc.Session
 	if s == nil {
 		var err error
-		if s, err = m.Sessions.Consume(ctx, a.State); err != nil {
+		if s, err = si.sessions.Consume(ctx, a.State); err != nil {
 			return nil, err
 		}
 	}
 	if err := checkSession(s, tc, a); err != nil {
 		return nil, err
 	}
-	ts, err := m.callExchange(ctx, s, a.Code)
+	ts, err := si.callExchange(ctx, s, a.Code)
 	if err != nil {
 		return nil, err
 	}
 	if ts.Scope == "" {
 		ts.Scope = strings.Join(s.Scopes, " ")
 	}
-	if p, err := m.Registry.Get(s.Provider); err == nil {
+	if p, err := si.registry.Get(s.Provider); err == nil {
 		keepCallbackFields(ts, callbackFieldsOf(ctx))
-		m.readAccount(ctx, p, ts, s.DPoPKey)
+		si.readAccount(ctx, p, ts, s.DPoPKey)
 	}
-	if err := m.storeSignIn(ctx, s.UserID, s.Provider, ts, s.DPoPKey); err != nil {
+	if err := si.storeSignIn(ctx, s.UserID, s.Provider, ts, s.DPoPKey); err != nil {
 		return nil, err
 	}
 	keepAccount(ctx, ts.Account)
@@ -254,18 +271,18 @@ func checkIss(s *Session, iss string) error {
 	return &FlowError{Message: "The sign-in response came from an unexpected issuer.", Err: ErrIssuerMismatch}
 }
 
-func (m *Module) callExchange(ctx context.Context, s *Session, code string) (ts *TokenSet, err error) {
-	p, err := m.Registry.Get(s.Provider)
+func (si *signIns) callExchange(ctx context.Context, s *Session, code string) (ts *TokenSet, err error) {
+	p, err := si.registry.Get(s.Provider)
 	if err != nil {
 		return nil, err
 	}
-	ctx = context.WithValue(ctx, oauth2.HTTPClient, m.httpClient)
+	ctx = context.WithValue(ctx, oauth2.HTTPClient, si.httpClient)
 	if s.DPoPKey != "" {
-		key, err := m.Tokens.keys.get(s.DPoPKey) // parsed once: the first API call signs with it too
+		key, err := si.tokens.keys.get(s.DPoPKey) // parsed once: the first API call signs with it too
 		if err != nil {
 			return nil, err
 		}
-		ctx = withProofs(ctx, key, &m.Tokens.nonces)
+		ctx = withProofs(ctx, key, &si.tokens.nonces)
 	}
 	defer errs.Recover(&err, "provider "+s.Provider+" ExchangeCode")
 	ts, err = exchangeWith(ctx, p, code, s.CodeVerifier)
@@ -294,19 +311,19 @@ func exchangeWith(ctx context.Context, p Provider, code, verifier string) (*Toke
 // time the completion has left (half of CompletionTimeout at most): the
 // other half ends the run and its prompt honestly if the store stays down.
 // Anything else (a token set refused) fails at once.
-func (m *Module) storeSignIn(ctx context.Context, userID, provider string, ts *TokenSet, key string) error {
-	left := m.completionTimeout
+func (si *signIns) storeSignIn(ctx context.Context, userID, provider string, ts *TokenSet, key string) error {
+	left := si.completionTimeout
 	if d, ok := ctx.Deadline(); ok {
 		left = min(left, time.Until(d))
 	}
 	ctx, cancel := context.WithTimeout(ctx, left/2)
 	defer cancel()
 	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
-		err := m.Tokens.storeTokenSet(ctx, userID, provider, ts, key)
+		err := si.tokens.storeTokenSet(ctx, userID, provider, ts, key)
 		if err == nil || !errors.Is(err, ErrStoreUnavailable) {
 			return err
 		}
-		m.log.WarnContext(ctx, "oauthflow: a sign-in's tokens could not be written; the write is tried again",
+		si.log.WarnContext(ctx, "oauthflow: a sign-in's tokens could not be written; the write is tried again",
 			"provider", provider, "error", logSafeError(err))
 		if xcontext.Sleep(ctx, backoff) != nil {
 			return err
@@ -376,7 +393,7 @@ const (
 // the new access token (bound to key when the answer says DPoP), unless the
 // answer named it already. It waits at most accountTimeout, and a failure
 // is logged and otherwise ignored.
-func (m *Module) readAccount(ctx context.Context, p Provider, ts *TokenSet, key string) {
+func (si *signIns) readAccount(ctx context.Context, p Provider, ts *TokenSet, key string) {
 	r, ok := p.(AccountReader)
 	if !ok || ts.Account != "" {
 		return
@@ -388,17 +405,17 @@ func (m *Module) readAccount(ctx context.Context, p Provider, ts *TokenSet, key 
 		tok.key = key
 	}
 	base := http.DefaultTransport
-	if m.httpClient != nil && m.httpClient.Transport != nil {
-		base = m.httpClient.Transport
+	if si.httpClient != nil && si.httpClient.Transport != nil {
+		base = si.httpClient.Transport
 	}
 	client := &http.Client{Timeout: accountTimeout, Transport: &grantTransport{
-		t: &bearerTransport{src: &storeTokenSource{s: m.Tokens}, base: base}, tok: tok},
+		t: &bearerTransport{src: &storeTokenSource{s: si.tokens}, base: base}, tok: tok},
 		// A redirect is not followed: the token is for the endpoint's own
 		// origin, and a page elsewhere does not speak for the provider.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	account, err := callReadAccount(ctx, r, client)
 	if err != nil {
-		m.log.WarnContext(ctx, "oauthflow: the account of a new connection could not be read; it is shown without one",
+		si.log.WarnContext(ctx, "oauthflow: the account of a new connection could not be read; it is shown without one",
 			"provider", p.ProviderID(), "error", logSafeError(err))
 		return
 	}

@@ -153,7 +153,7 @@ func connectionAccounts() []mutant {
 		{
 			Name: "account/not-read",
 			File: "signin.go",
-			Old:  "\t\tm.readAccount(ctx, p, ts, s.DPoPKey)\n",
+			Old:  "\t\tsi.readAccount(ctx, p, ts, s.DPoPKey)\n",
 			New:  "",
 			Run:  run,
 			Why:  "a sign-in asks the provider once which account it is for",

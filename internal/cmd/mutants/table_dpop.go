@@ -14,7 +14,7 @@ func boundTokens() []mutant {
 		{
 			Name: "dpop/exchange-unproven",
 			File: "signin.go",
-			Old:  "ctx = withProofs(ctx, key, &m.Tokens.nonces)",
+			Old:  "ctx = withProofs(ctx, key, &si.tokens.nonces)",
 			New:  "_ = key",
 			Run:  "TestDPoPBindsASignInToAKeyEveryInstanceHolds",
 			Why:  "a bound sign-in's code exchange proves the key",

@@ -249,7 +249,7 @@ func untrustedServers() []mutant {
 		{
 			Name: "tool/withheld-tokens-returned",
 			File: "signin.go",
-			Old:  "if err != nil || !m.withhold {",
+			Old:  "if err != nil || !si.withhold {",
 			New:  "if err != nil || true {",
 			Why:  "with Config.WithholdTokens, exchange_oauth_token's result (which may reach a model) has no token",
 			Run:  "TestExchangeResultWithholdsTokens",
