@@ -43,6 +43,17 @@ func newDeviceEnv(t *testing.T, o envOptions) *deviceEnv {
 	return &deviceEnv{flowEnv: newFlowEnv(t, o), clock: clock}
 }
 
+// withDemo is a Config hook: the registry holds wrap(demo) as "demo", in
+// place of the demo provider itself.
+func withDemo(t *testing.T, wrap func(demo oauthflow.Provider) oauthflow.Provider) func(*oauthflow.Config) {
+	t.Helper()
+	return func(c *oauthflow.Config) {
+		p := wrap(mustGet(t, c.Registry, "demo"))
+		c.Registry = oauthflow.NewRegistry()
+		require.NoError(t, c.Registry.Register(p))
+	}
+}
+
 // startDevice starts a device sign-in for user on replica i.
 func (env *deviceEnv) startDevice(i int, user string) (*oauthflow.Run, *oauthflow.OAuthPromptDocument) {
 	env.t.Helper()
@@ -214,13 +225,10 @@ func TestDeviceSignInLifetimeCappedAtAnHour(t *testing.T) {
 // A server that names no lifetime is not taken to mean "expired at once".
 func TestDeviceSignInWithoutExpiresIn(t *testing.T) {
 	t.Parallel()
-	env := newDeviceEnv(t, envOptions{})
-	demo := &answeringDevice{Provider: mustGet(t, env.mod(0).Registry, "demo"), auth: oauthflow.DeviceAuthorization{
+	demo := &answeringDevice{auth: oauthflow.DeviceAuthorization{
 		DeviceCode: "dc", UserCode: "ABCD-EFGH", VerificationURI: "https://example.com/device"}}
-	m := env.mod(0)
-	m.Registry = oauthflow.NewRegistry()
-	require.NoError(t, m.Registry.Register(demo))
-	_, doc, err := m.StartDeviceSignIn(context.Background(), "alice", "demo")
+	env := newDeviceEnv(t, envOptions{config: withDemo(t, demo.wrap)})
+	_, doc, err := env.mod(0).StartDeviceSignIn(context.Background(), "alice", "demo")
 	require.NoError(t, err)
 	assert.Equal(t, env.clock.Now().Add(10*time.Minute).UnixMilli(), doc.ExpiresAt, "the sign-in's own lifetime")
 }
@@ -229,6 +237,12 @@ func TestDeviceSignInWithoutExpiresIn(t *testing.T) {
 type answeringDevice struct {
 	oauthflow.Provider
 	auth oauthflow.DeviceAuthorization
+}
+
+// wrap answers for demo.
+func (a *answeringDevice) wrap(demo oauthflow.Provider) oauthflow.Provider {
+	a.Provider = demo
+	return a
 }
 
 func (*answeringDevice) SupportsDeviceAuth() bool { return true }
@@ -242,9 +256,9 @@ func (*answeringDevice) DeviceToken(context.Context, string) (*oauthflow.TokenSe
 
 func TestDeviceSignInRefusesWhatCannotBeShown(t *testing.T) {
 	t.Parallel()
-	env := newDeviceEnv(t, envOptions{})
+	dev := &answeringDevice{}
+	env := newDeviceEnv(t, envOptions{config: withDemo(t, dev.wrap)})
 	m := env.mod(0)
-	base := mustGet(t, m.Registry, "demo")
 	for name, auth := range map[string]oauthflow.DeviceAuthorization{
 		"script URI":        {DeviceCode: "dc", UserCode: "ABCD", VerificationURI: "javascript:alert(1)"},
 		"script complete":   {DeviceCode: "dc", UserCode: "ABCD", VerificationURI: "https://x.example/d", VerificationURIComplete: "data:text/html,x"},
@@ -259,9 +273,7 @@ func TestDeviceSignInRefusesWhatCannotBeShown(t *testing.T) {
 		"a page of a code":  {DeviceCode: "dc", UserCode: strings.Repeat("A", 65), VerificationURI: "https://x.example/d"},
 		"a novel of a link": {DeviceCode: "dc", UserCode: "ABCD", VerificationURI: "https://x.example/" + strings.Repeat("d", 2048)},
 	} {
-		reg := oauthflow.NewRegistry()
-		require.NoError(t, reg.Register(&answeringDevice{Provider: base, auth: auth}))
-		m.Registry = reg
+		dev.auth = auth
 		r, doc, err := m.StartDeviceSignIn(context.Background(), "alice", "demo")
 		require.Error(t, err, name)
 		assert.Nil(t, doc, name)
@@ -500,11 +512,13 @@ func TestDeviceSignInSealsTheDeviceCode(t *testing.T) {
 	t.Parallel()
 	ring := keyRing(t, newKey(t, "k1"))
 	codes := &deviceCodeSpy{}
-	env := newDeviceEnv(t, envOptions{config: func(c *oauthflow.Config) { c.Encryption = ring }})
-	m := env.mod(0)
-	reg := oauthflow.NewRegistry()
-	require.NoError(t, reg.Register(&spyingDevice{deviceProvider: mustGet(t, m.Registry, "demo").(deviceProvider), spy: codes}))
-	m.Registry = reg
+	spying := withDemo(t, func(demo oauthflow.Provider) oauthflow.Provider {
+		return &spyingDevice{deviceProvider: demo.(deviceProvider), spy: codes}
+	})
+	env := newDeviceEnv(t, envOptions{config: func(c *oauthflow.Config) {
+		c.Encryption = ring
+		spying(c)
+	}})
 	r, doc := env.startDevice(0, "alice")
 	require.NotEmpty(t, codes.code)
 	raw, err := env.kv.Get(context.Background(), "oauth:run:"+r.ID)
@@ -614,9 +628,9 @@ func TestEndedSignInKeepsOnlyWhatIsShown(t *testing.T) {
 // the user opens the verification URI and types the code.
 func TestDevicePromptCompleteURIOnlyOnTheVerificationOrigin(t *testing.T) {
 	t.Parallel()
-	env := newDeviceEnv(t, envOptions{})
+	dev := &answeringDevice{}
+	env := newDeviceEnv(t, envOptions{config: withDemo(t, dev.wrap)})
 	m := env.mod(0)
-	base := mustGet(t, m.Registry, "demo")
 	for _, tc := range []struct {
 		name, uri, complete string
 		kept                bool
@@ -634,10 +648,8 @@ func TestDevicePromptCompleteURIOnlyOnTheVerificationOrigin(t *testing.T) {
 		{"http, not loopback", "http://x.example/d", "http://x.example/d?user_code=ABCD", false},
 		{"loopback, another port", "http://127.0.0.1:8080/d", "http://127.0.0.1:9090/d?user_code=ABCD", false},
 	} {
-		reg := oauthflow.NewRegistry()
-		require.NoError(t, reg.Register(&answeringDevice{Provider: base, auth: oauthflow.DeviceAuthorization{
-			DeviceCode: "dc", UserCode: "ABCD", VerificationURI: tc.uri, VerificationURIComplete: tc.complete}}))
-		m.Registry = reg
+		dev.auth = oauthflow.DeviceAuthorization{
+			DeviceCode: "dc", UserCode: "ABCD", VerificationURI: tc.uri, VerificationURIComplete: tc.complete}
 		_, doc, err := m.StartDeviceSignIn(context.Background(), "alice", "demo")
 		require.NoError(t, err, tc.name)
 		assert.Equal(t, tc.uri, doc.VerificationURI, tc.name)

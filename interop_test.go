@@ -217,14 +217,26 @@ func newDeviceSpace(t *testing.T) *deviceSpace {
 	return &deviceSpace{redisSpace: realRedisSpace(t), ring: keyRing(t, newKey(t, "k1"))}
 }
 
-// newDeviceApp discovers the peer as provider "peer" for the device-only
-// client (no redirect URL) and starts a Module on space.
+// newDeviceApp starts a Module on space that signs in with the peer.
 func newDeviceApp(t *testing.T, peer *oidcpeer.Peer, space *deviceSpace) *deviceApp {
+	t.Helper()
+	return newDeviceAppWith(t, space, discoverDevicePeer(t, peer))
+}
+
+// discoverDevicePeer discovers the peer as provider "peer" for the
+// device-only client (no redirect URL).
+func discoverDevicePeer(t *testing.T, peer *oidcpeer.Peer) *providers.OAuth2 {
 	t.Helper()
 	p, err := providers.Discover(context.Background(), "peer", peer.Issuer(),
 		providers.Credentials{ClientID: oidcpeer.DeviceBasicClient, ClientSecret: oidcpeer.DeviceBasicSecret})
 	require.NoError(t, err)
 	require.Equal(t, peer.DeviceAuthURL(), p.Config().DeviceAuthURL, "from device_authorization_endpoint")
+	return p
+}
+
+// newDeviceAppWith starts a Module on space that signs in with p.
+func newDeviceAppWith(t *testing.T, space *deviceSpace, p oauthflow.Provider) *deviceApp {
+	t.Helper()
 	reg := oauthflow.NewRegistry()
 	require.NoError(t, reg.Register(p))
 	mod, err := oauthflow.New(context.Background(), oauthflow.Config{KV: space.kv, Registry: reg,
@@ -277,9 +289,8 @@ func TestInteropDevice(t *testing.T) {
 		t.Parallel()
 		peer := oidcpeer.Start(t, oidcpeer.Options{UserinfoTokens: true, ATTTL: time.Hour})
 		space := newDeviceSpace(t)
-		apps := []*deviceApp{newDeviceApp(t, peer, space), newDeviceApp(t, peer, space), newDeviceApp(t, peer, space)}
 		codes := &deviceCodeSpy{}
-		spyOn(t, apps[0], codes)
+		apps := []*deviceApp{newDeviceAppWith(t, space, spyingPeer(t, peer, codes)), newDeviceApp(t, peer, space), newDeviceApp(t, peer, space)}
 		run, doc := apps[0].start(t)
 		assert.Equal(t, peer.Issuer()+"/device", doc.VerificationURI, "as the peer gave it")
 		assert.Contains(t, doc.VerificationURIComplete, doc.UserCode)
@@ -339,9 +350,8 @@ func TestInteropDevice(t *testing.T) {
 		// hears slow_down, and every later one comes 1 + 5 s apart.
 		peer := oidcpeer.Start(t, oidcpeer.Options{DeviceInterval: 2 * time.Second, DeviceAnnouncedInterval: time.Second})
 		space := newDeviceSpace(t)
-		a, b := newDeviceApp(t, peer, space), newDeviceApp(t, peer, space)
 		codes := &deviceCodeSpy{}
-		spyOn(t, a, codes)
+		a, b := newDeviceAppWith(t, space, spyingPeer(t, peer, codes)), newDeviceApp(t, peer, space)
 		run, doc := a.start(t)
 		require.Eventually(t, func() bool { return len(peer.DevicePolls(t, codes.code)) >= 2 }, time.Minute, 50*time.Millisecond)
 		peer.ApproveDevice(t, doc.UserCode)
@@ -389,12 +399,10 @@ func TestInteropDevice(t *testing.T) {
 	})
 }
 
-// spyOn has app's provider note the device codes it is given.
-func spyOn(t *testing.T, app *deviceApp, spy *deviceCodeSpy) {
+// spyingPeer is the peer's provider noting the device codes it is given.
+func spyingPeer(t *testing.T, peer *oidcpeer.Peer, spy *deviceCodeSpy) oauthflow.Provider {
 	t.Helper()
-	reg := oauthflow.NewRegistry()
-	require.NoError(t, reg.Register(&spyingDevice{deviceProvider: mustGet(t, app.mod.Registry, "peer").(deviceProvider), spy: spy}))
-	app.mod.Registry = reg
+	return &spyingDevice{deviceProvider: discoverDevicePeer(t, peer), spy: spy}
 }
 
 // whoamiTool is a consumer tool: it calls the peer's userinfo with the

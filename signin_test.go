@@ -115,15 +115,12 @@ func TestInteropAccount(t *testing.T) {
 	t.Parallel()
 	peer := oidcpeer.Start(t, oidcpeer.Options{UserinfoTokens: true, ATTTL: time.Hour})
 	space := newDeviceSpace(t)
-	a := newDeviceApp(t, peer, space)
-	discovered := mustGet(t, a.mod.Registry, "peer").(*providers.OAuth2).Config()
+	discovered := discoverDevicePeer(t, peer).Config()
 	require.True(t, discovered.DPoP)
 	discovered.UserinfoURL, discovered.AccountField = peer.UserinfoURL(), "sub"
 	p, err := providers.NewOAuth2(discovered, providers.Credentials{ClientID: oidcpeer.DeviceBasicClient, ClientSecret: oidcpeer.DeviceBasicSecret})
 	require.NoError(t, err)
-	reg := oauthflow.NewRegistry()
-	require.NoError(t, reg.Register(p))
-	a.mod.Registry = reg
+	a := newDeviceAppWith(t, space, p)
 
 	run, doc := a.start(t)
 	peer.ApproveDevice(t, doc.UserCode)
