@@ -152,7 +152,7 @@ func (m *Module) startURL(s *Session, state string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return m.signIns.authURLOf(p, s, state)
+	return m.flow.authURLOf(p, s, state)
 }
 
 // The cookie of a bound sign-in. Served over https it is a __Host- cookie

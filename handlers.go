@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
 	"github.com/oauthflow/oauthflow/internal/web"
@@ -168,13 +167,13 @@ func (m *Module) complete(r *http.Request, p callbackParams) outcome {
 	}
 	// The state is spent: from here the completion is the server's. It runs to
 	// its end under a context of its own, whether or not the client stays.
-	owned, cancel := m.serverOwned(ctx)
+	owned, cancel := m.flow.serverOwned(ctx)
 	defer cancel()
 	prov, _ := m.Registry.Get(s.Provider)
 	p.Fields = declaredFields(prov, p)
-	err = m.exchangeSession(m.watchCompletion(owned, s), s, p)
+	err = m.exchangeSession(m.flow.watchCompletion(owned, s), s, p)
 	if err != nil {
-		m.completionDone(owned, s) // a completion that succeeded removed its watch with the run's last save
+		m.flow.completionDone(owned, s) // a completion that succeeded removed its watch with the run's last save
 		return m.classify(ctx, prov, err)
 	}
 	return outcome{provider: prov, kind: outcomeConnected}
@@ -207,16 +206,6 @@ func declaredFields(prov Provider, p callbackParams) map[string]string {
 	return out
 }
 
-// defaultCompletionTimeout bounds a completion the server runs after the
-// client's request: the exchange, the token write, the run's end and the
-// parent's resume.
-const defaultCompletionTimeout = time.Minute
-
-// serverOwned is ctx's values with no cancellation and a deadline of its own.
-func (m *Module) serverOwned(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), m.completionTimeout)
-}
-
 func (m *Module) exchangeSession(ctx context.Context, s *Session, p callbackParams) error {
 	if s.WorkflowID != "" {
 		_, err := m.Engine.Fire(withSession(ctx, s), s.WorkflowID, transitionExchange,
@@ -225,7 +214,7 @@ func (m *Module) exchangeSession(ctx context.Context, s *Session, p callbackPara
 	}
 	ctx = withCallbackFields(ctx, p.Fields)
 	// A sign-in started by calling build_oauth_url directly, outside a workflow.
-	_, err := m.signIns.exchangeCode(ctx, ToolContext{UserID: s.UserID, Session: s},
+	_, err := m.flow.exchangeCode(ctx, ToolContext{UserID: s.UserID, Session: s},
 		ExchangeOAuthTokenArgs{Provider: s.Provider, Code: p.Code, State: p.State, ExpectedState: p.State, Iss: p.Iss})
 	kind := EventConnected
 	if err != nil {
@@ -285,7 +274,7 @@ func (m *Module) completeProviderError(r *http.Request, p callbackParams) outcom
 	tellRefused(ctx, out.provider, p.Error, p.ErrorDescription) // e.g. an MCP server's provider re-registers a refused client
 	if s.WorkflowID != "" {
 		in := providerErrorInput{Error: p.Error, ErrorDescription: p.ErrorDescription, ErrorURI: p.ErrorURI}
-		ctx, cancel := m.serverOwned(ctx) // the denial is recorded even when the browser left
+		ctx, cancel := m.flow.serverOwned(ctx) // the denial is recorded even when the browser left
 		defer cancel()
 		if _, err := m.Engine.Fire(ctx, s.WorkflowID, transitionReportError, in, s.UserID); err != nil {
 			m.log.WarnContext(ctx, "oauthflow: recording a provider error redirect failed",

@@ -127,12 +127,11 @@ type Module struct {
 	ExchangeOAuthToken *Tool // exchange_oauth_token
 	KV                 KV
 
-	ring        *seal.Ring // seals records at rest; nil: plain
-	signIns     *signIns   // the steps of a sign-in
+	ring        *seal.Ring     // seals records at rest; nil: plain
+	flow        *oauthWorkflow // the sign-ins: their steps, runs and due work
 	verifyUser  func(r *http.Request, userID string) error
 	bindSignIns bool
 	log         *slog.Logger
-	httpClient  *http.Client
 	events      notifier
 	ownsKV      bool
 	origins     frontendOrigins
@@ -140,8 +139,6 @@ type Module struct {
 	now         func() time.Time
 	signInTTL   time.Duration
 	work        *worker.Worker // the time-driven work: lapses, deliveries, abandoned completions, refreshes ahead, device polls
-
-	completionTimeout, runLockLease time.Duration
 }
 
 // defaultHTTPTimeout bounds each provider request made with the Module's
@@ -171,18 +168,19 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Module{Registry: cfg.Registry, KV: store, ring: ring.sealer(), log: log, httpClient: cfg.HTTPClient, ownsKV: owned,
+	m := &Module{Registry: cfg.Registry, KV: store, ring: ring.sealer(), log: log, ownsKV: owned,
 		events: notifier{hook: cfg.OnEvent, log: log, now: now}, origins: origins, now: now, signInTTL: cfg.SignInTTL,
 		verifyUser: cfg.VerifyUser, bindSignIns: cfg.BindSignIns}
 	if m.signInTTL <= 0 {
 		m.signInTTL = defaultSessionTTL
 	}
-	m.completionTimeout, m.runLockLease = orDefault(cfg.CompletionTimeout, defaultCompletionTimeout), orDefault(cfg.RunLockLease, runLockLeaseDefault)
+	completionTimeout, runLockLease := orDefault(cfg.CompletionTimeout, defaultCompletionTimeout), orDefault(cfg.RunLockLease, runLockLeaseDefault)
 	if m.Registry == nil {
 		m.Registry = NewRegistry()
 	}
-	if m.httpClient == nil {
-		m.httpClient = outbound.Client(defaultHTTPTimeout)
+	httpClient := cfg.HTTPClient
+	if httpClient == nil {
+		httpClient = outbound.Client(defaultHTTPTimeout)
 	}
 	m.Tokens = NewTokenStore(store, m.Registry, WithClock(now), WithLogger(log), WithEventHook(cfg.OnEvent),
 		WithEncryption(ring), withRefreshBackoff(cfg.RefreshBackoff), WithRefreshAhead(cfg.RefreshAhead, cfg.RefreshAheadIdle),
@@ -190,20 +188,22 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 		WithReplicaAcks(cfg.ReplicaAcks, orDefault(cfg.ReplicaAckTimeout, 500*time.Millisecond)))
 	m.Sessions = NewSessionService(store, withSessionClock(now), withSessionTTL(m.signInTTL), withSessionEncryption(ring))
 	m.Engine = NewEngine(store, withEngineClock(now), withEngineLogger(log), withFinishedRunTTL(cfg.FinishedRunTTL),
-		withRunLease(m.runLockLease))
-	m.signIns = &signIns{registry: m.Registry, tokens: m.Tokens, sessions: m.Sessions, log: log, httpClient: m.httpClient,
-		bindSignIns: cfg.BindSignIns, withhold: cfg.WithholdTokens, completionTimeout: m.completionTimeout}
-	m.BuildOAuthURL, m.ExchangeOAuthToken = m.signIns.tools()
-	if err := m.Engine.Register(m.oauthWorkflow()); err != nil {
+		withRunLease(runLockLease))
+	m.work = worker.New(storeOf(store), worker.Config{Now: now, Log: log, Every: cfg.WorkerInterval, ErrorText: logSafeError})
+	steps := &signIns{registry: m.Registry, tokens: m.Tokens, sessions: m.Sessions, log: log, httpClient: httpClient,
+		bindSignIns: cfg.BindSignIns, withhold: cfg.WithholdTokens, completionTimeout: completionTimeout}
+	m.BuildOAuthURL, m.ExchangeOAuthToken = steps.tools()
+	m.flow = &oauthWorkflow{signIns: steps, engine: m.Engine, work: m.work, events: m.events, ring: m.ring, now: now,
+		signInTTL: m.signInTTL, runLockLease: runLockLease}
+	if err := m.Engine.Register(m.flow.workflow()); err != nil {
 		return nil, err
 	}
-	m.work = worker.New(storeOf(store), worker.Config{Now: now, Log: log, Every: cfg.WorkerInterval, ErrorText: logSafeError})
 	kind := worker.Share{Most: worker.KindShare}
-	m.work.Handle(jobLapse, kind, m.lapse)
+	m.work.Handle(jobLapse, kind, m.flow.lapse)
 	m.work.Handle(jobDeliver, kind, m.Engine.deliver)
-	m.work.Handle(jobAbandon, kind, m.abandon)
+	m.work.Handle(jobAbandon, kind, m.flow.abandon)
 	m.work.Handle(jobAhead, aheadShare, m.Tokens.ahead.job)
-	m.work.Handle(jobDevice, kind, m.pollDevice)
+	m.work.Handle(jobDevice, kind, m.flow.pollDevice)
 	m.work.Start()
 	return m, nil
 }
@@ -283,7 +283,7 @@ func (m *Module) StartSignIn(ctx context.Context, userID, provider string, scope
 	if _, err := m.Registry.Get(provider); err != nil {
 		return nil, nil, err
 	}
-	return m.launchSignIn(ctx, userID, OAuthWorkflowArgs{Provider: provider, Scopes: scopes})
+	return m.flow.launch(ctx, userID, OAuthWorkflowArgs{Provider: provider, Scopes: scopes})
 }
 
 // StartDeviceSignIn launches the "oauth" workflow with the device
@@ -307,18 +307,5 @@ func (m *Module) StartDeviceSignIn(ctx context.Context, userID, provider string,
 	if deviceAuthorizer(p) == nil {
 		return nil, nil, fmt.Errorf("%w: %s", ErrDeviceAuthUnsupported, provider)
 	}
-	return m.launchSignIn(ctx, userID, OAuthWorkflowArgs{Provider: provider, Scopes: scopes, Grant: GrantDevice})
-}
-
-// launchSignIn launches the "oauth" workflow with args and reads its prompt.
-func (m *Module) launchSignIn(ctx context.Context, userID string, args OAuthWorkflowArgs) (*Run, *OAuthPromptDocument, error) {
-	r, err := m.Engine.Launch(ctx, userID, OAuthWorkflowName, args, RunOptions{})
-	if err != nil {
-		return r, nil, err
-	}
-	var doc OAuthPromptDocument
-	if err := m.Engine.Document(ctx, r.ID, PromptDocumentName, &doc); err != nil {
-		return r, nil, err
-	}
-	return r, &doc, nil
+	return m.flow.launch(ctx, userID, OAuthWorkflowArgs{Provider: provider, Scopes: scopes, Grant: GrantDevice})
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/oauthflow/oauthflow/internal/errs"
 	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/outbound"
+	"github.com/oauthflow/oauthflow/internal/seal"
+	"github.com/oauthflow/oauthflow/internal/worker"
 	"golang.org/x/oauth2"
 )
 
@@ -114,49 +116,79 @@ func sessionFrom(ctx context.Context) *Session {
 	return s
 }
 
-func (m *Module) oauthWorkflow() *Workflow {
+// oauthWorkflow runs the "oauth" workflow: a sign-in of either grant as a
+// run with a prompt document, which its completion, a lapse, an abandoned
+// completion or the answer to a device code ends. Its transitions take the
+// steps of the signIns it embeds; New builds it, registers its workflow
+// and hands the worker its due work.
+type oauthWorkflow struct {
+	*signIns
+	engine       *Engine
+	work         *worker.Worker // lapses, abandoned completions, device polls
+	events       notifier
+	ring         *seal.Ring // seals a device sign-in's secrets; nil: plain
+	now          func() time.Time
+	signInTTL    time.Duration
+	runLockLease time.Duration
+}
+
+// workflow is the "oauth" workflow, its transitions o's.
+func (o *oauthWorkflow) workflow() *Workflow {
 	return &Workflow{
 		Name:   OAuthWorkflowName,
 		States: []string{StateStart, StateAwaitingAuth, StateEnd},
 		Transitions: []Transition{
-			{Name: transitionInitiate, From: StateStart, To: StateAwaitingAuth, Do: m.initiateOAuth},
-			{Name: transitionExchange, From: StateAwaitingAuth, To: StateEnd, Wait: true, Do: m.exchangeTransition},
-			{Name: transitionReportError, From: StateAwaitingAuth, To: StateAwaitingAuth, Wait: true, Do: m.reportErrorTransition},
-			{Name: transitionExpire, From: StateAwaitingAuth, To: StateEnd, Wait: true, Do: m.expireTransition},
-			{Name: transitionAbandon, From: StateAwaitingAuth, To: StateEnd, Wait: true, Do: m.abandonTransition},
-			{Name: transitionPollDevice, From: StateAwaitingAuth, To: StateAwaitingAuth, Wait: true, Do: m.pollDeviceTransition},
+			{Name: transitionInitiate, From: StateStart, To: StateAwaitingAuth, Do: o.initiateOAuth},
+			{Name: transitionExchange, From: StateAwaitingAuth, To: StateEnd, Wait: true, Do: o.exchangeTransition},
+			{Name: transitionReportError, From: StateAwaitingAuth, To: StateAwaitingAuth, Wait: true, Do: o.reportErrorTransition},
+			{Name: transitionExpire, From: StateAwaitingAuth, To: StateEnd, Wait: true, Do: o.expireTransition},
+			{Name: transitionAbandon, From: StateAwaitingAuth, To: StateEnd, Wait: true, Do: o.abandonTransition},
+			{Name: transitionPollDevice, From: StateAwaitingAuth, To: StateAwaitingAuth, Wait: true, Do: o.pollDeviceTransition},
 		},
 	}
 }
 
+// launch launches a run of the "oauth" workflow with args and reads its prompt.
+func (o *oauthWorkflow) launch(ctx context.Context, userID string, args OAuthWorkflowArgs) (*Run, *OAuthPromptDocument, error) {
+	r, err := o.engine.Launch(ctx, userID, OAuthWorkflowName, args, RunOptions{})
+	if err != nil {
+		return r, nil, err
+	}
+	var doc OAuthPromptDocument
+	if err := o.engine.Document(ctx, r.ID, PromptDocumentName, &doc); err != nil {
+		return r, nil, err
+	}
+	return r, &doc, nil
+}
+
 // initiateOAuth builds the URL (registering the sign-in under its state), keeps
 // the expected state, and saves the prompt as pending.
-func (m *Module) initiateOAuth(ctx context.Context, tc *TransitionContext) error {
+func (o *oauthWorkflow) initiateOAuth(ctx context.Context, tc *TransitionContext) error {
 	var args OAuthWorkflowArgs
 	if err := tc.DecodeArgs(&args); err != nil {
-		return m.failFlow(ctx, tc, "", &FlowError{Message: "The sign-in request is not valid.", Err: err})
+		return o.failFlow(ctx, tc, "", &FlowError{Message: "The sign-in request is not valid.", Err: err})
 	}
-	p, err := m.Registry.Get(args.Provider) // Get, not Has: a resolver may build it (AddResolver)
+	p, err := o.registry.Get(args.Provider) // Get, not Has: a resolver may build it (AddResolver)
 	if err != nil {
-		return m.failFlow(ctx, tc, args.Provider, &FlowError{Message: "This provider is not available.", Err: err})
+		return o.failFlow(ctx, tc, args.Provider, &FlowError{Message: "This provider is not available.", Err: err})
 	}
 	switch args.Grant {
 	case GrantDevice:
-		return m.initiateDevice(ctx, tc, args, p)
+		return o.initiateDevice(ctx, tc, args, p)
 	case "":
 	default:
-		return m.failFlow(ctx, tc, args.Provider, &FlowError{Message: "The sign-in request is not valid.",
+		return o.failFlow(ctx, tc, args.Provider, &FlowError{Message: "The sign-in request is not valid.",
 			Err: errs.Invalid("grant %q is not one of \"\" and %q", args.Grant, GrantDevice)})
 	}
-	res, err := m.signIns.buildAuthURL(ctx, ToolContext{UserID: tc.Run.UserID, RunID: tc.Run.ID},
+	res, err := o.buildAuthURL(ctx, ToolContext{UserID: tc.Run.UserID, RunID: tc.Run.ID},
 		BuildOAuthURLArgs{Provider: args.Provider, Scopes: args.Scopes})
 	if err != nil {
-		return m.failFlow(ctx, tc, args.Provider, err)
+		return o.failFlow(ctx, tc, args.Provider, err)
 	}
 	if err := tc.SetData(oauthRunData{Provider: args.Provider, ExpectedState: res.State}); err != nil {
 		return err
 	}
-	if err := m.work.Schedule(ctx, jobLapse, tc.Run.ID, m.now().Add(m.signInTTL)); err != nil {
+	if err := o.work.Schedule(ctx, jobLapse, tc.Run.ID, o.now().Add(o.signInTTL)); err != nil {
 		return err
 	}
 	return tc.SaveDocument(ctx, PromptDocumentName, promptWidget, OAuthPromptDocument{
@@ -168,72 +200,72 @@ const jobLapse = "lapse"
 
 // tidyDueWork removes run id's due work under job, with the release of the
 // run's lock when the call holds it.
-func (m *Module) tidyDueWork(ctx context.Context, id, job string) {
-	if err := m.Engine.tidyAtRelease(ctx, id, job+":"+id); err != nil {
-		m.log.WarnContext(ctx, "oauthflow: a finished sign-in's due work could not be removed", "run", id, "work", job, "error", err.Error())
+func (o *oauthWorkflow) tidyDueWork(ctx context.Context, id, job string) {
+	if err := o.engine.tidyAtRelease(ctx, id, job+":"+id); err != nil {
+		o.log.WarnContext(ctx, "oauthflow: a finished sign-in's due work could not be removed", "run", id, "work", job, "error", err.Error())
 	}
 }
 
 // lapse fires expireSignIn on an oauth run whose sign-in lapsed; a run that has
 // moved on (signed in, failed) or is gone needs nothing.
-func (m *Module) lapse(ctx context.Context, runID string) (rescheduled bool, err error) {
-	_, err = m.fireIfWaiting(ctx, runID, transitionExpire)
+func (o *oauthWorkflow) lapse(ctx context.Context, runID string) (rescheduled bool, err error) {
+	_, err = o.fireIfWaiting(ctx, runID, transitionExpire)
 	return false, err
 }
 
 // expireTransition ends a sign-in that lapsed unused: the run returns
 // {authenticated:false}, the prompt says the link expired, and the parent
 // hears status "failed".
-func (m *Module) expireTransition(ctx context.Context, tc *TransitionContext) error {
+func (o *oauthWorkflow) expireTransition(ctx context.Context, tc *TransitionContext) error {
 	var data oauthRunData
 	if err := tc.DecodeData(&data); err != nil {
 		return err
 	}
 	if data.Device != nil {
-		return m.failFlow(ctx, tc, data.Provider, errDeviceExpired)
+		return o.failFlow(ctx, tc, data.Provider, errDeviceExpired)
 	}
-	return m.failFlow(ctx, tc, data.Provider, &FlowError{
+	return o.failFlow(ctx, tc, data.Provider, &FlowError{
 		Message: "This sign-in link expired. Start the sign-in again.", Err: ErrSessionNotFound})
 }
 
 // exchangeTransition re-checks the state, exchanges the code and stores the
 // tokens; the prompt becomes success, or error with a human message.
-func (m *Module) exchangeTransition(ctx context.Context, tc *TransitionContext) error {
+func (o *oauthWorkflow) exchangeTransition(ctx context.Context, tc *TransitionContext) error {
 	var data oauthRunData
 	if err := tc.DecodeData(&data); err != nil {
 		return err
 	}
 	var in exchangeInput
 	if err := tc.DecodeInput(&in); err != nil {
-		return m.failFlow(ctx, tc, data.Provider, &FlowError{Message: "The sign-in response is not valid.", Err: err})
+		return o.failFlow(ctx, tc, data.Provider, &FlowError{Message: "The sign-in response is not valid.", Err: err})
 	}
 	var kept signInKept
-	_, err := m.signIns.exchangeCode(withSignInKept(withCallbackFields(ctx, in.Fields), &kept), ToolContext{UserID: tc.Run.UserID, RunID: tc.Run.ID, Session: sessionFrom(ctx)},
+	_, err := o.exchangeCode(withSignInKept(withCallbackFields(ctx, in.Fields), &kept), ToolContext{UserID: tc.Run.UserID, RunID: tc.Run.ID, Session: sessionFrom(ctx)},
 		ExchangeOAuthTokenArgs{Provider: data.Provider, Code: in.Code, State: in.State, ExpectedState: data.ExpectedState, Iss: in.Iss})
 	if err != nil {
-		return m.failFlow(ctx, tc, data.Provider, err)
+		return o.failFlow(ctx, tc, data.Provider, err)
 	}
 	if err := tc.SetResult(OAuthWorkflowResult{Authenticated: true}); err != nil {
 		return err
 	}
 	endData(tc)
-	if err := m.settlePrompt(ctx, tc, PromptSuccess, "", kept.account); err != nil {
+	if err := o.settlePrompt(ctx, tc, PromptSuccess, "", kept.account); err != nil {
 		return err
 	}
 	// Tidy only, sent with the run's last save: a lapse of an ended run, or a
 	// watch on its ended completion, does nothing.
-	m.tidyDueWork(ctx, tc.Run.ID, jobLapse)
+	o.tidyDueWork(ctx, tc.Run.ID, jobLapse)
 	if s := sessionFrom(ctx); s != nil && s.WorkflowID == tc.Run.ID {
-		m.tidyDueWork(ctx, tc.Run.ID, jobAbandon)
+		o.tidyDueWork(ctx, tc.Run.ID, jobAbandon)
 	}
-	m.events.emit(ctx, Event{Kind: EventConnected, UserID: tc.Run.UserID, ProviderID: data.Provider, RunID: tc.Run.ID})
+	o.events.emit(ctx, Event{Kind: EventConnected, UserID: tc.Run.UserID, ProviderID: data.Provider, RunID: tc.Run.ID})
 	return nil
 }
 
 // reportErrorTransition records a provider's error redirect (access_denied...):
 // the prompt shows it, but the run keeps waiting and the sign-in stays usable
 // until it expires, so the user may try the same link again.
-func (m *Module) reportErrorTransition(ctx context.Context, tc *TransitionContext) error {
+func (o *oauthWorkflow) reportErrorTransition(ctx context.Context, tc *TransitionContext) error {
 	var data oauthRunData
 	if err := tc.DecodeData(&data); err != nil {
 		return err
@@ -243,25 +275,25 @@ func (m *Module) reportErrorTransition(ctx context.Context, tc *TransitionContex
 		return errs.Invalid("reportError needs an error code")
 	}
 	perr := redirectError(data.Provider, in.Error, in.ErrorDescription, in.ErrorURI)
-	m.events.emit(ctx, Event{Kind: EventFlowFailed, UserID: tc.Run.UserID, ProviderID: data.Provider, RunID: tc.Run.ID, Err: perr})
-	return m.updatePrompt(ctx, tc, PromptError, signInErrorMessage(in.Error, in.ErrorDescription))
+	o.events.emit(ctx, Event{Kind: EventFlowFailed, UserID: tc.Run.UserID, ProviderID: data.Provider, RunID: tc.Run.ID, Err: perr})
+	return o.updatePrompt(ctx, tc, PromptError, signInErrorMessage(in.Error, in.ErrorDescription))
 }
 
 // failFlow ends the flow honestly: the prompt (when there is one) shows the
 // error, the run returns {authenticated:false}, and the error ends the run as
 // failed so the parent hears status "failed".
-func (m *Module) failFlow(ctx context.Context, tc *TransitionContext, provider string, err error) error {
+func (o *oauthWorkflow) failFlow(ctx context.Context, tc *TransitionContext, provider string, err error) error {
 	msg := flowFailureMessage(err)
 	if serr := tc.SetResult(OAuthWorkflowResult{Authenticated: false}); serr != nil {
 		return errors.Join(err, serr)
 	}
 	endData(tc)
 	if _, ok := tc.Run.Documents[PromptDocumentName]; ok {
-		if perr := m.updatePrompt(ctx, tc, PromptError, msg); perr != nil {
+		if perr := o.updatePrompt(ctx, tc, PromptError, msg); perr != nil {
 			return errors.Join(err, perr)
 		}
 	}
-	m.events.emit(ctx, Event{Kind: EventFlowFailed, UserID: tc.Run.UserID, ProviderID: provider, RunID: tc.Run.ID,
+	o.events.emit(ctx, Event{Kind: EventFlowFailed, UserID: tc.Run.UserID, ProviderID: provider, RunID: tc.Run.ID,
 		Err: err})
 	var fe *FlowError
 	if errors.As(err, &fe) {
@@ -275,14 +307,14 @@ func (m *Module) failFlow(ctx context.Context, tc *TransitionContext, provider s
 // kept for a day for its parent and its page.
 func endData(tc *TransitionContext) { tc.Run.Data = nil }
 
-func (m *Module) updatePrompt(ctx context.Context, tc *TransitionContext, status, message string) error {
-	return m.settlePrompt(ctx, tc, status, message, "")
+func (o *oauthWorkflow) updatePrompt(ctx context.Context, tc *TransitionContext, status, message string) error {
+	return o.settlePrompt(ctx, tc, status, message, "")
 }
 
 // settlePrompt is updatePrompt naming the account connected.
-func (m *Module) settlePrompt(ctx context.Context, tc *TransitionContext, status, message, account string) error {
+func (o *oauthWorkflow) settlePrompt(ctx context.Context, tc *TransitionContext, status, message, account string) error {
 	var doc OAuthPromptDocument
-	if err := m.Engine.Document(ctx, tc.Run.ID, PromptDocumentName, &doc); err != nil {
+	if err := o.engine.Document(ctx, tc.Run.ID, PromptDocumentName, &doc); err != nil {
 		return err
 	}
 	doc.Status, doc.Message, doc.Account = status, message, account
@@ -441,35 +473,45 @@ func ToolWorkflow(name string, tool *Tool, provider string) *Workflow {
 // jobAbandon is the worker's job that fails a completion nobody finished.
 const jobAbandon = "abandon"
 
+// defaultCompletionTimeout bounds a completion the server runs after the
+// client's request: the exchange, the token write, the run's end and the
+// parent's resume.
+const defaultCompletionTimeout = time.Minute
+
+// serverOwned is ctx's values with no cancellation and a deadline of its own.
+func (o *oauthWorkflow) serverOwned(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), o.completionTimeout)
+}
+
 // watchCompletion records that s's completion must end by its deadline. The
 // watch goes with the take of the run's lock (withTake), in one round trip,
 // and must land before the run's transition runs; the prompt the transition
 // updates is read with it too.
-func (m *Module) watchCompletion(ctx context.Context, s *Session) context.Context {
+func (o *oauthWorkflow) watchCompletion(ctx context.Context, s *Session) context.Context {
 	if s.WorkflowID == "" {
 		return ctx // a sign-in outside a workflow has no run to end
 	}
-	due := m.now().Add(m.completionTimeout + m.runLockLease)
+	due := o.now().Add(o.completionTimeout + o.runLockLease)
 	watch := &kv.Op{Kind: kv.OpSchedule, Key: dueIndex, Member: jobAbandon + ":" + s.WorkflowID, Due: due}
 	prompt := &kv.Op{Kind: kv.OpGet, Key: docKey(s.WorkflowID, PromptDocumentName)}
-	return m.Engine.withTake(ctx, s.WorkflowID, watch, prompt)
+	return o.engine.withTake(ctx, s.WorkflowID, watch, prompt)
 }
 
 // completionDone removes s's watch; a watch left behind finds the run ended
 // and does nothing.
-func (m *Module) completionDone(ctx context.Context, s *Session) {
+func (o *oauthWorkflow) completionDone(ctx context.Context, s *Session) {
 	if s.WorkflowID == "" {
 		return
 	}
-	if err := m.work.Cancel(ctx, jobAbandon, s.WorkflowID); err != nil {
-		m.log.WarnContext(ctx, "oauthflow: a finished completion's watch could not be removed",
+	if err := o.work.Cancel(ctx, jobAbandon, s.WorkflowID); err != nil {
+		o.log.WarnContext(ctx, "oauthflow: a finished completion's watch could not be removed",
 			"run", s.WorkflowID, "error", err.Error())
 	}
 }
 
 // abandon fires abandonSignIn on a run whose completion never ended.
-func (m *Module) abandon(ctx context.Context, runID string) (rescheduled bool, err error) {
-	_, err = m.fireIfWaiting(ctx, runID, transitionAbandon)
+func (o *oauthWorkflow) abandon(ctx context.Context, runID string) (rescheduled bool, err error) {
+	_, err = o.fireIfWaiting(ctx, runID, transitionAbandon)
 	return false, err
 }
 
@@ -477,15 +519,15 @@ func (m *Module) abandon(ctx context.Context, runID string) (rescheduled bool, e
 // run as the transition left it; a run that has moved on (or is gone) needs
 // nothing, and a transition that ends the run as failed on purpose is done:
 // both return a nil run and no error.
-func (m *Module) fireIfWaiting(ctx context.Context, runID, transition string) (*Run, error) {
-	r, err := m.Engine.Get(ctx, runID)
+func (o *oauthWorkflow) fireIfWaiting(ctx context.Context, runID, transition string) (*Run, error) {
+	r, err := o.engine.Get(ctx, runID)
 	if errors.Is(err, ErrRunNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	r, err = m.Engine.Fire(ctx, runID, transition, nil, r.UserID)
+	r, err = o.engine.Fire(ctx, runID, transition, nil, r.UserID)
 	var fe *FlowError
 	if errors.Is(err, ErrTransitionNotAllowed) || errors.As(err, &fe) {
 		return nil, nil
@@ -497,12 +539,12 @@ func (m *Module) fireIfWaiting(ctx context.Context, runID, transition string) (*
 }
 
 // abandonTransition ends a sign-in whose completion never ended.
-func (m *Module) abandonTransition(ctx context.Context, tc *TransitionContext) error {
+func (o *oauthWorkflow) abandonTransition(ctx context.Context, tc *TransitionContext) error {
 	var data oauthRunData
 	if err := tc.DecodeData(&data); err != nil {
 		return err
 	}
-	return m.failFlow(ctx, tc, data.Provider, &FlowError{
+	return o.failFlow(ctx, tc, data.Provider, &FlowError{
 		Message: "The sign-in could not be completed. Start it again.", Err: errCompletionAbandoned})
 }
 
@@ -516,35 +558,35 @@ var errCompletionAbandoned = errors.New("oauthflow: the completion did not end i
 // initiateDevice asks the provider for a device code, keeps the poll state
 // in the run, schedules the first poll and the code's expiry, and saves the
 // prompt with the code to show.
-func (m *Module) initiateDevice(ctx context.Context, tc *TransitionContext, args OAuthWorkflowArgs, p Provider) error {
+func (o *oauthWorkflow) initiateDevice(ctx context.Context, tc *TransitionContext, args OAuthWorkflowArgs, p Provider) error {
 	d := deviceAuthorizer(p)
 	if d == nil {
-		return m.failFlow(ctx, tc, args.Provider, &FlowError{Message: "This provider does not offer sign-in with a code.", Err: ErrDeviceAuthUnsupported})
+		return o.failFlow(ctx, tc, args.Provider, &FlowError{Message: "This provider does not offer sign-in with a code.", Err: ErrDeviceAuthUnsupported})
 	}
 	scopes := args.Scopes
 	if len(scopes) == 0 {
 		scopes = p.DefaultScopes()
 	}
-	auth, err := callDeviceAuth(context.WithValue(ctx, oauth2.HTTPClient, m.httpClient), d, scopes)
+	auth, err := callDeviceAuth(context.WithValue(ctx, oauth2.HTTPClient, o.httpClient), d, scopes)
 	if err == nil {
 		err = checkDeviceAuth(args.Provider, auth)
 	}
 	if err != nil {
-		return m.failFlow(ctx, tc, args.Provider, err)
+		return o.failFlow(ctx, tc, args.Provider, err)
 	}
-	run, err := m.newDeviceRun(tc.Run.ID, p, auth)
+	run, err := o.newDeviceRun(tc.Run.ID, p, auth)
 	if err != nil {
 		return err
 	}
 	if err := tc.SetData(oauthRunData{Provider: args.Provider, Scopes: scopes, Device: run}); err != nil {
 		return err
 	}
-	if err := m.work.Schedule(ctx, jobDevice, tc.Run.ID, time.UnixMilli(run.NextPollAt)); err != nil {
+	if err := o.work.Schedule(ctx, jobDevice, tc.Run.ID, time.UnixMilli(run.NextPollAt)); err != nil {
 		return err
 	}
 	// The lapse ends the run at the code's expiry even when no poll gets
 	// through to hear expired_token.
-	if err := m.work.Schedule(ctx, jobLapse, tc.Run.ID, time.UnixMilli(run.ExpiresAt)); err != nil {
+	if err := o.work.Schedule(ctx, jobLapse, tc.Run.ID, time.UnixMilli(run.ExpiresAt)); err != nil {
 		return err
 	}
 	return tc.SaveDocument(ctx, PromptDocumentName, promptWidget, OAuthPromptDocument{
@@ -554,25 +596,25 @@ func (m *Module) initiateDevice(ctx context.Context, tc *TransitionContext, args
 
 // newDeviceRun is the poll state of a new device code: its secrets sealed,
 // its interval and lifetime bounded, its first poll one interval away.
-func (m *Module) newDeviceRun(runID string, p Provider, a *DeviceAuthorization) (*deviceRun, error) {
-	now := m.now()
+func (o *oauthWorkflow) newDeviceRun(runID string, p Provider, a *DeviceAuthorization) (*deviceRun, error) {
+	now := o.now()
 	interval := defaultDeviceInterval
 	if a.Interval > 0 {
 		interval = time.Duration(min(a.Interval, int64(maxDeviceInterval/time.Second))) * time.Second
 	}
-	life := m.signInTTL // a server that names no lifetime: ours, never "expired at once"
+	life := o.signInTTL // a server that names no lifetime: ours, never "expired at once"
 	if a.ExpiresIn > 0 {
 		life = time.Duration(min(a.ExpiresIn, int64(maxDeviceLifetime/time.Second))) * time.Second
 	}
 	name := deviceSecretName(runID)
-	run := &deviceRun{Code: string(m.ring.Seal([]byte(a.DeviceCode), name)), Interval: int64(interval / time.Second),
+	run := &deviceRun{Code: string(o.ring.Seal([]byte(a.DeviceCode), name)), Interval: int64(interval / time.Second),
 		ExpiresAt: now.Add(life).UnixMilli(), NextPollAt: now.Add(interval).UnixMilli()}
 	if usesDPoP(p) {
 		_, enc, err := newGrantKey()
 		if err != nil {
 			return nil, err
 		}
-		run.Key = string(m.ring.Seal([]byte(enc), name))
+		run.Key = string(o.ring.Seal([]byte(enc), name))
 	}
 	return run, nil
 }
@@ -587,10 +629,10 @@ func (m *Module) newDeviceRun(runID string, p Provider, a *DeviceAuthorization) 
 // follow it, are the server's, as a redirect completion is once its state
 // is spent: they run under a context of their own (CompletionTimeout) that
 // the worker's stop does not end, and Close waits for them.
-func (m *Module) pollDevice(ctx context.Context, runID string) (rescheduled bool, err error) {
-	ctx, cancel := m.serverOwned(ctx)
+func (o *oauthWorkflow) pollDevice(ctx context.Context, runID string) (rescheduled bool, err error) {
+	ctx, cancel := o.serverOwned(ctx)
 	defer cancel()
-	r, err := m.fireIfWaiting(ctx, runID, transitionPollDevice)
+	r, err := o.fireIfWaiting(ctx, runID, transitionPollDevice)
 	if err != nil || r == nil || r.Status != RunWaiting {
 		return false, err
 	}
@@ -598,7 +640,7 @@ func (m *Module) pollDevice(ctx context.Context, runID string) (rescheduled bool
 	if err := decodeStrict(r.Data, &data, "data"); err != nil || data.Device == nil {
 		return false, err
 	}
-	if err := m.work.Schedule(ctx, jobDevice, runID, time.UnixMilli(data.Device.NextPollAt)); err != nil {
+	if err := o.work.Schedule(ctx, jobDevice, runID, time.UnixMilli(data.Device.NextPollAt)); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -610,7 +652,7 @@ func (m *Module) pollDevice(ctx context.Context, runID string) (rescheduled bool
 // authorization_pending waits an interval, slow_down lengthens it for good,
 // a transient failure backs off, and a denial, an expiry or any other
 // refusal ends the run.
-func (m *Module) pollDeviceTransition(ctx context.Context, tc *TransitionContext) error {
+func (o *oauthWorkflow) pollDeviceTransition(ctx context.Context, tc *TransitionContext) error {
 	var data oauthRunData
 	if err := tc.DecodeData(&data); err != nil {
 		return err
@@ -619,16 +661,16 @@ func (m *Module) pollDeviceTransition(ctx context.Context, tc *TransitionContext
 	if d == nil {
 		return nil // a redirect sign-in: nothing to poll
 	}
-	now := m.now().UnixMilli()
+	now := o.now().UnixMilli()
 	if now >= d.ExpiresAt {
-		return m.failFlow(ctx, tc, data.Provider, errDeviceExpired)
+		return o.failFlow(ctx, tc, data.Provider, errDeviceExpired)
 	}
 	if now < d.NextPollAt {
 		return nil
 	}
-	ts, err := m.callDeviceToken(ctx, tc.Run.ID, data.Provider, d)
+	ts, err := o.callDeviceToken(ctx, tc.Run.ID, data.Provider, d)
 	if err == nil {
-		return m.deviceApproved(ctx, tc, &data, ts)
+		return o.deviceApproved(ctx, tc, &data, ts)
 	}
 	interval := time.Duration(d.Interval) * time.Second
 	switch code := providerCode(err); {
@@ -638,25 +680,25 @@ func (m *Module) pollDeviceTransition(ctx context.Context, tc *TransitionContext
 		d.Failures, d.Interval = 0, d.Interval+int64(slowDownStep/time.Second)
 		interval += slowDownStep
 	case code == "access_denied" || code == "authorization_declined": // Microsoft says the latter
-		return m.failFlow(ctx, tc, data.Provider, &FlowError{Message: "The sign-in was denied.", Err: err})
+		return o.failFlow(ctx, tc, data.Provider, &FlowError{Message: "The sign-in was denied.", Err: err})
 	case code == "expired_token":
-		return m.failFlow(ctx, tc, data.Provider, &FlowError{Message: errDeviceExpired.Message, Err: err})
+		return o.failFlow(ctx, tc, data.Provider, &FlowError{Message: errDeviceExpired.Message, Err: err})
 	case IsTransient(err):
 		d.Failures++
 		interval = max(interval, deviceBackoff.after(d.Failures, tc.Run.ID))
-		m.log.WarnContext(ctx, "oauthflow: a device sign-in's poll failed; it is tried again", "run", tc.Run.ID,
+		o.log.WarnContext(ctx, "oauthflow: a device sign-in's poll failed; it is tried again", "run", tc.Run.ID,
 			"provider", data.Provider, "failures", d.Failures, "error", logSafeError(err))
 	default:
-		return m.failFlow(ctx, tc, data.Provider, err)
+		return o.failFlow(ctx, tc, data.Provider, err)
 	}
-	d.NextPollAt = m.now().Add(interval).UnixMilli()
+	d.NextPollAt = o.now().Add(interval).UnixMilli()
 	return tc.SetData(data)
 }
 
 // callDeviceToken opens the device code (and the grant's key, whose proofs
 // the poll then carries) and polls once.
-func (m *Module) callDeviceToken(ctx context.Context, runID, provider string, d *deviceRun) (ts *TokenSet, err error) {
-	p, err := m.Registry.Get(provider)
+func (o *oauthWorkflow) callDeviceToken(ctx context.Context, runID, provider string, d *deviceRun) (ts *TokenSet, err error) {
+	p, err := o.registry.Get(provider)
 	if err != nil {
 		return nil, err
 	}
@@ -664,21 +706,21 @@ func (m *Module) callDeviceToken(ctx context.Context, runID, provider string, d 
 	if da == nil {
 		return nil, &FlowError{Message: "This provider no longer offers sign-in with a code.", Err: ErrDeviceAuthUnsupported}
 	}
-	code, err := m.openDeviceSecret(runID, d.Code)
+	code, err := o.openDeviceSecret(runID, d.Code)
 	if err != nil {
 		return nil, err
 	}
-	ctx = context.WithValue(ctx, oauth2.HTTPClient, m.httpClient)
+	ctx = context.WithValue(ctx, oauth2.HTTPClient, o.httpClient)
 	if d.Key != "" {
-		enc, err := m.openDeviceSecret(runID, d.Key)
+		enc, err := o.openDeviceSecret(runID, d.Key)
 		if err != nil {
 			return nil, err
 		}
-		key, err := m.Tokens.keys.get(enc) // parsed once: the first API call signs with it too
+		key, err := o.tokens.keys.get(enc) // parsed once: the first API call signs with it too
 		if err != nil {
 			return nil, err
 		}
-		ctx = withProofs(ctx, key, &m.Tokens.nonces)
+		ctx = withProofs(ctx, key, &o.tokens.nonces)
 	}
 	defer errs.Recover(&err, "provider "+provider+" DeviceToken")
 	ts, err = da.DeviceToken(ctx, code)
@@ -689,36 +731,36 @@ func (m *Module) callDeviceToken(ctx context.Context, runID, provider string, d 
 }
 
 // openDeviceSecret is the plain form of a device sign-in's sealed secret.
-func (m *Module) openDeviceSecret(runID, sealed string) (string, error) {
-	b, err := m.ring.Open([]byte(sealed), deviceSecretName(runID))
+func (o *oauthWorkflow) openDeviceSecret(runID, sealed string) (string, error) {
+	b, err := o.ring.Open([]byte(sealed), deviceSecretName(runID))
 	return string(b), err
 }
 
 // deviceApproved stores the tokens for the run's user, as a redirect
 // sign-in's are, and ends the run {authenticated: true}.
-func (m *Module) deviceApproved(ctx context.Context, tc *TransitionContext, data *oauthRunData, ts *TokenSet) error {
+func (o *oauthWorkflow) deviceApproved(ctx context.Context, tc *TransitionContext, data *oauthRunData, ts *TokenSet) error {
 	if ts.Scope == "" {
 		ts.Scope = strings.Join(data.Scopes, " ")
 	}
-	key, err := m.openDeviceSecret(tc.Run.ID, data.Device.Key)
+	key, err := o.openDeviceSecret(tc.Run.ID, data.Device.Key)
 	if err == nil {
-		if p, perr := m.Registry.Get(data.Provider); perr == nil {
-			m.signIns.readAccount(ctx, p, ts, key)
+		if p, perr := o.registry.Get(data.Provider); perr == nil {
+			o.readAccount(ctx, p, ts, key)
 		}
-		err = m.signIns.storeSignIn(ctx, tc.Run.UserID, data.Provider, ts, key)
+		err = o.storeSignIn(ctx, tc.Run.UserID, data.Provider, ts, key)
 	}
 	if err != nil {
-		return m.failFlow(ctx, tc, data.Provider, err)
+		return o.failFlow(ctx, tc, data.Provider, err)
 	}
 	if err := tc.SetResult(OAuthWorkflowResult{Authenticated: true}); err != nil {
 		return err
 	}
 	endData(tc)
-	if err := m.settlePrompt(ctx, tc, PromptSuccess, "", showable(ts.Account, maxAccountLen)); err != nil {
+	if err := o.settlePrompt(ctx, tc, PromptSuccess, "", showable(ts.Account, maxAccountLen)); err != nil {
 		return err
 	}
 	tc.GoTo(StateEnd)
-	m.tidyDueWork(ctx, tc.Run.ID, jobLapse)
-	m.events.emit(ctx, Event{Kind: EventConnected, UserID: tc.Run.UserID, ProviderID: data.Provider, RunID: tc.Run.ID})
+	o.tidyDueWork(ctx, tc.Run.ID, jobLapse)
+	o.events.emit(ctx, Event{Kind: EventConnected, UserID: tc.Run.UserID, ProviderID: data.Provider, RunID: tc.Run.ID})
 	return nil
 }

@@ -301,7 +301,7 @@ func coreTable() []mutant {
 		{
 			Name: "handlers/completion-under-request-ctx",
 			File: "handlers.go",
-			Old:  "\towned, cancel := m.serverOwned(ctx)\n",
+			Old:  "\towned, cancel := m.flow.serverOwned(ctx)\n",
 			New:  "\towned, cancel := context.WithCancel(ctx)\n",
 			Run:  "^(TestCallbackCompletesAfterTheClientLeft)$",
 			Why:  "a browser that leaves after the provider answered does not lose the sign-in",
@@ -311,7 +311,7 @@ func coreTable() []mutant {
 		{
 			Name: "worker/lapse-not-scheduled",
 			File: "oauthworkflow.go",
-			Old:  "if err := m.work.Schedule(ctx, jobLapse, tc.Run.ID, m.now().Add(m.signInTTL)); err != nil {",
+			Old:  "if err := o.work.Schedule(ctx, jobLapse, tc.Run.ID, o.now().Add(o.signInTTL)); err != nil {",
 			New:  "if err := error(nil); err != nil {",
 			Run:  "^(TestSignInLapses|TestSignInLapsesOnItsOwn)$",
 			Why:  "a sign-in that lapses unused ends its run and resumes the parent with status failed",
@@ -319,7 +319,7 @@ func coreTable() []mutant {
 		{
 			Name: "worker/lapse-left-after-connect",
 			File: "oauthworkflow.go",
-			Old:  "does nothing.\n\tm.tidyDueWork(ctx, tc.Run.ID, jobLapse)\n",
+			Old:  "does nothing.\n\to.tidyDueWork(ctx, tc.Run.ID, jobLapse)\n",
 			New:  "does nothing.\n",
 			Run:  "^(TestSignInConnectedDoesNotLapse)$",
 			Why:  "a connected sign-in leaves no due work behind",
@@ -354,15 +354,15 @@ func coreTable() []mutant {
 		{
 			Name: "completion/not-watched",
 			File: "oauthworkflow.go",
-			Old:  "\treturn m.Engine.withTake(ctx, s.WorkflowID, watch, prompt)\n",
-			New:  "\t_ = watch\n\treturn m.Engine.withTake(ctx, s.WorkflowID, prompt)\n",
+			Old:  "\treturn o.engine.withTake(ctx, s.WorkflowID, watch, prompt)\n",
+			New:  "\t_ = watch\n\treturn o.engine.withTake(ctx, s.WorkflowID, prompt)\n",
 			Run:  "^(TestCompletionAbandonedByItsInstanceIsFailedByAnother)$",
 			Why:  "a completion whose instance dies mid-way is failed honestly by another instance",
 		},
 		{
 			Name: "completion/watch-left-behind",
 			File: "oauthworkflow.go",
-			Old:  "\t\tm.tidyDueWork(ctx, tc.Run.ID, jobAbandon)\n",
+			Old:  "\t\to.tidyDueWork(ctx, tc.Run.ID, jobAbandon)\n",
 			New:  "",
 			Run:  "^(TestSignInConnectedDoesNotLapse)$",
 			Why:  "a completion that ended leaves no due work behind",
@@ -370,7 +370,7 @@ func coreTable() []mutant {
 		{
 			Name: "completion/failed-watch-left-behind",
 			File: "handlers.go",
-			Old:  "\t\tm.completionDone(owned, s) // a completion that succeeded removed its watch with the run's last save\n",
+			Old:  "\t\tm.flow.completionDone(owned, s) // a completion that succeeded removed its watch with the run's last save\n",
 			New:  "",
 			Run:  "^(TestSignInFailedLeavesNoWatch)$",
 			Why:  "a completion that failed leaves no due work behind either",
@@ -817,8 +817,8 @@ func coreTable() []mutant {
 		{
 			Name: "mcp/sign-in-misses-resolved-provider",
 			File: "oauthworkflow.go",
-			Old:  "\tp, err := m.Registry.Get(args.Provider) // Get, not Has",
-			New:  "\tp, err := Provider(nil), error(nil)\n\tif !m.Registry.Has(args.Provider) {\n\t\terr = ErrUnknownProvider\n\t} // Get, not Has",
+			Old:  "\tp, err := o.registry.Get(args.Provider) // Get, not Has",
+			New:  "\tp, err := Provider(nil), error(nil)\n\tif !o.registry.Has(args.Provider) {\n\t\terr = ErrUnknownProvider\n\t} // Get, not Has",
 			Pkg:  "./mcpauth",
 			Why:  "the sign-in workflow finds a provider another instance registered at run time (an MCP server's)",
 			Run:  "TestMCPServerEndToEnd",

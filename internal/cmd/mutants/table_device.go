@@ -65,7 +65,7 @@ func deviceSignIns() []mutant {
 		{
 			Name: "device/expiry-unchecked",
 			File: "oauthworkflow.go",
-			Old:  "\tif now >= d.ExpiresAt {\n\t\treturn m.failFlow(ctx, tc, data.Provider, errDeviceExpired)\n\t}\n",
+			Old:  "\tif now >= d.ExpiresAt {\n\t\treturn o.failFlow(ctx, tc, data.Provider, errDeviceExpired)\n\t}\n",
 			New:  "",
 			Run:  run,
 			Why:  "a code past its lifetime is not polled: the sign-in says it expired",
@@ -73,7 +73,7 @@ func deviceSignIns() []mutant {
 		{
 			Name: "device/no-lapse",
 			File: "oauthworkflow.go",
-			Old:  "\tif err := m.work.Schedule(ctx, jobLapse, tc.Run.ID, time.UnixMilli(run.ExpiresAt)); err != nil {\n\t\treturn err\n\t}\n",
+			Old:  "\tif err := o.work.Schedule(ctx, jobLapse, tc.Run.ID, time.UnixMilli(run.ExpiresAt)); err != nil {\n\t\treturn err\n\t}\n",
 			New:  "",
 			Run:  run,
 			Why:  "the sign-in ends at the code's expiry even while no poll gets through",
@@ -81,7 +81,7 @@ func deviceSignIns() []mutant {
 		{
 			Name: "device/no-lifetime-is-none",
 			File: "oauthworkflow.go",
-			Old:  "life := m.signInTTL",
+			Old:  "life := o.signInTTL",
 			New:  "life := time.Duration(0)",
 			Run:  run,
 			Why:  "a server that names no lifetime does not mean the code expired at once",
@@ -89,7 +89,7 @@ func deviceSignIns() []mutant {
 		{
 			Name: "device/code-plain",
 			File: "oauthworkflow.go",
-			Old:  "run := &deviceRun{Code: string(m.ring.Seal([]byte(a.DeviceCode), name)),",
+			Old:  "run := &deviceRun{Code: string(o.ring.Seal([]byte(a.DeviceCode), name)),",
 			New:  "run := &deviceRun{Code: a.DeviceCode,",
 			Run:  run,
 			Why:  "the device code is sealed in the run when encryption is on",
@@ -113,7 +113,7 @@ func deviceSignIns() []mutant {
 		{
 			Name: "device/unproven-poll",
 			File: "oauthworkflow.go",
-			Old:  "\t\tctx = withProofs(ctx, key, &m.Tokens.nonces)\n",
+			Old:  "\t\tctx = withProofs(ctx, key, &o.tokens.nonces)\n",
 			New:  "\t\t_ = key\n",
 			Run:  run,
 			Why:  "a DPoP provider's device grant is bound to the key the polls prove",

@@ -41,8 +41,8 @@ func durableGuards() []mutant {
 		{
 			Name: "durable/device-poll-dies-with-close",
 			File: "oauthworkflow.go",
-			Old:  "\tctx, cancel := m.serverOwned(ctx)\n\tdefer cancel()\n\tr, err := m.fireIfWaiting(ctx, runID, transitionPollDevice)",
-			New:  "\tr, err := m.fireIfWaiting(ctx, runID, transitionPollDevice)",
+			Old:  "\tctx, cancel := o.serverOwned(ctx)\n\tdefer cancel()\n\tr, err := o.fireIfWaiting(ctx, runID, transitionPollDevice)",
+			New:  "\tr, err := o.fireIfWaiting(ctx, runID, transitionPollDevice)",
 			Run:  "^(TestDeviceApprovalOutlivesClose)$",
 			Why:  "a device poll the provider answered with tokens stores them, ends the run and its prompt, though Close stops the worker",
 		},

@@ -9,8 +9,8 @@ func pagesGuards() []mutant {
 		{
 			Name: "pages/start-drops-dpop-jkt",
 			File: "binding.go",
-			Old:  "\treturn m.signIns.authURLOf(p, s, state)\n",
-			New:  "\tunbound := *s\n\tunbound.DPoPKey = \"\"\n\treturn m.signIns.authURLOf(p, &unbound, state)\n",
+			Old:  "\treturn m.flow.authURLOf(p, s, state)\n",
+			New:  "\tunbound := *s\n\tunbound.DPoPKey = \"\"\n\treturn m.flow.authURLOf(p, &unbound, state)\n",
 			Run:  "^(TestBoundSignInStartKeepsDPoPKeyThumbprint)$",
 			Why:  "a sign-in opened through POST /start names its key's thumbprint as dpop_jkt, like build_oauth_url (RFC 9449 §10)",
 		},
