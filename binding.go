@@ -7,7 +7,6 @@ import (
 	"errors"
 	"github.com/oauthflow/oauthflow/internal/errs"
 	"net/http"
-	"net/url"
 	"time"
 )
 
@@ -28,9 +27,6 @@ import (
 //
 // A refusal is 403, leaves the sign-in usable by the right browser until it
 // expires, and emits EventSignInRefused.
-
-// StartPath is the endpoint the widget opens a bound sign-in through.
-const StartPath = "/api/v1/oauth/start"
 
 // ErrSignInRefused is why a completion was refused: it did not come from the
 // user (or browser) that started the sign-in.
@@ -55,104 +51,44 @@ func bindingMatches(s *Session, secret string) bool {
 	return secret != "" && subtle.ConstantTimeCompare([]byte(bindingHash(secret)), []byte(s.Binding)) == 1
 }
 
+// userGuard refuses a completion that does not come from the user, or the
+// browser, that started the sign-in, before anything is consumed.
+type userGuard struct {
+	verifyUser func(r *http.Request, userID string) error // Config.VerifyUser
+	bind       bool                                       // Config.BindSignIns
+	events     notifier
+}
+
 // verifies reports whether a completion must be checked before it consumes anything.
-func (m *Module) verifies() bool { return m.verifyUser != nil || m.bindSignIns }
+func (g *userGuard) verifies() bool { return g.verifyUser != nil || g.bind }
 
 // checkUser refuses a completion of s that r may not make: a bound sign-in
 // without its cookie, or one that Config.VerifyUser turns down. A refusal
 // emits EventSignInRefused; the sign-in is left as it is.
-func (m *Module) checkUser(r *http.Request, s *Session, state string) error {
-	err := m.userCheck(r, s, state)
+func (g *userGuard) checkUser(r *http.Request, s *Session, state string) error {
+	err := g.userCheck(r, s, state)
 	if err != nil {
-		m.events.emit(r.Context(), Event{Kind: EventSignInRefused, UserID: s.UserID, ProviderID: s.Provider,
+		g.events.emit(r.Context(), Event{Kind: EventSignInRefused, UserID: s.UserID, ProviderID: s.Provider,
 			RunID: s.WorkflowID, Err: err})
 	}
 	return err
 }
 
-func (m *Module) userCheck(r *http.Request, s *Session, state string) (err error) {
+func (g *userGuard) userCheck(r *http.Request, s *Session, state string) (err error) {
 	if s.Binding != "" {
 		c, cerr := r.Cookie(bindingCookieName(r, state))
 		if cerr != nil || !bindingMatches(s, c.Value) {
 			return ErrSignInRefused
 		}
 	}
-	if m.verifyUser == nil {
+	if g.verifyUser == nil {
 		return nil
 	}
 	defer errs.Recover(&err, "Config.VerifyUser")
-	if verr := m.verifyUser(r, s.UserID); verr != nil {
+	if verr := g.verifyUser(r, s.UserID); verr != nil {
 		return errors.Join(ErrSignInRefused, verr)
 	}
 	return nil
-}
-
-// StartHandler serves POST /api/v1/oauth/start, which the widget opens a bound
-// sign-in through (form fields state and binding). From the API's own origin
-// or one of Config.FrontendOrigins only, and with the sign-in's secret, it sets
-// the sign-in's cookie and sends the browser to the provider (303).
-func (m *Module) StartHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s, msg := m.start(w, r)
-		if s == nil {
-			m.renderPage(w, outcome{kind: outcomeForbidden, message: msg}, "")
-			return
-		}
-		state := r.PostFormValue("state")
-		ttl := m.signInTTL - m.now().Sub(time.UnixMilli(s.CreatedAt))
-		http.SetCookie(w, bindingCookie(r, state, r.PostFormValue("binding"), ttl))
-		authURL, err := m.startURL(s, state)
-		if err != nil {
-			m.renderPage(w, outcome{kind: outcomeInternal, message: "The sign-in could not be started."}, "")
-			return
-		}
-		w.Header().Set("Cache-Control", "no-store")
-		http.Redirect(w, r, authURL, http.StatusSeeOther)
-	})
-}
-
-// start checks a POST /start: its origin, its state and its secret. It
-// returns the pending sign-in, or nil and why not.
-func (m *Module) start(w http.ResponseWriter, r *http.Request) (*Session, string) {
-	if !m.sameOrAllowedOrigin(r) {
-		return nil, "A sign-in can only be started from the app."
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxCompleteBody)
-	state, secret := r.PostFormValue("state"), r.PostFormValue("binding")
-	if !issuedState(state) {
-		return nil, "The sign-in's state is not one this service issued."
-	}
-	s, err := m.Sessions.Peek(r.Context(), state)
-	if err != nil || !bindingMatches(s, secret) {
-		return nil, "This sign-in link has expired or was already used."
-	}
-	return s, ""
-}
-
-// sameOrAllowedOrigin reports whether r's Origin is the API's own (the host
-// it was sent to) or one of Config.FrontendOrigins. Browsers send Origin with
-// every form POST; a request without one is refused.
-func (m *Module) sameOrAllowedOrigin(r *http.Request) bool {
-	origin := r.Header.Get("Origin")
-	if origin == "" || origin == "null" {
-		return false
-	}
-	if m.origins.allows(origin) {
-		return true
-	}
-	u, err := url.Parse(origin)
-	return err == nil && u.Host == r.Host && (u.Scheme == "https" || u.Scheme == "http")
-}
-
-// startURL builds the authorization URL of the pending sign-in s again, as
-// build_oauth_url made it: the same provider, scopes, state, PKCE challenge
-// and dpop_jkt.
-func (m *Module) startURL(s *Session, state string) (string, error) {
-	p, err := m.Registry.Get(s.Provider)
-	if err != nil {
-		return "", err
-	}
-	return m.flow.authURLOf(p, s, state)
 }
 
 // The cookie of a bound sign-in. Served over https it is a __Host- cookie

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
 	"github.com/oauthflow/oauthflow/internal/web"
@@ -23,6 +24,7 @@ import (
 const (
 	CallbackPath = "/api/v1/oauth/callback"
 	CompletePath = "/api/v1/oauth/complete"
+	StartPath    = "/api/v1/oauth/start" // the endpoint the widget opens a bound sign-in through
 )
 
 // maxCompleteBody bounds a POST /complete body.
@@ -31,46 +33,24 @@ const maxCompleteBody = 16 << 10
 // maxParamLen bounds each callback parameter; real codes and states are far shorter.
 const maxParamLen = 4096
 
-// Mount registers the three public endpoints on mux:
-//   - "GET /api/v1/oauth/callback", the provider's redirect target (CallbackHandler),
-//     which also finishes a sign-in sent by the frontend callback page's no-script form;
-//   - "POST /api/v1/oauth/complete" (CompleteHandler), with its CORS preflight
-//     "OPTIONS /api/v1/oauth/complete", which allows Config.FrontendOrigins only
-//     (403 for any other request);
-//   - "POST /api/v1/oauth/start" (StartHandler), which opens a bound sign-in
-//     (Config.BindSignIns).
-func (m *Module) Mount(mux *http.ServeMux) {
-	mux.Handle("GET "+CallbackPath, m.CallbackHandler())
-	mux.Handle("POST "+CompletePath, m.CompleteHandler())
-	mux.Handle("OPTIONS "+CompletePath, m.completePreflightHandler())
-	mux.Handle("POST "+StartPath, m.StartHandler())
-}
-
-// FrontendHandler serves the browser side of the flow, as embedded assets with no
-// build step: the frontend callback page (GET /oauth/callback, a redirect URI
-// target that hands the code to the widget, or completes through
-// POST /api/v1/oauth/complete when opened directly; in a browser that runs no
-// script, its form sends the provider's answer to GET /api/v1/oauth/callback,
-// which completes the sign-in and shows the outcome) and the oauth-prompt widget
-// (GET /oauth/oauth-prompt.js and .css). Mount it on the frontend's origin:
-//
-//	mux.Handle("GET /oauth/", m.FrontendHandler(""))
-//
-// apiBase is where the API lives when it is on another origin ("" for the same
-// origin); a malformed apiBase panics, at setup. The callback page forwards,
-// besides the provider's answer, the redirect's parameters that a registered
-// provider keeps with the tokens (CallbackFielder), and no others.
-func (m *Module) FrontendHandler(apiBase string) http.Handler {
-	return web.Handler(web.Options{APIBase: apiBase, CallbackFields: m.declaredFieldNames})
+// endpoints serves the public endpoints (the provider's redirect, the
+// frontend page's completion and its CORS preflight, the start of a bound
+// sign-in) and the pages and answers they give. A completion that guard
+// lets through runs on the oauth workflow it embeds.
+type endpoints struct {
+	*oauthWorkflow
+	guard   userGuard
+	origins frontendOrigins
+	pages   pageCache // rendered success pages
 }
 
 // declaredFieldNames are the callback parameters the registered providers
 // keep with the tokens (CallbackFielder), each once: the frontend callback
 // page, which does not know the provider, forwards those.
-func (m *Module) declaredFieldNames() []string {
+func (e *endpoints) declaredFieldNames() []string {
 	var names []string
-	for _, id := range m.Registry.IDs() {
-		p, err := m.Registry.Get(id)
+	for _, id := range e.registry.IDs() {
+		p, err := e.registry.Get(id)
 		if cf, ok := p.(CallbackFielder); ok && err == nil {
 			for _, n := range cf.CallbackFields() {
 				if !slices.Contains(names, n) {
@@ -144,7 +124,7 @@ const statusClientClosedRequest = 499
 // complete finishes a sign-in from a callback's parameters. It consumes the
 // sign-in (once) and fires exchangeToken on its run as the run's user,
 // synchronously, so the answer tells the real outcome.
-func (m *Module) complete(r *http.Request, p callbackParams) outcome {
+func (e *endpoints) complete(r *http.Request, p callbackParams) outcome {
 	ctx := r.Context()
 	if p.tooLong() {
 		return outcome{kind: outcomeInvalid, message: "The callback parameters are too long."}
@@ -153,28 +133,28 @@ func (m *Module) complete(r *http.Request, p callbackParams) outcome {
 		return outcome{kind: outcomeInvalid, message: "The callback's state is not one this service issued."}
 	}
 	if p.Error != "" {
-		return m.completeProviderError(r, p)
+		return e.completeProviderError(r, p)
 	}
 	if p.Code == "" || p.State == "" {
 		return outcome{kind: outcomeInvalid, message: "The callback is missing its code or state."}
 	}
-	if out, ok := m.verify(r, p.State); !ok {
+	if out, ok := e.verify(r, p.State); !ok {
 		return out
 	}
-	s, err := m.Sessions.Consume(ctx, p.State)
+	s, err := e.sessions.Consume(ctx, p.State)
 	if err != nil {
-		return m.classify(ctx, nil, err)
+		return e.classify(ctx, nil, err)
 	}
 	// The state is spent: from here the completion is the server's. It runs to
 	// its end under a context of its own, whether or not the client stays.
-	owned, cancel := m.flow.serverOwned(ctx)
+	owned, cancel := e.serverOwned(ctx)
 	defer cancel()
-	prov, _ := m.Registry.Get(s.Provider)
+	prov, _ := e.registry.Get(s.Provider)
 	p.Fields = declaredFields(prov, p)
-	err = m.exchangeSession(m.flow.watchCompletion(owned, s), s, p)
+	err = e.exchangeSession(e.watchCompletion(owned, s), s, p)
 	if err != nil {
-		m.flow.completionDone(owned, s) // a completion that succeeded removed its watch with the run's last save
-		return m.classify(ctx, prov, err)
+		e.completionDone(owned, s) // a completion that succeeded removed its watch with the run's last save
+		return e.classify(ctx, prov, err)
 	}
 	return outcome{provider: prov, kind: outcomeConnected}
 }
@@ -206,21 +186,21 @@ func declaredFields(prov Provider, p callbackParams) map[string]string {
 	return out
 }
 
-func (m *Module) exchangeSession(ctx context.Context, s *Session, p callbackParams) error {
+func (e *endpoints) exchangeSession(ctx context.Context, s *Session, p callbackParams) error {
 	if s.WorkflowID != "" {
-		_, err := m.Engine.Fire(withSession(ctx, s), s.WorkflowID, transitionExchange,
+		_, err := e.engine.Fire(withSession(ctx, s), s.WorkflowID, transitionExchange,
 			exchangeInput{Code: p.Code, State: p.State, Iss: p.Iss, Fields: p.Fields}, s.UserID)
 		return err
 	}
 	ctx = withCallbackFields(ctx, p.Fields)
 	// A sign-in started by calling build_oauth_url directly, outside a workflow.
-	_, err := m.flow.exchangeCode(ctx, ToolContext{UserID: s.UserID, Session: s},
+	_, err := e.exchangeCode(ctx, ToolContext{UserID: s.UserID, Session: s},
 		ExchangeOAuthTokenArgs{Provider: s.Provider, Code: p.Code, State: p.State, ExpectedState: p.State, Iss: p.Iss})
 	kind := EventConnected
 	if err != nil {
 		kind = EventFlowFailed
 	}
-	m.events.emit(ctx, Event{Kind: kind, UserID: s.UserID, ProviderID: s.Provider, Err: err})
+	e.events.emit(ctx, Event{Kind: kind, UserID: s.UserID, ProviderID: s.Provider, Err: err})
 	return err
 }
 
@@ -228,22 +208,22 @@ func (m *Module) exchangeSession(ctx context.Context, s *Session, p callbackPara
 // the sign-in under state ([Config.VerifyUser], [Config.BindSignIns]),
 // before anything is consumed. A
 // sign-in that cannot be read is refused: the check fails closed.
-func (m *Module) verify(r *http.Request, state string) (outcome, bool) {
-	if !m.verifies() {
+func (e *endpoints) verify(r *http.Request, state string) (outcome, bool) {
+	if !e.guard.verifies() {
 		return outcome{}, true
 	}
-	s, err := m.Sessions.Peek(r.Context(), state)
+	s, err := e.sessions.Peek(r.Context(), state)
 	if err != nil { // fail closed: the consume right after could still succeed
-		return m.classify(r.Context(), nil, err), false
+		return e.classify(r.Context(), nil, err), false
 	}
-	if err := m.checkUser(r, s, state); err != nil {
-		return m.refused(s), false
+	if err := e.guard.checkUser(r, s, state); err != nil {
+		return e.refused(s), false
 	}
 	return outcome{}, true
 }
 
-func (m *Module) refused(s *Session) outcome {
-	prov, _ := m.Registry.Get(s.Provider)
+func (e *endpoints) refused(s *Session) outcome {
+	prov, _ := e.registry.Get(s.Provider)
 	return outcome{provider: prov, kind: outcomeForbidden,
 		message: "This sign-in was started by another user or in another browser. Start it again from the app, signed in as yourself."}
 }
@@ -251,22 +231,22 @@ func (m *Module) refused(s *Session) outcome {
 // completeProviderError records a provider's error redirect on the pending
 // sign-in's prompt without consuming it: the user may try the same link again.
 // A redirect whose iss is not the expected issuer is refused and records nothing.
-func (m *Module) completeProviderError(r *http.Request, p callbackParams) outcome {
+func (e *endpoints) completeProviderError(r *http.Request, p callbackParams) outcome {
 	ctx := r.Context()
 	out := outcome{kind: outcomeProviderError, message: signInErrorMessage(p.Error, p.ErrorDescription)}
 	if p.State == "" {
 		return out
 	}
-	s, err := m.Sessions.Peek(ctx, p.State)
+	s, err := e.sessions.Peek(ctx, p.State)
 	if err != nil {
 		if errors.Is(err, ErrStoreUnavailable) || ctx.Err() != nil {
-			return m.classify(ctx, nil, err)
+			return e.classify(ctx, nil, err)
 		}
 		return out
 	}
-	out.provider, _ = m.Registry.Get(s.Provider)
-	if m.verifies() && m.checkUser(r, s, p.State) != nil {
-		return m.refused(s)
+	out.provider, _ = e.registry.Get(s.Provider)
+	if e.guard.verifies() && e.guard.checkUser(r, s, p.State) != nil {
+		return e.refused(s)
 	}
 	if checkIss(s, p.Iss) != nil {
 		return outcome{provider: out.provider, kind: outcomeRejected, message: "The sign-in response came from an unexpected issuer."}
@@ -274,10 +254,10 @@ func (m *Module) completeProviderError(r *http.Request, p callbackParams) outcom
 	tellRefused(ctx, out.provider, p.Error, p.ErrorDescription) // e.g. an MCP server's provider re-registers a refused client
 	if s.WorkflowID != "" {
 		in := providerErrorInput{Error: p.Error, ErrorDescription: p.ErrorDescription, ErrorURI: p.ErrorURI}
-		ctx, cancel := m.flow.serverOwned(ctx) // the denial is recorded even when the browser left
+		ctx, cancel := e.serverOwned(ctx) // the denial is recorded even when the browser left
 		defer cancel()
-		if _, err := m.Engine.Fire(ctx, s.WorkflowID, transitionReportError, in, s.UserID); err != nil {
-			m.log.WarnContext(ctx, "oauthflow: recording a provider error redirect failed",
+		if _, err := e.engine.Fire(ctx, s.WorkflowID, transitionReportError, in, s.UserID); err != nil {
+			e.log.WarnContext(ctx, "oauthflow: recording a provider error redirect failed",
 				"run", s.WorkflowID, "error", logSafeError(err))
 		}
 	}
@@ -286,13 +266,13 @@ func (m *Module) completeProviderError(r *http.Request, p callbackParams) outcom
 
 // classify turns a completion error into what the endpoints answer. ctx is the
 // request's: when it has ended, the client went away, whatever failed after.
-func (m *Module) classify(ctx context.Context, p Provider, err error) outcome {
+func (e *endpoints) classify(ctx context.Context, p Provider, err error) outcome {
 	out := outcome{provider: p, message: flowFailureMessage(err)}
 	var fe *FlowError
 	switch {
 	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		out.kind, out.message = outcomeCanceled, "The request ended before the sign-in completed."
-		m.log.InfoContext(ctx, "oauthflow: the client went away before a sign-in completed", "error", logSafeError(err))
+		e.log.InfoContext(ctx, "oauthflow: the client went away before a sign-in completed", "error", logSafeError(err))
 	case errors.Is(err, ErrStoreUnavailable):
 		out.kind, out.message = outcomeStoreDown, "The service is temporarily unavailable. Please try again later."
 	case errors.Is(err, ErrSessionNotFound), errors.Is(err, ErrRunNotFound),
@@ -304,38 +284,30 @@ func (m *Module) classify(ctx context.Context, p Provider, err error) outcome {
 		out.kind = outcomeRejected
 	default:
 		out.kind = outcomeInternal
-		m.log.Error("oauthflow: completing a sign-in failed", "error", logSafeError(err))
+		e.log.Error("oauthflow: completing a sign-in failed", "error", logSafeError(err))
 	}
 	return out
 }
 
-// CallbackHandler serves GET /api/v1/oauth/callback, the provider's redirect
-// target: it completes the sign-in and renders a small page with the outcome.
-func (m *Module) CallbackHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		p := callbackParams{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss"),
-			Error: q.Get("error"), ErrorDescription: q.Get("error_description"), ErrorURI: q.Get("error_uri"),
-			query: q}
-		out := m.complete(r, p)
-		m.renderPage(w, out, p.State)
-	})
+// serveCallback serves GET /api/v1/oauth/callback (Module.CallbackHandler).
+func (e *endpoints) serveCallback(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p := callbackParams{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss"),
+		Error: q.Get("error"), ErrorDescription: q.Get("error_description"), ErrorURI: q.Get("error_uri"),
+		query: q}
+	out := e.complete(r, p)
+	e.renderPage(w, out, p.State)
 }
 
-// CompleteHandler serves POST /api/v1/oauth/complete, the JSON variant the
-// frontend callback page uses: {code, state[, iss]} or {state, error, error_description}.
-// A request from one of Config.FrontendOrigins gets CORS headers on every answer,
-// errors included, so the frontend can read them.
-func (m *Module) CompleteHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		m.origins.allowOrigin(w.Header(), r)
-		p, status, code, msg := decodeComplete(w, r)
-		if status != 0 {
-			writeJSONError(w, status, code, msg)
-			return
-		}
-		m.writeOutcome(w, m.complete(r, p))
-	})
+// serveComplete serves POST /api/v1/oauth/complete (Module.CompleteHandler).
+func (e *endpoints) serveComplete(w http.ResponseWriter, r *http.Request) {
+	e.origins.allowOrigin(w.Header(), r)
+	p, status, code, msg := decodeComplete(w, r)
+	if status != 0 {
+		writeJSONError(w, status, code, msg)
+		return
+	}
+	e.writeOutcome(w, e.complete(r, p))
 }
 
 // decodeComplete reads a /complete body: JSON only, at most 16 KiB, no unknown fields.
@@ -366,7 +338,7 @@ func decodeComplete(w http.ResponseWriter, r *http.Request) (p callbackParams, s
 	return p, 0, "", ""
 }
 
-func (m *Module) writeOutcome(w http.ResponseWriter, out outcome) {
+func (e *endpoints) writeOutcome(w http.ResponseWriter, out outcome) {
 	status, code := http.StatusOK, ""
 	switch out.kind {
 	case outcomeConnected, outcomeProviderError:
@@ -541,23 +513,84 @@ func (o frontendOrigins) allowOrigin(h http.Header, r *http.Request) bool {
 	return true
 }
 
-// completePreflightHandler answers the CORS preflight (OPTIONS) of POST
+// servePreflight answers the CORS preflight (OPTIONS) of POST
 // /api/v1/oauth/complete: 204 allowing POST with a Content-Type header for a
 // configured frontend origin; 403 without any CORS header for every other
 // request, so the browser refuses to send the POST.
-func (m *Module) completePreflightHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := w.Header()
-		h.Set("Cache-Control", "no-store")
-		if !m.origins.allowOrigin(h, r) {
-			w.WriteHeader(http.StatusForbidden)
-			return
-		}
-		h.Set("Access-Control-Allow-Methods", http.MethodPost)
-		h.Set("Access-Control-Allow-Headers", "Content-Type")
-		h.Set("Access-Control-Max-Age", corsMaxAge)
-		w.WriteHeader(http.StatusNoContent)
-	})
+func (e *endpoints) servePreflight(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	if !e.origins.allowOrigin(h, r) {
+		w.WriteHeader(http.StatusForbidden)
+		return
+	}
+	h.Set("Access-Control-Allow-Methods", http.MethodPost)
+	h.Set("Access-Control-Allow-Headers", "Content-Type")
+	h.Set("Access-Control-Max-Age", corsMaxAge)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// serveStart serves POST /api/v1/oauth/start (Module.StartHandler).
+func (e *endpoints) serveStart(w http.ResponseWriter, r *http.Request) {
+	s, msg := e.checkStart(w, r)
+	if s == nil {
+		e.renderPage(w, outcome{kind: outcomeForbidden, message: msg}, "")
+		return
+	}
+	state := r.PostFormValue("state")
+	ttl := e.signInTTL - e.now().Sub(time.UnixMilli(s.CreatedAt))
+	http.SetCookie(w, bindingCookie(r, state, r.PostFormValue("binding"), ttl))
+	authURL, err := e.startURL(s, state)
+	if err != nil {
+		e.renderPage(w, outcome{kind: outcomeInternal, message: "The sign-in could not be started."}, "")
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, authURL, http.StatusSeeOther)
+}
+
+// checkStart checks a POST /start: its origin, its state and its secret. It
+// returns the pending sign-in, or nil and why not.
+func (e *endpoints) checkStart(w http.ResponseWriter, r *http.Request) (*Session, string) {
+	if !e.sameOrAllowedOrigin(r) {
+		return nil, "A sign-in can only be started from the app."
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxCompleteBody)
+	state, secret := r.PostFormValue("state"), r.PostFormValue("binding")
+	if !issuedState(state) {
+		return nil, "The sign-in's state is not one this service issued."
+	}
+	s, err := e.sessions.Peek(r.Context(), state)
+	if err != nil || !bindingMatches(s, secret) {
+		return nil, "This sign-in link has expired or was already used."
+	}
+	return s, ""
+}
+
+// sameOrAllowedOrigin reports whether r's Origin is the API's own (the host
+// it was sent to) or one of Config.FrontendOrigins. Browsers send Origin with
+// every form POST; a request without one is refused.
+func (e *endpoints) sameOrAllowedOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" || origin == "null" {
+		return false
+	}
+	if e.origins.allows(origin) {
+		return true
+	}
+	u, err := url.Parse(origin)
+	return err == nil && u.Host == r.Host && (u.Scheme == "https" || u.Scheme == "http")
+}
+
+// startURL builds the authorization URL of the pending sign-in s again, as
+// build_oauth_url made it: the same provider, scopes, state, PKCE challenge
+// and dpop_jkt.
+func (e *endpoints) startURL(s *Session, state string) (string, error) {
+	p, err := e.registry.Get(s.Provider)
+	if err != nil {
+		return "", err
+	}
+	return e.authURLOf(p, s, state)
 }
 
 // The callback page: html/template escapes everything; the only script is the
@@ -619,9 +652,9 @@ type pageData struct {
 	FrontendOrigins      []string // besides the page's own, where the result is posted
 }
 
-func (m *Module) renderPage(w http.ResponseWriter, out outcome, state string) {
+func (e *endpoints) renderPage(w http.ResponseWriter, out outcome, state string) {
 	d := pageData{Status: "error", Message: out.message, Hint: "You can close this window and try again.", Nonce: newState(),
-		FrontendOrigins: m.origins.list}
+		FrontendOrigins: e.origins.list}
 	if issuedState(state) {
 		d.State = state // only a state of ours is echoed to the opener
 	}
@@ -657,7 +690,7 @@ func (m *Module) renderPage(w http.ResponseWriter, out outcome, state string) {
 	setPageHeaders(w.Header(), d.Nonce)
 	w.WriteHeader(status)
 	if out.kind == outcomeConnected && d.State != "" {
-		m.pages.write(w, d, m.Registry)
+		e.pages.write(w, d, e.registry)
 		return
 	}
 	_ = pageTemplate.Execute(w, d)

@@ -13,6 +13,7 @@ import (
 	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/outbound"
 	"github.com/oauthflow/oauthflow/internal/seal"
+	"github.com/oauthflow/oauthflow/internal/web"
 	"github.com/oauthflow/oauthflow/internal/worker"
 )
 
@@ -127,18 +128,11 @@ type Module struct {
 	ExchangeOAuthToken *Tool // exchange_oauth_token
 	KV                 KV
 
-	ring        *seal.Ring     // seals records at rest; nil: plain
-	flow        *oauthWorkflow // the sign-ins: their steps, runs and due work
-	verifyUser  func(r *http.Request, userID string) error
-	bindSignIns bool
-	log         *slog.Logger
-	events      notifier
-	ownsKV      bool
-	origins     frontendOrigins
-	pages       pageCache // rendered success pages
-	now         func() time.Time
-	signInTTL   time.Duration
-	work        *worker.Worker // the time-driven work: lapses, deliveries, abandoned completions, refreshes ahead, device polls
+	ring      *seal.Ring     // seals records at rest; nil: plain
+	ownsKV    bool           // New made the store, and Close releases it
+	flow      *oauthWorkflow // the sign-ins: their steps, runs and due work
+	endpoints *endpoints
+	work      *worker.Worker // the time-driven work: lapses, deliveries, abandoned completions, refreshes ahead, device polls
 }
 
 // defaultHTTPTimeout bounds each provider request made with the Module's
@@ -168,11 +162,10 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Module{Registry: cfg.Registry, KV: store, ring: ring.sealer(), log: log, ownsKV: owned,
-		events: notifier{hook: cfg.OnEvent, log: log, now: now}, origins: origins, now: now, signInTTL: cfg.SignInTTL,
-		verifyUser: cfg.VerifyUser, bindSignIns: cfg.BindSignIns}
-	if m.signInTTL <= 0 {
-		m.signInTTL = defaultSessionTTL
+	m := &Module{Registry: cfg.Registry, KV: store, ring: ring.sealer(), ownsKV: owned}
+	signInTTL := cfg.SignInTTL
+	if signInTTL <= 0 {
+		signInTTL = defaultSessionTTL
 	}
 	completionTimeout, runLockLease := orDefault(cfg.CompletionTimeout, defaultCompletionTimeout), orDefault(cfg.RunLockLease, runLockLeaseDefault)
 	if m.Registry == nil {
@@ -186,18 +179,21 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 		WithEncryption(ring), withRefreshBackoff(cfg.RefreshBackoff), WithRefreshAhead(cfg.RefreshAhead, cfg.RefreshAheadIdle),
 		WithRefreshLimits(cfg.RefreshLimits),
 		WithReplicaAcks(cfg.ReplicaAcks, orDefault(cfg.ReplicaAckTimeout, 500*time.Millisecond)))
-	m.Sessions = NewSessionService(store, withSessionClock(now), withSessionTTL(m.signInTTL), withSessionEncryption(ring))
+	m.Sessions = NewSessionService(store, withSessionClock(now), withSessionTTL(signInTTL), withSessionEncryption(ring))
 	m.Engine = NewEngine(store, withEngineClock(now), withEngineLogger(log), withFinishedRunTTL(cfg.FinishedRunTTL),
 		withRunLease(runLockLease))
 	m.work = worker.New(storeOf(store), worker.Config{Now: now, Log: log, Every: cfg.WorkerInterval, ErrorText: logSafeError})
 	steps := &signIns{registry: m.Registry, tokens: m.Tokens, sessions: m.Sessions, log: log, httpClient: httpClient,
 		bindSignIns: cfg.BindSignIns, withhold: cfg.WithholdTokens, completionTimeout: completionTimeout}
 	m.BuildOAuthURL, m.ExchangeOAuthToken = steps.tools()
-	m.flow = &oauthWorkflow{signIns: steps, engine: m.Engine, work: m.work, events: m.events, ring: m.ring, now: now,
-		signInTTL: m.signInTTL, runLockLease: runLockLease}
+	events := notifier{hook: cfg.OnEvent, log: log, now: now}
+	m.flow = &oauthWorkflow{signIns: steps, engine: m.Engine, work: m.work, events: events, ring: m.ring, now: now,
+		signInTTL: signInTTL, runLockLease: runLockLease}
 	if err := m.Engine.Register(m.flow.workflow()); err != nil {
 		return nil, err
 	}
+	m.endpoints = &endpoints{oauthWorkflow: m.flow, origins: origins,
+		guard: userGuard{verifyUser: cfg.VerifyUser, bind: cfg.BindSignIns, events: events}}
 	kind := worker.Share{Most: worker.KindShare}
 	m.work.Handle(jobLapse, kind, m.flow.lapse)
 	m.work.Handle(jobDeliver, kind, m.Engine.deliver)
@@ -309,3 +305,52 @@ func (m *Module) StartDeviceSignIn(ctx context.Context, userID, provider string,
 	}
 	return m.flow.launch(ctx, userID, OAuthWorkflowArgs{Provider: provider, Scopes: scopes, Grant: GrantDevice})
 }
+
+// Mount registers the three public endpoints on mux:
+//   - "GET /api/v1/oauth/callback", the provider's redirect target (CallbackHandler),
+//     which also finishes a sign-in sent by the frontend callback page's no-script form;
+//   - "POST /api/v1/oauth/complete" (CompleteHandler), with its CORS preflight
+//     "OPTIONS /api/v1/oauth/complete", which allows Config.FrontendOrigins only
+//     (403 for any other request);
+//   - "POST /api/v1/oauth/start" (StartHandler), which opens a bound sign-in
+//     (Config.BindSignIns).
+func (m *Module) Mount(mux *http.ServeMux) {
+	mux.Handle("GET "+CallbackPath, m.CallbackHandler())
+	mux.Handle("POST "+CompletePath, m.CompleteHandler())
+	mux.Handle("OPTIONS "+CompletePath, http.HandlerFunc(m.endpoints.servePreflight))
+	mux.Handle("POST "+StartPath, m.StartHandler())
+}
+
+// FrontendHandler serves the browser side of the flow, as embedded assets with no
+// build step: the frontend callback page (GET /oauth/callback, a redirect URI
+// target that hands the code to the widget, or completes through
+// POST /api/v1/oauth/complete when opened directly; in a browser that runs no
+// script, its form sends the provider's answer to GET /api/v1/oauth/callback,
+// which completes the sign-in and shows the outcome) and the oauth-prompt widget
+// (GET /oauth/oauth-prompt.js and .css). Mount it on the frontend's origin:
+//
+//	mux.Handle("GET /oauth/", m.FrontendHandler(""))
+//
+// apiBase is where the API lives when it is on another origin ("" for the same
+// origin); a malformed apiBase panics, at setup. The callback page forwards,
+// besides the provider's answer, the redirect's parameters that a registered
+// provider keeps with the tokens (CallbackFielder), and no others.
+func (m *Module) FrontendHandler(apiBase string) http.Handler {
+	return web.Handler(web.Options{APIBase: apiBase, CallbackFields: m.endpoints.declaredFieldNames})
+}
+
+// CallbackHandler serves GET /api/v1/oauth/callback, the provider's redirect
+// target: it completes the sign-in and renders a small page with the outcome.
+func (m *Module) CallbackHandler() http.Handler { return http.HandlerFunc(m.endpoints.serveCallback) }
+
+// CompleteHandler serves POST /api/v1/oauth/complete, the JSON variant the
+// frontend callback page uses: {code, state[, iss]} or {state, error, error_description}.
+// A request from one of Config.FrontendOrigins gets CORS headers on every answer,
+// errors included, so the frontend can read them.
+func (m *Module) CompleteHandler() http.Handler { return http.HandlerFunc(m.endpoints.serveComplete) }
+
+// StartHandler serves POST /api/v1/oauth/start, which the widget opens a bound
+// sign-in through (form fields state and binding). From the API's own origin
+// or one of Config.FrontendOrigins only, and with the sign-in's secret, it sets
+// the sign-in's cookie and sends the browser to the provider (303).
+func (m *Module) StartHandler() http.Handler { return http.HandlerFunc(m.endpoints.serveStart) }

@@ -94,8 +94,8 @@ func edges() []mutant {
 		{
 			Name: "edges/sign-in-check-fails-open",
 			File: "handlers.go",
-			Old:  "\t\treturn m.classify(r.Context(), nil, err), false\n\t}\n\tif err := m.checkUser",
-			New:  "\t\treturn outcome{}, true\n\t}\n\tif err := m.checkUser",
+			Old:  "\t\treturn e.classify(r.Context(), nil, err), false\n\t}\n\tif err := e.guard.checkUser",
+			New:  "\t\treturn outcome{}, true\n\t}\n\tif err := e.guard.checkUser",
 			Why:  "a sign-in that cannot be read for the check of who may complete it is refused, not let through to a consume that may succeed",
 			Run:  "TestSignInCheckFailsClosed",
 		},
@@ -172,8 +172,8 @@ func edges() []mutant {
 		{
 			Name: "nojs/callback-not-verified",
 			File: "handlers.go",
-			Old:  "\tif out, ok := m.verify(r, p.State); !ok {\n",
-			New:  "\tif out, ok := m.verify(r, p.State); false && !ok {\n",
+			Old:  "\tif out, ok := e.verify(r, p.State); !ok {\n",
+			New:  "\tif out, ok := e.verify(r, p.State); false && !ok {\n",
 			Why:  "a sign-in finished without script keeps VerifyUser and the binding cookie",
 			Run:  "TestSignInWithoutJavaScriptKeepsVerifyUser|TestSignInWithoutJavaScriptKeepsTheBindingCookie",
 		},
