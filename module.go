@@ -163,18 +163,10 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 		return nil, err
 	}
 	m := &Module{Registry: cfg.Registry, KV: store, ring: ring.sealer(), ownsKV: owned}
-	signInTTL := cfg.SignInTTL
-	if signInTTL <= 0 {
-		signInTTL = defaultSessionTTL
-	}
-	completionTimeout, runLockLease := orDefault(cfg.CompletionTimeout, defaultCompletionTimeout), orDefault(cfg.RunLockLease, runLockLeaseDefault)
 	if m.Registry == nil {
 		m.Registry = NewRegistry()
 	}
-	httpClient := cfg.HTTPClient
-	if httpClient == nil {
-		httpClient = outbound.Client(defaultHTTPTimeout)
-	}
+	signInTTL, runLockLease := orDefault(cfg.SignInTTL, defaultSessionTTL), orDefault(cfg.RunLockLease, runLockLeaseDefault)
 	m.Tokens = NewTokenStore(store, m.Registry, WithClock(now), WithLogger(log), WithEventHook(cfg.OnEvent),
 		WithEncryption(ring), withRefreshBackoff(cfg.RefreshBackoff), WithRefreshAhead(cfg.RefreshAhead, cfg.RefreshAheadIdle),
 		WithRefreshLimits(cfg.RefreshLimits),
@@ -183,8 +175,7 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	m.Engine = NewEngine(store, withEngineClock(now), withEngineLogger(log), withFinishedRunTTL(cfg.FinishedRunTTL),
 		withRunLease(runLockLease))
 	m.work = worker.New(storeOf(store), worker.Config{Now: now, Log: log, Every: cfg.WorkerInterval, ErrorText: logSafeError})
-	steps := &signIns{registry: m.Registry, tokens: m.Tokens, sessions: m.Sessions, log: log, httpClient: httpClient,
-		bindSignIns: cfg.BindSignIns, withhold: cfg.WithholdTokens, completionTimeout: completionTimeout}
+	steps := m.newSignIns(cfg, log)
 	m.BuildOAuthURL, m.ExchangeOAuthToken = steps.tools()
 	events := notifier{hook: cfg.OnEvent, log: log, now: now}
 	m.flow = &oauthWorkflow{signIns: steps, engine: m.Engine, work: m.work, events: events, ring: m.ring, now: now,
@@ -202,6 +193,17 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	m.work.Handle(jobDevice, kind, m.flow.pollDevice)
 	m.work.Start()
 	return m, nil
+}
+
+// newSignIns builds the steps of a sign-in over m's services.
+func (m *Module) newSignIns(cfg Config, log *slog.Logger) *signIns {
+	s := &signIns{registry: m.Registry, tokens: m.Tokens, sessions: m.Sessions, log: log, httpClient: cfg.HTTPClient,
+		bindSignIns: cfg.BindSignIns, withhold: cfg.WithholdTokens,
+		completionTimeout: orDefault(cfg.CompletionTimeout, defaultCompletionTimeout)}
+	if s.httpClient == nil {
+		s.httpClient = outbound.Client(defaultHTTPTimeout)
+	}
+	return s
 }
 
 // moduleKeyRing is cfg.Encryption, else the ring OAUTHFLOW_ENCRYPTION_KEYS names.
