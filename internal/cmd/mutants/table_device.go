@@ -154,7 +154,7 @@ func connectionAccounts() []mutant {
 			Name: "account/not-read",
 			File: "signin.go",
 			Old:  "\t\tsi.readAccount(ctx, p, ts, s.DPoPKey)\n",
-			New:  "",
+			New:  "\t\t_ = p\n",
 			Run:  run,
 			Why:  "a sign-in asks the provider once which account it is for",
 		},
