@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
 )
@@ -124,12 +123,6 @@ func webURL(s string) bool {
 	return err == nil && len(s) <= maxVerificationURILen && (u.Scheme == "https" || u.Scheme == "http") && u.Host != "" &&
 		!strings.ContainsFunc(s, unshowable)
 }
-
-// unshowable reports whether r would not be shown as itself in a terminal
-// or a page: a control character (C0 or C1, which a terminal may act on) or
-// a format character (a bidi override that reorders what follows, a
-// zero-width one), which could make a link read as another site's.
-func unshowable(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }
 
 // errDeviceExpired ends a device sign-in whose code expired.
 var errDeviceExpired = &FlowError{Message: "The sign-in code expired. Start the sign-in again.", Err: ErrSessionNotFound}

@@ -4,14 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/oauthflow/oauthflow/internal/clip"
-	"github.com/oauthflow/oauthflow/internal/errs"
-	"golang.org/x/oauth2"
 	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+
+	"github.com/oauthflow/oauthflow/internal/clip"
+	"github.com/oauthflow/oauthflow/internal/errs"
+	"golang.org/x/oauth2"
 )
 
 // Provider is the contract an OAuth 2.0 provider implements.
@@ -324,6 +326,12 @@ func serverText(s string, max int) string {
 	}
 	return showable(s, max)
 }
+
+// unshowable reports whether r would not be shown as itself in a terminal
+// or a page: a control character (C0 or C1, which a terminal may act on) or
+// a format character (a bidi override that reorders what follows, a
+// zero-width one), which could make a link read as another site's.
+func unshowable(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }
 
 // showable is s cut to max bytes (at a rune's start) without the characters
 // that would not show as themselves (unshowable), trimmed.

@@ -104,7 +104,7 @@ func deviceSignIns() []mutant {
 		},
 		{
 			Name: "device/spoofing-characters-shown",
-			File: "device.go",
+			File: "oauth.go",
 			Old:  "func unshowable(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }",
 			New:  "func unshowable(r rune) bool { return unicode.IsControl(r) && r < 0x80 }",
 			Run:  run,
