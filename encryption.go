@@ -124,17 +124,6 @@ func (r *KeyRing) sealer() *seal.Ring {
 	return &r.ring
 }
 
-// The module's ring, for the subpackages that store secrets beside its
-// records (seal.OfModule).
-func init() {
-	seal.OfModule = func(module any) *seal.Ring {
-		if m, ok := module.(*Module); ok && m != nil {
-			return m.ring
-		}
-		return nil
-	}
-}
-
 // ReencryptOptions tunes a Reencrypt walk.
 type ReencryptOptions struct {
 	// Cursor resumes a walk where an earlier one stopped (its progress's

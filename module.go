@@ -356,3 +356,14 @@ func (m *Module) CompleteHandler() http.Handler { return http.HandlerFunc(m.endp
 // or one of Config.FrontendOrigins only, and with the sign-in's secret, it sets
 // the sign-in's cookie and sends the browser to the provider (303).
 func (m *Module) StartHandler() http.Handler { return http.HandlerFunc(m.endpoints.serveStart) }
+
+// The module's ring, for the subpackages that store secrets beside its
+// records (seal.OfModule).
+func init() {
+	seal.OfModule = func(module any) *seal.Ring {
+		if m, ok := module.(*Module); ok && m != nil {
+			return m.ring
+		}
+		return nil
+	}
+}
