@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/keyspace"
 	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/ratelimit"
 	"github.com/oauthflow/oauthflow/internal/worker"
@@ -111,7 +112,7 @@ func (a *refreshAhead) next(now time.Time, expiresAt int64) time.Time {
 // the due entry moved can tell a read came (see postponeIdle).
 func (a *refreshAhead) markOps(userID, providerID string, now time.Time, expiresAt int64) []*kv.Op {
 	return []*kv.Op{
-		{Kind: kv.OpSchedule, Key: connIndexKey(userID), Member: seenMember(providerID), Due: now},
+		{Kind: kv.OpSchedule, Key: keyspace.ConnIndex(userID), Member: seenMember(providerID), Due: now},
 		{Kind: kv.OpSchedule, Key: dueIndex, Member: worker.Member(jobAhead, aheadMember(userID, providerID)), Due: a.due(expiresAt)},
 	}
 }
@@ -182,7 +183,7 @@ func (a *refreshAhead) remember(ref connRef, now time.Time) {
 // reports rescheduled once it has placed (or removed) the entry itself.
 func (a *refreshAhead) job(ctx context.Context, member string) (rescheduled bool, err error) {
 	providerID, userID, _ := strings.Cut(member, ":")
-	if !a.on() || checkIDs(userID, providerID) != nil {
+	if !a.on() || keyspace.CheckIDs(userID, providerID) != nil {
 		return a.removeFromRefreshAhead(ctx, member) // refresh ahead was turned off, or the entry is not ours
 	}
 	now := a.now()
@@ -196,7 +197,7 @@ func (a *refreshAhead) job(ctx context.Context, member string) (rescheduled bool
 	case now.Sub(seen) > a.idle:
 		return a.postponeIdle(ctx, member, seen)
 	}
-	raw, v, err := a.read(ctx, tokenKey(userID, providerID))
+	raw, v, err := a.read(ctx, keyspace.Token(userID, providerID))
 	switch {
 	case errors.Is(err, ErrNoToken), errors.Is(err, ErrCorruptRecord), errors.Is(err, ErrUnknownKey):
 		return a.removeFromRefreshAhead(ctx, member)
@@ -274,14 +275,14 @@ func (a *refreshAhead) postponeIdle(ctx context.Context, member string, seen tim
 func (a *refreshAhead) removeFromRefreshAhead(ctx context.Context, member string) (rescheduled bool, err error) {
 	providerID, userID, _ := strings.Cut(member, ":")
 	ops := []*kv.Op{{Kind: kv.OpUnschedule, Key: dueIndex, Member: worker.Member(jobAhead, member)}}
-	if checkIDs(userID, providerID) == nil {
-		ops = append(ops, &kv.Op{Kind: kv.OpUnschedule, Key: connIndexKey(userID), Member: seenMember(providerID)})
+	if keyspace.CheckIDs(userID, providerID) == nil {
+		ops = append(ops, &kv.Op{Kind: kv.OpUnschedule, Key: keyspace.ConnIndex(userID), Member: seenMember(providerID)})
 	}
 	kv.RunBatch(ctx, a.kv, ops...)
-	if !a.on() || checkIDs(userID, providerID) != nil {
+	if !a.on() || keyspace.CheckIDs(userID, providerID) != nil {
 		return true, nil
 	}
-	_, v, err := a.read(ctx, tokenKey(userID, providerID))
+	_, v, err := a.read(ctx, keyspace.Token(userID, providerID))
 	if err != nil || v.expiresAt == 0 || len(v.refresh) == 0 {
 		return true, nil
 	}
@@ -297,7 +298,7 @@ func (a *refreshAhead) seenAt(ctx context.Context, member string) (time.Time, bo
 		return a.now(), true, nil
 	}
 	providerID, userID, _ := strings.Cut(member, ":")
-	ms, ok, err := r.Score(ctx, connIndexKey(userID), seenMember(providerID))
+	ms, ok, err := r.Score(ctx, keyspace.ConnIndex(userID), seenMember(providerID))
 	if errors.Is(err, errors.ErrUnsupported) {
 		return a.now(), true, nil
 	}

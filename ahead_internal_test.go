@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oauthflow/oauthflow/internal/keyspace"
 	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/ratelimit"
 	"github.com/oauthflow/oauthflow/internal/testkit/fakeclock"
@@ -99,7 +100,7 @@ func TestRefreshDueOnceForTwoClaims(t *testing.T) {
 		ExpiresAt: clock.Now().Add(4 * time.Minute).UnixMilli()}); err != nil {
 		t.Fatal(err)
 	}
-	raw, _, err := s.read(ctx, tokenKey("u", "acme"))
+	raw, _, err := s.read(ctx, keyspace.Token("u", "acme"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,9 +5,10 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
-	"github.com/oauthflow/oauthflow/internal/errs"
 	"net/http"
 	"time"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
 )
 
 // Sign-ins bound to the user who started them. Whoever holds a sign-in link

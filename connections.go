@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/keyspace"
 	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
@@ -59,11 +60,11 @@ const (
 // Connections lists userID's connections, sorted by provider ID, repairing
 // the user's index as it goes.
 func (s *TokenStore) Connections(ctx context.Context, userID string) ([]Connection, error) {
-	if userID == "" || len(userID) > maxUserIDLen {
-		return nil, errs.Invalid("user ID must be 1 to %d bytes", maxUserIDLen)
+	if userID == "" || len(userID) > keyspace.MaxUserIDLen {
+		return nil, errs.Invalid("user ID must be 1 to %d bytes", keyspace.MaxUserIDLen)
 	}
 	ctx = xcontext.OrBackground(ctx)
-	index := connIndexKey(userID)
+	index := keyspace.ConnIndex(userID)
 	indexed := map[string]int64{}
 	if r, ok := s.kv.(kv.IndexReader); ok {
 		var err error
@@ -82,7 +83,7 @@ func (s *TokenStore) Connections(ctx context.Context, userID string) ([]Connecti
 	ids = slices.Compact(ids)
 	reads := make([]*kv.Op, 2*len(ids)) // each record, then its health
 	for i, id := range ids {
-		reads[2*i] = &kv.Op{Kind: kv.OpGet, Key: tokenKey(userID, id)}
+		reads[2*i] = &kv.Op{Kind: kv.OpGet, Key: keyspace.Token(userID, id)}
 		reads[2*i+1] = &kv.Op{Kind: kv.OpGet, Key: metaKey(userID, id)}
 	}
 	kv.RunBatch(ctx, s.kv, reads...)
@@ -116,7 +117,7 @@ func (s *TokenStore) repairIDs() []string {
 // connection reads one record of the listing and its health record (meta);
 // found is false when it is gone.
 func (s *TokenStore) connection(ctx context.Context, read, meta *kv.Op, id string, indexed map[string]int64) (Connection, bool, error) {
-	if errors.Is(read.Err, ErrNotFound) || !validProviderID(id) {
+	if errors.Is(read.Err, ErrNotFound) || !keyspace.ValidProviderID(id) {
 		return Connection{}, false, nil
 	}
 	if read.Err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/keyspace"
 )
 
 // The device authorization grant (RFC 8628): a sign-in for an agent where no
@@ -82,7 +83,7 @@ type deviceRun struct {
 }
 
 // deviceSecretName binds a device sign-in's sealed secrets to its run.
-func deviceSecretName(runID string) string { return runKey(runID) + ":device" }
+func deviceSecretName(runID string) string { return keyspace.Run(runID) + ":device" }
 
 // deviceAuthorizer is p as a DeviceAuthorizer whose grant is on, else nil.
 func deviceAuthorizer(p Provider) DeviceAuthorizer {

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/keyspace"
 	"github.com/oauthflow/oauthflow/internal/seal"
 )
 
@@ -321,5 +322,5 @@ func sealedKind(key string) bool {
 	if first == "session" || strings.HasPrefix(rest, "mcp:client:") {
 		return true
 	}
-	return !reservedSegment(first) // any other reserved word is another kind; the rest are users
+	return !keyspace.ReservedSegment(first) // any other reserved word is another kind; the rest are users
 }

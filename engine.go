@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/keyspace"
 	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/runstore"
 	"github.com/oauthflow/oauthflow/internal/xcontext"
@@ -138,8 +139,8 @@ const maxAutoSteps = 100
 // failed is returned with Status "failed" and the transition's error.
 func (e *Engine) Launch(ctx context.Context, userID, workflow string, args any, opts RunOptions) (*Run, error) {
 	ctx = xcontext.OrBackground(ctx)
-	if userID == "" || len(userID) > maxUserIDLen {
-		return nil, errs.Invalid("user ID must be 1 to %d bytes", maxUserIDLen)
+	if userID == "" || len(userID) > keyspace.MaxUserIDLen {
+		return nil, errs.Invalid("user ID must be 1 to %d bytes", keyspace.MaxUserIDLen)
 	}
 	w, err := e.workflow(workflow)
 	if err != nil {
@@ -176,7 +177,7 @@ func (e *Engine) Fire(ctx context.Context, runID, transition string, input any, 
 	if err != nil {
 		return nil, err
 	}
-	if !issuedRunID(runID) {
+	if !keyspace.IssuedRunID(runID) {
 		return nil, fmt.Errorf("%w: %q", ErrRunNotFound, runID)
 	}
 	return e.fire(ctx, runID, transition, raw, asUser, "")
@@ -351,9 +352,9 @@ func (e *Engine) locked(ctx context.Context, id string, readRun bool, fn func(ct
 	}
 	readKey := ""
 	if readRun {
-		readKey = runKey(id)
+		readKey = keyspace.Run(id)
 	}
-	hctx, h, read, err := runstore.Take(ctx, e.kv, id, runLockKey(id), e.lease, e.now, readKey)
+	hctx, h, read, err := runstore.Take(ctx, e.kv, id, keyspace.RunLock(id), e.lease, e.now, readKey)
 	if h == nil {
 		return nil, err
 	}
@@ -456,7 +457,7 @@ func (e *Engine) saveOps(ctx context.Context, r *Run) ([]*kv.Op, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oauthflow: encode run: %w", err)
 	}
-	ops := []*kv.Op{{Kind: kv.OpSet, Key: runKey(r.ID), Value: b, TTL: e.ttlOf(r)}}
+	ops := []*kv.Op{{Kind: kv.OpSet, Key: keyspace.Run(r.ID), Value: b, TTL: e.ttlOf(r)}}
 	if r.State != StateEnd {
 		return ops, nil
 	}
@@ -545,10 +546,10 @@ func (ch *callChain) drain(ctx context.Context) {
 
 // Get returns the run runID, or ErrRunNotFound.
 func (e *Engine) Get(ctx context.Context, runID string) (*Run, error) {
-	if !issuedRunID(runID) {
+	if !keyspace.IssuedRunID(runID) {
 		return nil, fmt.Errorf("%w: %q", ErrRunNotFound, runID)
 	}
-	b, err := e.kv.Get(xcontext.OrBackground(ctx), runKey(runID))
+	b, err := e.kv.Get(xcontext.OrBackground(ctx), keyspace.Run(runID))
 	return e.decodeRun(ctx, runID, b, err)
 }
 
@@ -669,10 +670,10 @@ func (e *Engine) Document(ctx context.Context, runID, name string, v any) error 
 
 // GetDocument returns the run's document name with its widget, or ErrNotFound.
 func (e *Engine) GetDocument(ctx context.Context, runID, name string) (*Document, error) {
-	if !issuedRunID(runID) || !validProviderID(name) {
+	if !keyspace.IssuedRunID(runID) || !keyspace.ValidProviderID(name) {
 		return nil, fmt.Errorf("%w: document %q of run %q", ErrNotFound, name, runID)
 	}
-	b, err := e.readDocument(ctx, runID, docKey(runID, name))
+	b, err := e.readDocument(ctx, runID, keyspace.Doc(runID, name))
 	if errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("%w: document %q of run %q", ErrNotFound, name, runID)
 	}
@@ -698,7 +699,7 @@ func (e *Engine) readDocument(ctx context.Context, runID, key string) ([]byte, e
 }
 
 func (e *Engine) saveDocument(ctx context.Context, r *Run, name, widget string, v any) error {
-	if !validProviderID(name) {
+	if !keyspace.ValidProviderID(name) {
 		return errs.Invalid("document name %q is not valid", name)
 	}
 	data, err := marshalArg(v)
@@ -712,11 +713,11 @@ func (e *Engine) saveDocument(ctx context.Context, r *Run, name, widget string, 
 	if err := runstore.StillHeld(ctx, r.ID); err != nil {
 		return err
 	}
-	if err := e.kv.Set(ctx, docKey(r.ID, name), b, e.ttlOf(r)); err != nil {
+	if err := e.kv.Set(ctx, keyspace.Doc(r.ID, name), b, e.ttlOf(r)); err != nil {
 		return errs.Store(ctx, "save document", err)
 	}
 	if h := runstore.Of(ctx, r.ID); h != nil {
-		h.Wrote(docKey(r.ID, name), b)
+		h.Wrote(keyspace.Doc(r.ID, name), b)
 	}
 	if r.Documents == nil {
 		r.Documents = make(map[string]string)
@@ -737,7 +738,7 @@ func (e *Engine) shortenOps(ctx context.Context, r *Run) ([]*kv.Op, error) {
 		b, ok := r.written[name]
 		if !ok {
 			var err error
-			b, err = e.kv.Get(ctx, docKey(r.ID, name))
+			b, err = e.kv.Get(ctx, keyspace.Doc(r.ID, name))
 			if errors.Is(err, ErrNotFound) {
 				continue
 			}
@@ -745,7 +746,7 @@ func (e *Engine) shortenOps(ctx context.Context, r *Run) ([]*kv.Op, error) {
 				return nil, errs.Store(ctx, "expire document", err)
 			}
 		}
-		ops = append(ops, &kv.Op{Kind: kv.OpCompareAndExpire, Key: docKey(r.ID, name), Value: b, TTL: e.doneTTL})
+		ops = append(ops, &kv.Op{Kind: kv.OpCompareAndExpire, Key: keyspace.Doc(r.ID, name), Value: b, TTL: e.doneTTL})
 	}
 	return ops, nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oauthflow/oauthflow/internal/keyspace"
 	"github.com/oauthflow/oauthflow/internal/kv"
 )
 
@@ -54,7 +55,7 @@ func TestTakeReadsServeTheHoldAndFollowItsWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	read := &kv.Op{Kind: kv.OpGet, Key: docKey(r.ID, "note")}
+	read := &kv.Op{Kind: kv.OpGet, Key: keyspace.Doc(r.ID, "note")}
 	r, err = e.Fire(e.withTake(ctx, r.ID, read), r.ID, "edit", "second", "alice")
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +113,7 @@ type contendedKV struct {
 }
 
 func (k *contendedKV) SetNX(ctx context.Context, key string, v []byte, ttl time.Duration) (bool, error) {
-	if strings.HasPrefix(key, runLockKey("")) {
+	if strings.HasPrefix(key, keyspace.RunLock("")) {
 		k.takes++
 		switch k.takes {
 		case 1:
@@ -140,8 +141,8 @@ func TestTakeReadsAgainAfterWaiting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store.takes, store.note = 0, docKey(r.ID, "note")
-	read := &kv.Op{Kind: kv.OpGet, Key: docKey(r.ID, "note")}
+	store.takes, store.note = 0, keyspace.Doc(r.ID, "note")
+	read := &kv.Op{Kind: kv.OpGet, Key: keyspace.Doc(r.ID, "note")}
 	r, err = e.Fire(e.withTake(ctx, r.ID, read), r.ID, "edit", "second", "alice")
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oauthflow/oauthflow/internal/keyspace"
 	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/lease"
 	"github.com/oauthflow/oauthflow/internal/testkit/fakeclock"
@@ -118,7 +119,7 @@ func testRunLockFreedOnlyByItsHolder(t *testing.T, store KV) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	watch := &lockRefusedKV{KV: store, key: runLockKey(r.ID), refused: make(chan struct{})}
+	watch := &lockRefusedKV{KV: store, key: keyspace.RunLock(r.ID), refused: make(chan struct{})}
 	c := engine(watch)
 	t.Cleanup(func() { // let the held steps go on any failure
 		for _, ch := range s.release {
@@ -137,7 +138,7 @@ func testRunLockFreedOnlyByItsHolder(t *testing.T, store KV) {
 	}
 	aDone := fire(a)
 	waitfor.Recv(t, s.in[0], "A inside step")
-	if err := store.Del(ctx, runLockKey(r.ID)); err != nil { // A's lease lapses
+	if err := store.Del(ctx, keyspace.RunLock(r.ID)); err != nil { // A's lease lapses
 		t.Fatal(err)
 	}
 	clock.Advance(2 * runLockLeaseDefault) // A must ask the store before it writes
@@ -220,7 +221,7 @@ func testReencryptLeavesARecordWrittenMidWalk(t *testing.T, store KV) {
 		t.Fatal(err)
 	}
 	signIn := StoredTokens{AccessToken: "new", RefreshToken: "rt-new", ExpiresAt: expiry, Scope: "read"}
-	mid := &writeMidWalkKV{KV: store, key: tokenKey("alice", "demo"), write: func(ctx context.Context) {
+	mid := &writeMidWalkKV{KV: store, key: keyspace.Token("alice", "demo"), write: func(ctx context.Context) {
 		if err := after.StoreTokens(ctx, "alice", "demo", signIn); err != nil {
 			t.Errorf("the sign-in during the walk: %v", err)
 		}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/keyspace"
 	"github.com/oauthflow/oauthflow/internal/web"
 )
 
@@ -129,7 +130,7 @@ func (e *endpoints) complete(r *http.Request, p callbackParams) outcome {
 	if p.tooLong() {
 		return outcome{kind: outcomeInvalid, message: "The callback parameters are too long."}
 	}
-	if p.State != "" && !issuedState(p.State) { // refused before the store is touched
+	if p.State != "" && !keyspace.IssuedState(p.State) { // refused before the store is touched
 		return outcome{kind: outcomeInvalid, message: "The callback's state is not one this service issued."}
 	}
 	if p.Error != "" {
@@ -557,7 +558,7 @@ func (e *endpoints) checkStart(w http.ResponseWriter, r *http.Request) (*Session
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxCompleteBody)
 	state, secret := r.PostFormValue("state"), r.PostFormValue("binding")
-	if !issuedState(state) {
+	if !keyspace.IssuedState(state) {
 		return nil, "The sign-in's state is not one this service issued."
 	}
 	s, err := e.sessions.Peek(r.Context(), state)
@@ -655,7 +656,7 @@ type pageData struct {
 func (e *endpoints) renderPage(w http.ResponseWriter, out outcome, state string) {
 	d := pageData{Status: "error", Message: out.message, Hint: "You can close this window and try again.", Nonce: newState(),
 		FrontendOrigins: e.origins.list}
-	if issuedState(state) {
+	if keyspace.IssuedState(state) {
 		d.State = state // only a state of ours is echoed to the opener
 	}
 	status := http.StatusBadRequest

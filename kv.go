@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/keyspace"
 	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/redis/go-redis/v9"
 )
@@ -145,7 +146,7 @@ func validHostName(host string) bool {
 			return false
 		}
 		for _, c := range []byte(label) {
-			if !isAlnum(c) && c != '-' && c != '_' {
+			if !keyspace.IsAlnum(c) && c != '-' && c != '_' {
 				return false
 			}
 		}

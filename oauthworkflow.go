@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/keyspace"
 	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/outbound"
 	"github.com/oauthflow/oauthflow/internal/seal"
@@ -493,7 +494,7 @@ func (o *oauthWorkflow) watchCompletion(ctx context.Context, s *Session) context
 	}
 	due := o.now().Add(o.completionTimeout + o.runLockLease)
 	watch := &kv.Op{Kind: kv.OpSchedule, Key: dueIndex, Member: jobAbandon + ":" + s.WorkflowID, Due: due}
-	prompt := &kv.Op{Kind: kv.OpGet, Key: docKey(s.WorkflowID, PromptDocumentName)}
+	prompt := &kv.Op{Kind: kv.OpGet, Key: keyspace.Doc(s.WorkflowID, PromptDocumentName)}
 	return o.engine.withTake(ctx, s.WorkflowID, watch, prompt)
 }
 

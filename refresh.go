@@ -19,6 +19,7 @@ import (
 
 	"github.com/oauthflow/oauthflow/internal/errs"
 	"github.com/oauthflow/oauthflow/internal/flight"
+	"github.com/oauthflow/oauthflow/internal/keyspace"
 	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/lease"
 	"github.com/oauthflow/oauthflow/internal/xcontext"
@@ -69,7 +70,7 @@ func (rf *refresher) refresh(ctx context.Context, userID, providerID string, see
 // returned as it is; ErrNoToken when the grant turns out dead or there is no
 // refresh token.
 func (rf *refresher) refreshRejected(ctx context.Context, userID, providerID, rejected string) (validRead, error) {
-	raw, v, err := rf.read(ctx, tokenKey(userID, providerID))
+	raw, v, err := rf.read(ctx, keyspace.Token(userID, providerID))
 	if err != nil {
 		return validRead{}, err
 	}
@@ -92,10 +93,10 @@ type refreshWhen struct {
 
 // runRefresh is refresh, where a record is also due as when says.
 func (rf *refresher) runRefresh(ctx context.Context, userID, providerID string, seen []byte, when refreshWhen) (StoredTokens, error) {
-	return rf.flights.Do(ctx, tokenKey(userID, providerID), func(publish func(StoredTokens, error)) (StoredTokens, error) {
+	return rf.flights.Do(ctx, keyspace.Token(userID, providerID), func(publish func(StoredTokens, error)) (StoredTokens, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rf.refreshTimeout)
 		defer cancel()
-		r := &refreshRun{rf: rf, userID: userID, providerID: providerID, key: tokenKey(userID, providerID), publish: publish,
+		r := &refreshRun{rf: rf, userID: userID, providerID: providerID, key: keyspace.Token(userID, providerID), publish: publish,
 			when: when}
 		t, err := r.shared(rctx, seen)
 		if r.unsaved != nil { // told once the lock is free, so the next read can write them
@@ -137,7 +138,7 @@ func (r *refreshRun) usable(t StoredTokens) bool {
 // waiter hears the holder's release at once where the KV can announce it
 // (kv.ReleaseWatcher) and polls with a backoff in any case, slower once it listens.
 func (r *refreshRun) shared(ctx context.Context, seen []byte) (StoredTokens, error) {
-	lock := lockKey(r.userID, r.providerID)
+	lock := keyspace.Lock(r.userID, r.providerID)
 	var released <-chan struct{}
 	wait := r.rf.lockWait
 	for backoff := wait.first; ; backoff = min(2*backoff, wait.max) {
@@ -703,7 +704,7 @@ type connMeta struct {
 
 func metaKey(userID, providerID string) string {
 	var buf [128]byte
-	return string(appendUserKey(buf[:0], "oauth:meta:", userID, providerID))
+	return string(keyspace.AppendUserKey(buf[:0], "oauth:meta:", userID, providerID))
 }
 
 // fingerprint names t's tokens in a health record without holding them.

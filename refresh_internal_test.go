@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oauthflow/oauthflow/internal/keyspace"
 	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/testkit/redistest"
 	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
@@ -123,7 +124,7 @@ func TestRefreshWaiterLooksAgainOnceListening(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	lock := lockKey("u1", "gated")
+	lock := keyspace.Lock("u1", "gated")
 	store := &releasedWhileSubscribingKV{KV: base, release: func() { _ = base.Del(ctx, lock) }}
 	p := &gatedProvider{entered: make(chan struct{}, 1), open: make(chan struct{})}
 	close(p.open)

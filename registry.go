@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/keyspace"
 	"github.com/oauthflow/oauthflow/internal/suggest"
 )
 
@@ -43,27 +44,6 @@ type resolver struct {
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry { return &Registry{providers: make(map[string]Provider)} }
 
-// validProviderID keeps IDs (and document names) safe inside keys (see
-// tokenKey): ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$, written out by hand because the
-// hot read checks every provider ID it is given and a regexp match costs more
-// than the read. No ':' means a user ID can never make one user's key collide
-// with another's.
-func validProviderID(id string) bool {
-	if id == "" || len(id) > 64 || !isAlnum(id[0]) {
-		return false
-	}
-	for i := 1; i < len(id); i++ {
-		if c := id[i]; !isAlnum(c) && c != '.' && c != '_' && c != '-' {
-			return false
-		}
-	}
-	return true
-}
-
-func isAlnum(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-}
-
 // Register adds p. It fails on a nil provider, an invalid or empty ID, or an ID
 // that is already registered.
 func (r *Registry) Register(p Provider) (err error) {
@@ -76,7 +56,7 @@ func (r *Registry) Register(p Provider) (err error) {
 		}
 	}()
 	id := p.ProviderID()
-	if !validProviderID(id) {
+	if !keyspace.ValidProviderID(id) {
 		return errs.Invalid("provider ID %q: want 1-64 of [A-Za-z0-9._-], starting with a letter or digit", id)
 	}
 	r.mu.Lock()

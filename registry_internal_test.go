@@ -6,9 +6,11 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/oauthflow/oauthflow/internal/keyspace"
 )
 
-// idPattern is what validProviderID checks by hand.
+// idPattern is what keyspace.ValidProviderID checks by hand.
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 func FuzzValidProviderID(f *testing.F) {
@@ -17,8 +19,8 @@ func FuzzValidProviderID(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, id string) {
-		if got, want := validProviderID(id), idPattern.MatchString(id); got != want {
-			t.Fatalf("validProviderID(%q) = %v, the pattern says %v", id, got, want)
+		if got, want := keyspace.ValidProviderID(id), idPattern.MatchString(id); got != want {
+			t.Fatalf("keyspace.ValidProviderID(%q) = %v, the pattern says %v", id, got, want)
 		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/keyspace"
 	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/seal"
 	"github.com/oauthflow/oauthflow/internal/xcontext"
@@ -17,9 +18,6 @@ import (
 
 // defaultSessionTTL is how long a pending sign-in waits for its callback.
 const defaultSessionTTL = 10 * time.Minute
-
-// maxStateLen bounds the state tokens accepted from a request; ours are 43 bytes.
-const maxStateLen = 512
 
 // SessionService keeps pending sign-ins under their state, each usable once.
 type SessionService struct {
@@ -77,8 +75,8 @@ func newState() string {
 }
 
 func checkState(state string) error {
-	if state == "" || len(state) > maxStateLen {
-		return errs.Invalid("state must be 1 to %d bytes", maxStateLen)
+	if state == "" || len(state) > keyspace.MaxStateLen {
+		return errs.Invalid("state must be 1 to %d bytes", keyspace.MaxStateLen)
 	}
 	return nil
 }
@@ -99,7 +97,7 @@ func (ss *SessionService) Register(ctx context.Context, state string, s Session)
 	if err != nil {
 		return errs.Invalid("session: %w", err)
 	}
-	key := sessionKey(state)
+	key := keyspace.Session(state)
 	ok, err := ss.kv.SetNX(xcontext.OrBackground(ctx), key, ss.ring.Seal(b, key), ss.ttl)
 	if err != nil {
 		return errs.Store(ctx, "register session", err)
@@ -128,7 +126,7 @@ func (ss *SessionService) take(ctx context.Context, state string, consume bool) 
 	if err := checkState(state); err != nil {
 		return nil, ErrSessionNotFound
 	}
-	ctx, key := xcontext.OrBackground(ctx), sessionKey(state)
+	ctx, key := xcontext.OrBackground(ctx), keyspace.Session(state)
 	read := ss.kv.Get
 	if consume {
 		read = ss.kv.GetDel

@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/oauthflow/oauthflow/internal/keyspace"
 )
 
 // Whatever the session fast path accepts, the strict decoder reads the same
@@ -107,5 +110,44 @@ func TestSessionKeepsIssOptional(t *testing.T) {
 	old, err := decodeSession([]byte(`{"workflowId":"","userId":"alice","provider":"p","issuer":"https://as.example"}`))
 	if err != nil || old.IssOptional || checkIss(old, "") == nil {
 		t.Fatalf("an older sign-in: %+v, %v; want iss required", old, err)
+	}
+}
+
+func TestIssuedForms(t *testing.T) {
+	t.Parallel()
+	for range 100 {
+		if s := newState(); !keyspace.IssuedState(s) {
+			t.Fatalf("newState %q is not of the issued form", s)
+		}
+		if id := randomHex(16); !keyspace.IssuedRunID(id) {
+			t.Fatalf("run ID %q is not of the issued form", id)
+		}
+	}
+	for _, s := range []string{"", "github", strings.Repeat("A", 42), strings.Repeat("A", 44), strings.Repeat("A", 42) + ":",
+		strings.Repeat("A", 42) + "=", ":" + strings.Repeat("A", 42), "~" + strings.Repeat("A", 42)} {
+		if keyspace.IssuedState(s) {
+			t.Errorf("keyspace.IssuedState(%q) = true", s)
+		}
+	}
+	for _, id := range []string{"", "github", strings.Repeat("a", 31), strings.Repeat("A", 32), strings.Repeat("a", 31) + ":"} {
+		if keyspace.IssuedRunID(id) {
+			t.Errorf("keyspace.IssuedRunID(%q) = true", id)
+		}
+	}
+}
+
+// Only a state of the issued form (32 random bytes, base64url, no padding)
+// is taken for one: anything else is refused before the store is touched.
+func TestIssuedStateForm(t *testing.T) {
+	t.Parallel()
+	st := newState()
+	if !keyspace.IssuedState(st) {
+		t.Fatalf("keyspace.IssuedState(%q) = false for an issued state", st)
+	}
+	for _, bad := range []string{"", st[:42], st + "A", "." + st[1:], "+" + st[1:], "/" + st[1:], st[:42] + "=",
+		":" + st[1:], "é" + st[2:], st[:20] + " " + st[21:]} {
+		if keyspace.IssuedState(bad) {
+			t.Errorf("keyspace.IssuedState(%q) = true", bad)
+		}
 	}
 }

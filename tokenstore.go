@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/keyspace"
 	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/suggest"
 	"github.com/oauthflow/oauthflow/internal/xcontext"
@@ -165,7 +166,7 @@ func NewTokenStore(kv KV, reg *Registry, opts ...TokenStoreOption) *TokenStore {
 // A sign-in always wins over a refresh in flight: the refresh finds the record
 // replaced and writes nothing.
 func (s *TokenStore) StoreTokens(ctx context.Context, userID, providerID string, t StoredTokens) error {
-	if err := checkIDs(userID, providerID); err != nil {
+	if err := keyspace.CheckIDs(userID, providerID); err != nil {
 		return err
 	}
 	if t.AccessToken == "" || t.ExpiresAt < 0 {
@@ -179,9 +180,9 @@ func (s *TokenStore) StoreTokens(ctx context.Context, userID, providerID string,
 		return err
 	}
 	if t.RefreshToken != "" {
-		s.replicated(ctx, tokenKey(userID, providerID)) // a shortfall is logged: the sign-in's tokens are stored on the master
+		s.replicated(ctx, keyspace.Token(userID, providerID)) // a shortfall is logged: the sign-in's tokens are stored on the master
 	}
-	s.refresher.pending.drop(tokenKey(userID, providerID))
+	s.refresher.pending.drop(keyspace.Token(userID, providerID))
 	s.events.emit(ctx, Event{Kind: EventTokensStored, UserID: userID, ProviderID: providerID})
 	return nil
 }
@@ -242,9 +243,9 @@ func (s *TokenStore) fromTokenSet(providerID string, ts *TokenSet, key string) (
 // user's connection index ([TokenStore.Connections]). An index write that fails is
 // repaired by the next listing.
 func (s *TokenStore) write(ctx context.Context, userID, providerID string, t StoredTokens) error {
-	key, now := tokenKey(userID, providerID), s.now()
+	key, now := keyspace.Token(userID, providerID), s.now()
 	set := &kv.Op{Kind: kv.OpSet, Key: key, Value: s.seal(t, key), TTL: s.ttl(t)}
-	ops := []*kv.Op{set, {Kind: kv.OpSchedule, Key: connIndexKey(userID), Member: providerID, Due: now}}
+	ops := []*kv.Op{set, {Kind: kv.OpSchedule, Key: keyspace.ConnIndex(userID), Member: providerID, Due: now}}
 	var marks []*kv.Op
 	if s.ahead.on() && t.RefreshToken != "" && t.ExpiresAt != 0 { // a sign-in counts as a read
 		marks = s.ahead.markOps(userID, providerID, now, t.ExpiresAt)
@@ -263,11 +264,11 @@ func (s *TokenStore) write(ctx context.Context, userID, providerID string, t Sto
 // GetTokens returns the stored record, which may be expired; ErrNoToken when absent.
 // Tokens this process refreshed but could not write yet are returned in its place.
 func (s *TokenStore) GetTokens(ctx context.Context, userID, providerID string) (*StoredTokens, error) {
-	if err := checkIDs(userID, providerID); err != nil {
+	if err := keyspace.CheckIDs(userID, providerID); err != nil {
 		return nil, err
 	}
 	ctx = xcontext.OrBackground(ctx)
-	key := tokenKey(userID, providerID)
+	key := keyspace.Token(userID, providerID)
 	// The kept write is also looked up before the read: one that lands in
 	// between is dropped by then, and the record read is the one it replaced.
 	before, kept := s.refresher.pending.peek(key)
@@ -298,7 +299,7 @@ func (s *TokenStore) GetValidAccessToken(ctx context.Context, userID, providerID
 // scopes the grant must hold (a [ScopeError] when it lacks some). With
 // refresh ahead, a read marks the connection read (markRead).
 func (s *TokenStore) validToken(ctx context.Context, userID, providerID string, need []string) (validRead, error) {
-	if err := checkIDs(userID, providerID); err != nil {
+	if err := keyspace.CheckIDs(userID, providerID); err != nil {
 		return validRead{}, err
 	}
 	if len(need) == 0 {
@@ -370,11 +371,11 @@ func readOnlyBytes(s string) []byte { return kv.ReadOnlyBytes(s) }
 // tokens (a refresh that wrote meanwhile is read again), and a refresh that
 // then finds the record gone revokes the tokens it got.
 func (s *TokenStore) DeleteTokens(ctx context.Context, userID, providerID string) error {
-	if err := checkIDs(userID, providerID); err != nil {
+	if err := keyspace.CheckIDs(userID, providerID); err != nil {
 		return err
 	}
 	ctx = xcontext.OrBackground(ctx)
-	key := tokenKey(userID, providerID)
+	key := keyspace.Token(userID, providerID)
 	for range maxRefreshRounds {
 		done, err := s.deleteRead(ctx, userID, providerID, key)
 		if err != nil || done {
@@ -414,8 +415,8 @@ func (s *TokenStore) deleteRead(ctx context.Context, userID, providerID, key str
 	}
 	// A failure is repaired by the next listing, and refresh ahead's note of
 	// the last read by its worker, which finds the record gone.
-	kv.RunBatch(ctx, s.kv, &kv.Op{Kind: kv.OpUnschedule, Key: connIndexKey(userID), Member: providerID},
-		&kv.Op{Kind: kv.OpUnschedule, Key: connIndexKey(userID), Member: seenMember(providerID)})
+	kv.RunBatch(ctx, s.kv, &kv.Op{Kind: kv.OpUnschedule, Key: keyspace.ConnIndex(userID), Member: providerID},
+		&kv.Op{Kind: kv.OpUnschedule, Key: keyspace.ConnIndex(userID), Member: seenMember(providerID)})
 	s.refresher.forget(ctx, userID, providerID)
 	s.refresher.pending.drop(key)
 	s.events.emit(ctx, Event{Kind: EventTokensDeleted, UserID: userID, ProviderID: providerID})
@@ -449,7 +450,7 @@ func directKVOf(store kv.Store) directKV {
 // tokenKey is the token record's key as the store under the prefix names it.
 func (d directKV) tokenKey(userID, providerID string) string {
 	var buf [128]byte
-	return string(appendTokenKey(append(buf[:0], d.prefix...), userID, providerID))
+	return string(keyspace.AppendToken(append(buf[:0], d.prefix...), userID, providerID))
 }
 
 // memoryToken returns the stored record's decoded form when the store is a
@@ -461,7 +462,7 @@ func (d directKV) memoryToken(s *TokenStore, userID, providerID string) (*tokenM
 		return nil, time.Time{}
 	}
 	var buf [128]byte
-	key := appendTokenKey(append(buf[:0], d.prefix...), userID, providerID)
+	key := keyspace.AppendToken(append(buf[:0], d.prefix...), userID, providerID)
 	// The name is copied on the slow path only, so key stays in buf.
 	_, memo, ok := d.mem.GetMemo(key, func(b []byte) any { return s.decodeMemo(string(key[len(d.prefix):]), b) })
 	t, _ := memo.(*tokenMemo)

@@ -4,8 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/oauthflow/oauthflow/internal/errs"
 	"time"
+
+	"github.com/oauthflow/oauthflow/internal/errs"
 )
 
 // The states every workflow has.

@@ -274,16 +274,16 @@ func coreTable() []mutant {
 		// The keyspace, the public endpoints' state check, the engine's run IDs.
 		{
 			Name: "keys/hostile-user-id-not-escaped",
-			File: "keys.go",
-			Old:  "\treturn !reservedSegment(first) && !strings.HasPrefix(userID, escapeMark)\n",
+			File: "internal/keyspace/keyspace.go",
+			Old:  "\treturn !ReservedSegment(first) && !strings.HasPrefix(userID, escapeMark)\n",
 			New:  "\treturn first != \"\" || true\n",
-			Run:  "^(TestKeyspaceDisjoint|TestHostileUserIDsStayInTheirOwnKeys)$",
+			Run:  "^(TestHostileUserIDsStayInTheirOwnKeys)$",
 			Why:  "keys of different kinds and users are disjoint for every user ID (\"lock:alice\" reaches no lock of alice's)",
 		},
 		{
 			Name: "handlers/state-format-unchecked",
 			File: "handlers.go",
-			Old:  "if p.State != \"\" && !issuedState(p.State) {",
+			Old:  "if p.State != \"\" && !keyspace.IssuedState(p.State) {",
 			New:  "if false {",
 			Run:  "^(TestEndpointsRefuseForeignStateBeforeTheStore)$",
 			Why:  "the public endpoints refuse a state not of the issued form before touching the store",
@@ -291,7 +291,7 @@ func coreTable() []mutant {
 		{
 			Name: "engine/run-id-unchecked",
 			File: "engine.go",
-			Old:  "\tif !issuedRunID(runID) {\n\t\treturn nil, fmt.Errorf(\"%w: %q\", ErrRunNotFound, runID)\n\t}\n\tb, err",
+			Old:  "\tif !keyspace.IssuedRunID(runID) {\n\t\treturn nil, fmt.Errorf(\"%w: %q\", ErrRunNotFound, runID)\n\t}\n\tb, err",
 			New:  "\tb, err",
 			Run:  "^(TestEngineRefusesForeignRunIDs)$",
 			Why:  "the engine refuses a run ID not of its own form before touching the store",
@@ -394,7 +394,7 @@ func coreTable() []mutant {
 		{
 			Name: "engine/take-read-stale",
 			File: "engine.go",
-			Old:  "\t\th.Wrote(docKey(r.ID, name), b)\n",
+			Old:  "\t\th.Wrote(keyspace.Doc(r.ID, name), b)\n",
 			New:  "\t\t_ = b\n",
 			Run:  "^(TestTakeReadsServeTheHoldAndFollowItsWrites)$",
 			Why:  "a document read with a run lock's take follows the hold's own writes",
@@ -584,7 +584,7 @@ func coreTable() []mutant {
 		{
 			Name: "conn/sign-in-not-indexed",
 			File: "tokenstore.go",
-			Old:  "\tops := []*kv.Op{set, {Kind: kv.OpSchedule, Key: connIndexKey(userID), Member: providerID, Due: now}}\n",
+			Old:  "\tops := []*kv.Op{set, {Kind: kv.OpSchedule, Key: keyspace.ConnIndex(userID), Member: providerID, Due: now}}\n",
 			New:  "\tops := []*kv.Op{set}\n",
 			Why:  "a sign-in enters the provider in the user's connection index, so providers outside the registry are listed",
 			Run:  "TestConnectionsListAndRepair",

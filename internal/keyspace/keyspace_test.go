@@ -1,4 +1,4 @@
-package oauthflow
+package keyspace
 
 import (
 	"math/rand/v2"
@@ -12,19 +12,19 @@ type keyed struct{ kind, a, b string }
 // keysOf returns the key of every record kind for the given IDs, with whose it is.
 func keysOf(user, provider, state, run, doc string) map[string]keyed {
 	return map[string]keyed{
-		tokenKey(user, provider): {"tokens", user, provider},
-		lockKey(user, provider):  {"token lock", user, provider},
-		sessionKey(state):        {"session", state, ""},
-		runKey(run):              {"run", run, ""},
-		runLockKey(run):          {"run lock", run, ""},
-		docKey(run, doc):         {"document", run, doc},
+		Token(user, provider): {"tokens", user, provider},
+		Lock(user, provider):  {"token lock", user, provider},
+		Session(state):        {"session", state, ""},
+		Run(run):              {"run", run, ""},
+		RunLock(run):          {"run lock", run, ""},
+		Doc(run, doc):         {"document", run, doc},
 	}
 }
 
 // valid reports whether the IDs are ones the library lets reach a key.
 func validIDs(user, provider, state, run, doc string) bool {
-	return user != "" && len(user) <= maxUserIDLen && validProviderID(provider) &&
-		state != "" && len(state) <= maxStateLen && issuedRunID(run) && validProviderID(doc)
+	return user != "" && len(user) <= MaxUserIDLen && ValidProviderID(provider) &&
+		state != "" && len(state) <= MaxStateLen && IssuedRunID(run) && ValidProviderID(doc)
 }
 
 // checkDisjoint fails when two different records of any kind share a key.
@@ -83,43 +83,4 @@ func FuzzKeyspaceDisjoint(f *testing.F) {
 	f.Fuzz(func(t *testing.T, u1, p1, s1, r1, d1, u2, p2, s2, r2, d2 string) {
 		checkDisjoint(t, [5]string{u1, p1, s1, r1, d1}, [5]string{u2, p2, s2, r2, d2})
 	})
-}
-
-func TestIssuedForms(t *testing.T) {
-	t.Parallel()
-	for range 100 {
-		if s := newState(); !issuedState(s) {
-			t.Fatalf("newState %q is not of the issued form", s)
-		}
-		if id := randomHex(16); !issuedRunID(id) {
-			t.Fatalf("run ID %q is not of the issued form", id)
-		}
-	}
-	for _, s := range []string{"", "github", strings.Repeat("A", 42), strings.Repeat("A", 44), strings.Repeat("A", 42) + ":",
-		strings.Repeat("A", 42) + "=", ":" + strings.Repeat("A", 42), "~" + strings.Repeat("A", 42)} {
-		if issuedState(s) {
-			t.Errorf("issuedState(%q) = true", s)
-		}
-	}
-	for _, id := range []string{"", "github", strings.Repeat("a", 31), strings.Repeat("A", 32), strings.Repeat("a", 31) + ":"} {
-		if issuedRunID(id) {
-			t.Errorf("issuedRunID(%q) = true", id)
-		}
-	}
-}
-
-// Only a state of the issued form (32 random bytes, base64url, no padding)
-// is taken for one: anything else is refused before the store is touched.
-func TestIssuedStateForm(t *testing.T) {
-	t.Parallel()
-	st := newState()
-	if !issuedState(st) {
-		t.Fatalf("issuedState(%q) = false for an issued state", st)
-	}
-	for _, bad := range []string{"", st[:42], st + "A", "." + st[1:], "+" + st[1:], "/" + st[1:], st[:42] + "=",
-		":" + st[1:], "é" + st[2:], st[:20] + " " + st[21:]} {
-		if issuedState(bad) {
-			t.Errorf("issuedState(%q) = true", bad)
-		}
-	}
 }
