@@ -765,3 +765,23 @@ func (o *oauthWorkflow) deviceApproved(ctx context.Context, tc *TransitionContex
 	o.events.emit(ctx, Event{Kind: EventConnected, UserID: tc.Run.UserID, ProviderID: data.Provider, RunID: tc.Run.ID})
 	return nil
 }
+
+// deviceBackoff spaces the polls of a device sign-in whose token endpoint
+// failed transiently (network, 5xx, 429): never sooner than the interval.
+var deviceBackoff = Backoff{First: 5 * time.Second, Max: time.Minute, Jitter: 0.2}
+
+// deviceRun is a device sign-in's poll state, kept in its run's data (so
+// every instance reads it, and each poll's outcome is saved with the run
+// under the run's lock). The device code and the DPoP key are secrets: they
+// are sealed, bound to the run, when encryption is on.
+type deviceRun struct {
+	Code       string `json:"code"`
+	Key        string `json:"key,omitempty"` // the key the grant will be bound to (DPoPProvider)
+	Interval   int64  `json:"interval"`      // seconds between polls, raised by slow_down
+	ExpiresAt  int64  `json:"expiresAt"`     // Unix ms: the code is dead then
+	NextPollAt int64  `json:"nextPollAt"`    // Unix ms: no poll before it
+	Failures   int    `json:"failures,omitempty"`
+}
+
+// deviceSecretName binds a device sign-in's sealed secrets to its run.
+func deviceSecretName(runID string) string { return keyspace.Run(runID) + ":device" }

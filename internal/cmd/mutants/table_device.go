@@ -96,7 +96,7 @@ func deviceSignIns() []mutant {
 		},
 		{
 			Name: "device/script-link-shown",
-			File: "device.go",
+			File: "oauth.go",
 			Old:  "(u.Scheme == \"https\" || u.Scheme == \"http\") && u.Host != \"\"",
 			New:  "u != nil",
 			Run:  run,
