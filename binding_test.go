@@ -192,7 +192,7 @@ func TestBoundSignInStartKeepsDPoPKeyThumbprint(t *testing.T) {
 	}})
 	api := env.replicas[0].api.URL
 	_, doc := env.startSignIn(0, "alice")
-	s, err := env.mod(0).Sessions.Peek(t.Context(), doc.State)
+	s, err := oauthflow.PeekSession(env.mod(0).Sessions, t.Context(), doc.State)
 	require.NoError(t, err)
 	require.NotEmpty(t, s.DPoPKey)
 	jkt := thumbprintOf(t, s.DPoPKey)
@@ -312,7 +312,7 @@ func TestSignInCheckFailsClosed(t *testing.T) {
 			assert.Equal(t, http.StatusServiceUnavailable, rec.Code, "a check that cannot read the sign-in refuses")
 			_, err := f.m.Tokens.GetTokens(ctx, "alice", "acme")
 			assert.ErrorIs(t, err, oauthflow.ErrNoToken, "no account was attached to alice")
-			_, err = f.m.Sessions.Peek(ctx, f.prompt.State)
+			_, err = oauthflow.PeekSession(f.m.Sessions, ctx, f.prompt.State)
 			assert.NoError(t, err, "the sign-in is still pending for the browser that started it")
 		})
 	}

@@ -309,7 +309,7 @@ func TestEncryptedSessions(t *testing.T) {
 				if len(spec) > 0 {
 					ring = keyRing(t, spec...)
 				}
-				return oauthflow.NewSessionService(kv, oauthflow.WithSessionEncryption(ring))
+				return oauthflow.NewSealedSessionService(kv, ring)
 			}
 			s := oauthflow.Session{UserID: "alice", Provider: "demo", CodeVerifier: "the-verifier-of-alice"}
 			state, plainState := strings.Repeat("a", 43), strings.Repeat("b", 43)
@@ -461,7 +461,7 @@ func testReencrypt(t *testing.T, kv oauthflow.KV) {
 		users[user] = s
 	}
 	require.NoError(t, store(k9).StoreTokens(ctx, "unknown", "demo", tokens(99)))
-	sessions := oauthflow.NewSessionService(kv, oauthflow.WithSessionEncryption(keyRing(t, k1)))
+	sessions := oauthflow.NewSealedSessionService(kv, keyRing(t, k1))
 	state := strings.Repeat("s", 43)
 	require.NoError(t, sessions.Register(ctx, state, oauthflow.Session{UserID: "alice", Provider: "demo", CodeVerifier: "v"}))
 	require.NoError(t, kv.Set(ctx, "oauth:run:r1", []byte(`{"plain":"run"}`), 0))
@@ -515,7 +515,7 @@ func testReencrypt(t *testing.T, kv oauthflow.KV) {
 	raw, err := kv.Get(ctx, "oauth:session:"+state)
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(string(raw), "enc1:k2:"))
-	s, err := oauthflow.NewSessionService(kv, oauthflow.WithSessionEncryption(keyRing(t, k2))).Consume(ctx, state)
+	s, err := oauthflow.NewSealedSessionService(kv, keyRing(t, k2)).Consume(ctx, state)
 	require.NoError(t, err)
 	require.Equal(t, "v", s.CodeVerifier)
 	for key, want := range map[string]string{"oauth:run:r1": `{"plain":"run"}`, "oauth:lock:user-1:demo": "owner",
@@ -662,7 +662,7 @@ func TestZeroKeyRingIsRefused(t *testing.T) {
 	_, err := oauthflow.New(context.Background(), oauthflow.Config{KV: oauthflow.NewMemoryKV(), Encryption: &oauthflow.KeyRing{}})
 	require.ErrorIs(t, err, oauthflow.ErrInvalidArgument)
 	require.Panics(t, func() { oauthflow.WithEncryption(&oauthflow.KeyRing{}) })
-	require.Panics(t, func() { oauthflow.WithSessionEncryption(&oauthflow.KeyRing{}) })
+	require.Panics(t, func() { oauthflow.NewSealedSessionService(oauthflow.NewMemoryKV(), &oauthflow.KeyRing{}) })
 	_, err = oauthflow.Reencrypt(context.Background(), oauthflow.NewMemoryKV(), &oauthflow.KeyRing{}, oauthflow.ReencryptOptions{})
 	require.ErrorIs(t, err, oauthflow.ErrInvalidArgument)
 }

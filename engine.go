@@ -32,13 +32,12 @@ type Engine struct {
 	onDone  []func(ctx context.Context, r *Run)
 }
 
-// EngineOption configures an Engine. A Module sets its engine's clock,
-// logger, lock lease and run TTLs from its Config; the options themselves
-// stay inside the package, and the type is kept for NewEngine's signature.
-type EngineOption func(*Engine)
+// engineOption configures an Engine. A Module sets its engine's clock,
+// logger, lock lease and run TTLs from its Config.
+type engineOption func(*Engine)
 
 // withEngineClock sets the engine's clock.
-func withEngineClock(now func() time.Time) EngineOption {
+func withEngineClock(now func() time.Time) engineOption {
 	return func(e *Engine) {
 		if now != nil {
 			e.now = now
@@ -47,7 +46,7 @@ func withEngineClock(now func() time.Time) EngineOption {
 }
 
 // withEngineLogger sets the engine's logger.
-func withEngineLogger(l *slog.Logger) EngineOption {
+func withEngineLogger(l *slog.Logger) engineOption {
 	return func(e *Engine) {
 		if l != nil {
 			e.log = l
@@ -60,7 +59,7 @@ const runLockLeaseDefault = 30 * time.Second
 
 // withRunLease sets how long a run's lock outlives an instance that stopped
 // renewing it (default 30 s).
-func withRunLease(d time.Duration) EngineOption {
+func withRunLease(d time.Duration) engineOption {
 	return func(e *Engine) {
 		if d > 0 {
 			e.lease = max(d, time.Millisecond)
@@ -70,7 +69,7 @@ func withRunLease(d time.Duration) EngineOption {
 
 // withFinishedRunTTL sets how long a run that has ended, and its documents,
 // are kept (default 24 hours).
-func withFinishedRunTTL(d time.Duration) EngineOption {
+func withFinishedRunTTL(d time.Duration) engineOption {
 	return func(e *Engine) {
 		if d > 0 {
 			e.doneTTL = d
@@ -79,7 +78,7 @@ func withFinishedRunTTL(d time.Duration) EngineOption {
 }
 
 // withRunTTL sets how long runs and documents are kept (default 30 days).
-func withRunTTL(d time.Duration) EngineOption {
+func withRunTTL(d time.Duration) engineOption {
 	return func(e *Engine) {
 		if d > 0 {
 			e.ttl = d
@@ -88,7 +87,10 @@ func withRunTTL(d time.Duration) EngineOption {
 }
 
 // NewEngine returns an engine storing runs in kv.
-func NewEngine(kv KV, opts ...EngineOption) *Engine {
+func NewEngine(kv KV) *Engine { return newEngine(kv) }
+
+// newEngine is NewEngine with the settings a Module passes.
+func newEngine(kv KV, opts ...engineOption) *Engine {
 	e := &Engine{kv: storeOf(kv), now: time.Now, log: slog.Default(), ttl: defaultRunTTL, doneTTL: defaultFinishedRunTTL,
 		lease: runLockLeaseDefault, flows: make(map[string]*Workflow)}
 	for _, o := range opts {
@@ -658,7 +660,7 @@ func isTransitionFailure(err error) bool {
 
 // Document decodes the run's document name into v.
 func (e *Engine) Document(ctx context.Context, runID, name string, v any) error {
-	d, err := e.GetDocument(ctx, runID, name)
+	d, err := e.getDocument(ctx, runID, name)
 	if err != nil {
 		return err
 	}
@@ -668,8 +670,8 @@ func (e *Engine) Document(ctx context.Context, runID, name string, v any) error 
 	return nil
 }
 
-// GetDocument returns the run's document name with its widget, or ErrNotFound.
-func (e *Engine) GetDocument(ctx context.Context, runID, name string) (*Document, error) {
+// getDocument returns the run's document name with its widget, or ErrNotFound.
+func (e *Engine) getDocument(ctx context.Context, runID, name string) (*document, error) {
 	if !keyspace.IssuedRunID(runID) || !keyspace.ValidProviderID(name) {
 		return nil, fmt.Errorf("%w: document %q of run %q", ErrNotFound, name, runID)
 	}
@@ -680,7 +682,7 @@ func (e *Engine) GetDocument(ctx context.Context, runID, name string) (*Document
 	if err != nil {
 		return nil, errs.Store(ctx, "read document", err)
 	}
-	var d Document
+	var d document
 	if err := strictUnmarshal(b, &d); err != nil {
 		return nil, err
 	}
@@ -706,7 +708,7 @@ func (e *Engine) saveDocument(ctx context.Context, r *Run, name, widget string, 
 	if err != nil {
 		return err
 	}
-	b, err := json.Marshal(Document{Name: name, Widget: widget, Data: data, UpdatedAt: e.now().UnixMilli()})
+	b, err := json.Marshal(document{Name: name, Widget: widget, Data: data, UpdatedAt: e.now().UnixMilli()})
 	if err != nil {
 		return fmt.Errorf("oauthflow: encode document: %w", err)
 	}

@@ -9,9 +9,16 @@ import (
 // pieces of due work it did: tests drive due work without waiting for a tick.
 func WorkOnce(ctx context.Context, m *Module) int { return m.work.Pass(ctx) }
 
-// WithSessionEncryption lets the external tests seal a SessionService of
+// NewSealedSessionService lets the external tests seal a SessionService of
 // their own; apps set Config.Encryption.
-var WithSessionEncryption = withSessionEncryption
+func NewSealedSessionService(kv KV, ring *KeyRing) *SessionService {
+	return newSessionService(kv, withSessionEncryption(ring))
+}
+
+// PeekSession reads the sign-in registered under state without consuming it.
+func PeekSession(s *SessionService, ctx context.Context, state string) (*Session, error) {
+	return s.peek(ctx, state)
+}
 
 // DefaultRefreshBackoff is the backoff a zero Config.RefreshBackoff means.
 var DefaultRefreshBackoff = defaultRefreshBackoff

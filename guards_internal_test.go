@@ -108,7 +108,7 @@ func testRunLockFreedOnlyByItsHolder(t *testing.T, store KV) {
 	clock := fakeclock.New(time.Now())
 	s := newSteppedRun()
 	engine := func(store KV) *Engine {
-		e := NewEngine(store, withEngineClock(clock.Now), withEngineLogger(slog.New(slog.DiscardHandler)))
+		e := newEngine(store, withEngineClock(clock.Now), withEngineLogger(slog.New(slog.DiscardHandler)))
 		if err := e.Register(s.workflow); err != nil {
 			t.Fatal(err)
 		}

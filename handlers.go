@@ -213,7 +213,7 @@ func (e *endpoints) verify(r *http.Request, state string) (outcome, bool) {
 	if !e.guard.verifies() {
 		return outcome{}, true
 	}
-	s, err := e.sessions.Peek(r.Context(), state)
+	s, err := e.sessions.peek(r.Context(), state)
 	if err != nil { // fail closed: the consume right after could still succeed
 		return e.classify(r.Context(), nil, err), false
 	}
@@ -238,7 +238,7 @@ func (e *endpoints) completeProviderError(r *http.Request, p callbackParams) out
 	if p.State == "" {
 		return out
 	}
-	s, err := e.sessions.Peek(ctx, p.State)
+	s, err := e.sessions.peek(ctx, p.State)
 	if err != nil {
 		if errors.Is(err, ErrStoreUnavailable) || ctx.Err() != nil {
 			return e.classify(ctx, nil, err)
@@ -561,7 +561,7 @@ func (e *endpoints) checkStart(w http.ResponseWriter, r *http.Request) (*Session
 	if !keyspace.IssuedState(state) {
 		return nil, "The sign-in's state is not one this service issued."
 	}
-	s, err := e.sessions.Peek(r.Context(), state)
+	s, err := e.sessions.peek(r.Context(), state)
 	if err != nil || !bindingMatches(s, secret) {
 		return nil, "This sign-in link has expired or was already used."
 	}

@@ -257,7 +257,7 @@ func TestCompleteEndpoint(t *testing.T) {
 			if tt.want.status == 415 || tt.want.status == 413 || tt.want.error == "invalid_request" {
 				// Nothing else happened: the sign-in is still pending and usable.
 				assert.Equal(t, oauthflow.PromptPending, env.prompt(run.ID).Status)
-				_, err := env.mod(0).Sessions.Peek(context.Background(), doc.State)
+				_, err := oauthflow.PeekSession(env.mod(0).Sessions, context.Background(), doc.State)
 				assert.NoError(t, err, "the sign-in must not be consumed")
 				assert.Zero(t, env.as.Stats().CodeRequests, "no code exchange")
 			}

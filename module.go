@@ -171,8 +171,8 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 		WithEncryption(ring), withRefreshBackoff(cfg.RefreshBackoff), WithRefreshAhead(cfg.RefreshAhead, cfg.RefreshAheadIdle),
 		WithRefreshLimits(cfg.RefreshLimits),
 		WithReplicaAcks(cfg.ReplicaAcks, orDefault(cfg.ReplicaAckTimeout, 500*time.Millisecond)))
-	m.Sessions = NewSessionService(store, withSessionClock(now), withSessionTTL(signInTTL), withSessionEncryption(ring))
-	m.Engine = NewEngine(store, withEngineClock(now), withEngineLogger(log), withFinishedRunTTL(cfg.FinishedRunTTL),
+	m.Sessions = newSessionService(store, withSessionClock(now), withSessionTTL(signInTTL), withSessionEncryption(ring))
+	m.Engine = newEngine(store, withEngineClock(now), withEngineLogger(log), withFinishedRunTTL(cfg.FinishedRunTTL),
 		withRunLease(runLockLease))
 	m.work = worker.New(storeOf(store), worker.Config{Now: now, Log: log, Every: cfg.WorkerInterval, ErrorText: logSafeError})
 	steps := m.newSignIns(cfg, log)

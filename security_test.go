@@ -392,10 +392,10 @@ func TestEngineRefusesForeignRunIDs(t *testing.T) {
 		assert.ErrorIs(t, err, oauthflow.ErrRunNotFound, id)
 		_, err = e.Fire(ctx, id, "t", nil, "u")
 		assert.ErrorIs(t, err, oauthflow.ErrRunNotFound, id)
-		_, err = e.GetDocument(ctx, id, "oauthPrompt")
+		err = e.Document(ctx, id, "oauthPrompt", new(json.RawMessage))
 		assert.ErrorIs(t, err, oauthflow.ErrNotFound, id)
 	}
-	_, err := e.GetDocument(ctx, run, "a:b")
+	err := e.Document(ctx, run, "a:b", new(json.RawMessage))
 	assert.ErrorIs(t, err, oauthflow.ErrNotFound)
 	assert.Empty(t, rec.take(), "no store access for a foreign run ID or document name")
 }

@@ -27,14 +27,12 @@ type SessionService struct {
 	ring *seal.Ring // seals sessions at rest; nil: plain
 }
 
-// SessionOption configures a SessionService. A Module sets its sessions'
-// TTL, clock and sealing from its Config (SignInTTL, Now, Encryption); the
-// options stay inside the package, and the type is kept for
-// NewSessionService's signature.
-type SessionOption func(*SessionService)
+// sessionOption configures a SessionService. A Module sets its sessions'
+// TTL, clock and sealing from its Config (SignInTTL, Now, Encryption).
+type sessionOption func(*SessionService)
 
 // withSessionTTL sets how long a pending sign-in lives.
-func withSessionTTL(d time.Duration) SessionOption {
+func withSessionTTL(d time.Duration) sessionOption {
 	return func(s *SessionService) {
 		if d > 0 {
 			s.ttl = d
@@ -43,7 +41,7 @@ func withSessionTTL(d time.Duration) SessionOption {
 }
 
 // withSessionClock sets the clock used to stamp sessions.
-func withSessionClock(now func() time.Time) SessionOption {
+func withSessionClock(now func() time.Time) sessionOption {
 	return func(s *SessionService) {
 		if now != nil {
 			s.now = now
@@ -53,13 +51,16 @@ func withSessionClock(now func() time.Time) SessionOption {
 
 // withSessionEncryption seals the sessions this service registers with ring's
 // current key (see KeyRing); plain sessions are still read. nil: plain.
-func withSessionEncryption(ring *KeyRing) SessionOption {
+func withSessionEncryption(ring *KeyRing) sessionOption {
 	checkRing(ring)
 	return func(s *SessionService) { s.ring = ring.sealer() }
 }
 
 // NewSessionService returns a SessionService over kv.
-func NewSessionService(kv KV, opts ...SessionOption) *SessionService {
+func NewSessionService(kv KV) *SessionService { return newSessionService(kv) }
+
+// newSessionService is NewSessionService with the settings a Module passes.
+func newSessionService(kv KV, opts ...sessionOption) *SessionService {
 	s := &SessionService{kv: storeOf(kv), ttl: defaultSessionTTL, now: time.Now}
 	for _, o := range opts {
 		o(s)
@@ -117,8 +118,8 @@ func (ss *SessionService) Consume(ctx context.Context, state string) (*Session, 
 	return ss.take(ctx, state, true)
 }
 
-// Peek returns the session registered under state without consuming it.
-func (ss *SessionService) Peek(ctx context.Context, state string) (*Session, error) {
+// peek returns the session registered under state without consuming it.
+func (ss *SessionService) peek(ctx context.Context, state string) (*Session, error) {
 	return ss.take(ctx, state, false)
 }
 

@@ -29,7 +29,7 @@ func TestSessionRegisterConsume(t *testing.T) {
 			require.NoError(t, err)
 			assert.InDelta(t, (10 * time.Minute).Seconds(), ttl.Seconds(), 2, "pending sessions live 10 minutes")
 
-			peeked, err := ss.Peek(ctx, "state-1")
+			peeked, err := oauthflow.PeekSession(ss, ctx, "state-1")
 			require.NoError(t, err)
 			assert.Equal(t, want, *peeked)
 			got, err := ss.Consume(ctx, "state-1")

@@ -72,7 +72,7 @@ func TestBuildOAuthURLKeepsVerifierPrivate(t *testing.T) {
 	assert.Equal(t, "S256", u.Query().Get("code_challenge_method"))
 	assert.Equal(t, "read write", u.Query().Get("scope"))
 
-	s, err := m.Sessions.Peek(context.Background(), out.State)
+	s, err := oauthflow.PeekSession(m.Sessions, context.Background(), out.State)
 	require.NoError(t, err)
 	require.NotEmpty(t, s.CodeVerifier)
 	assert.Equal(t, "alice", s.UserID)
@@ -94,7 +94,7 @@ func TestExchangeStateMismatchExchangesNothing(t *testing.T) {
 	assert.Zero(t, env.as.Stats().CodeRequests, "nothing exchanged")
 	_, err = m.Tokens.GetTokens(context.Background(), "alice", "demo")
 	assert.ErrorIs(t, err, oauthflow.ErrNoToken, "nothing stored")
-	_, err = m.Sessions.Peek(context.Background(), out.State)
+	_, err = oauthflow.PeekSession(m.Sessions, context.Background(), out.State)
 	assert.NoError(t, err, "the sign-in is not consumed by a mismatch")
 
 	// The direct tool path: with matching states it consumes the sign-in and stores the tokens.
@@ -105,7 +105,7 @@ func TestExchangeStateMismatchExchangesNothing(t *testing.T) {
 	require.NoError(t, json.Unmarshal(res, &ex))
 	assert.NotEmpty(t, ex.AccessToken)
 	assert.Equal(t, "read", ex.Scope)
-	_, err = m.Sessions.Peek(context.Background(), out.State)
+	_, err = oauthflow.PeekSession(m.Sessions, context.Background(), out.State)
 	assert.ErrorIs(t, err, oauthflow.ErrSessionNotFound, "single use")
 
 	_, err = m.ExchangeOAuthToken.Call(context.Background(), oauthflow.ToolContext{UserID: "mallory"}, args)
@@ -145,7 +145,7 @@ func TestFlowLogsNoSecrets(t *testing.T) {
 	require.NoError(t, err)
 	_, doc, err := m.StartSignIn(context.Background(), "alice", "demo")
 	require.NoError(t, err)
-	s, err := m.Sessions.Peek(context.Background(), doc.State)
+	s, err := oauthflow.PeekSession(m.Sessions, context.Background(), doc.State)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	m.Mount(mux)

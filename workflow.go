@@ -101,8 +101,8 @@ type ChildResult struct {
 	Result json.RawMessage `json:"result,omitempty"`
 }
 
-// Document is a named record attached to a run and rendered by a widget.
-type Document struct {
+// document is a named record attached to a run and rendered by a widget.
+type document struct {
 	Name      string          `json:"name"`
 	Widget    string          `json:"widget"`
 	Data      json.RawMessage `json:"data"`
