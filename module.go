@@ -15,6 +15,7 @@ import (
 	"github.com/oauthflow/oauthflow/internal/seal"
 	"github.com/oauthflow/oauthflow/internal/web"
 	"github.com/oauthflow/oauthflow/internal/worker"
+	"github.com/oauthflow/oauthflow/internal/xcontext"
 )
 
 // Config wires a Module. Its zero value means: Redis from KVSTORE_* (memory if it
@@ -282,6 +283,50 @@ func (m *Module) StartSignIn(ctx context.Context, userID, provider string, scope
 		return nil, nil, err
 	}
 	return m.flow.launch(ctx, userID, OAuthWorkflowArgs{Provider: provider, Scopes: scopes})
+}
+
+// SignInStatus reports how the sign-in run runID stands: its prompt, whose
+// Status is PromptPending until the sign-in ends, then PromptSuccess (with the
+// Account connected, when the provider said) or PromptError (with a Message
+// for the user). It reads the store, so it answers for a sign-in started on
+// any instance. A run that is not a sign-in is ErrRunNotFound.
+func (m *Module) SignInStatus(ctx context.Context, runID string) (*OAuthPromptDocument, error) {
+	r, err := m.Engine.Get(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	if r.Workflow != OAuthWorkflowName {
+		return nil, fmt.Errorf("%w: %q is not a sign-in", ErrRunNotFound, runID)
+	}
+	var doc OAuthPromptDocument
+	if err := m.Engine.Document(ctx, runID, PromptDocumentName, &doc); err != nil {
+		return nil, err
+	}
+	return &doc, nil
+}
+
+// WaitSignIn waits until the sign-in run runID is no longer pending and
+// returns its prompt, as SignInStatus reads it; or returns ctx's error when
+// ctx ends first. It polls the store, starting at 50 ms and backing off to a
+// second, so the sign-in may complete on any instance. A sign-in nobody
+// finishes ends by itself after Config.SignInTTL.
+func (m *Module) WaitSignIn(ctx context.Context, runID string) (*OAuthPromptDocument, error) {
+	ctx = xcontext.OrBackground(ctx)
+	wait := 50 * time.Millisecond
+	for {
+		doc, err := m.SignInStatus(ctx, runID)
+		if err != nil || doc.Status != PromptPending {
+			return doc, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, time.Second)
+	}
 }
 
 // StartDeviceSignIn launches the "oauth" workflow with the device

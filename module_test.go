@@ -3,10 +3,14 @@ package oauthflow_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
+	"github.com/stretchr/testify/require"
 )
 
 // StartSignIn for a provider nobody registered is refused before anything
@@ -53,4 +57,51 @@ func TestFlowErrorKeepsItsPageSentenceOut(t *testing.T) {
 	if got := (&oauthflow.FlowError{Message: "This provider is not available."}).Error(); got != "This provider is not available." {
 		t.Errorf("without a cause, Error() = %q, want the message", got)
 	}
+}
+
+// A server, a CLI or a test asks how a sign-in went, or waits for it with a
+// context: pending until the callback, then its outcome.
+func TestWaitSignIn(t *testing.T) {
+	t.Parallel()
+	env := newFlowEnv(t, envOptions{})
+	m := env.mod(0)
+	run, doc := env.startSignIn(0, "alice")
+	st, err := m.SignInStatus(ctx, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, oauthflow.PromptPending, st.Status)
+
+	waited := make(chan *oauthflow.OAuthPromptDocument, 1)
+	waitErr := make(chan error, 1)
+	go func() {
+		d, err := m.WaitSignIn(ctx, run.ID)
+		waited <- d
+		waitErr <- err
+	}()
+	status, _, _ := get(t, env.consent(doc.AuthURL, 0))
+	require.Equal(t, http.StatusOK, status)
+	d := waitfor.Recv(t, waited, "WaitSignIn's answer")
+	require.NoError(t, waitfor.Recv(t, waitErr, "WaitSignIn's error"))
+	require.Equal(t, oauthflow.PromptSuccess, d.Status, "%+v", d)
+
+	st, err = m.SignInStatus(ctx, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, oauthflow.PromptSuccess, st.Status)
+
+	// A wait ends with its context; a run that is no sign-in is not found.
+	run2, _ := env.startSignIn(0, "bob")
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	_, err = m.WaitSignIn(short, run2.ID)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	_, err = m.SignInStatus(ctx, "0123456789abcdef0123456789abcdef")
+	require.ErrorIs(t, err, oauthflow.ErrRunNotFound)
+	_, err = m.WaitSignIn(ctx, "not-a-run")
+	require.ErrorIs(t, err, oauthflow.ErrRunNotFound)
+	require.NoError(t, m.Engine.Register(&oauthflow.Workflow{Name: "idle", States: []string{oauthflow.StateStart, oauthflow.StateEnd},
+		Transitions: []oauthflow.Transition{{Name: "finish", From: oauthflow.StateStart, To: oauthflow.StateEnd,
+			Do: func(context.Context, *oauthflow.TransitionContext) error { return nil }}}}))
+	other, err := m.Engine.Launch(ctx, "alice", "idle", nil, oauthflow.RunOptions{})
+	require.NoError(t, err)
+	_, err = m.SignInStatus(ctx, other.ID)
+	require.ErrorIs(t, err, oauthflow.ErrRunNotFound, "a run of another workflow is no sign-in")
 }

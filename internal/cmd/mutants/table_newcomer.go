@@ -100,5 +100,21 @@ func newcomerGuards() []mutant {
 			Run:  "^TestUnknownProviderEverywhere$",
 			Why:  "GetTokens of a provider nobody registered is ErrUnknownProvider, not ErrNoToken",
 		},
+		{
+			Name: "wait/returns-while-pending",
+			File: "module.go",
+			Old:  "if err != nil || doc.Status != PromptPending {",
+			New:  "if err != nil || doc != nil {",
+			Run:  "^TestWaitSignIn$",
+			Why:  "WaitSignIn waits until the sign-in is no longer pending",
+		},
+		{
+			Name: "wait/any-run-is-a-sign-in",
+			File: "module.go",
+			Old:  "if r.Workflow != OAuthWorkflowName {",
+			New:  "if r == nil {",
+			Run:  "^TestWaitSignIn$",
+			Why:  "SignInStatus answers only for a sign-in's run",
+		},
 	}
 }
