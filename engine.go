@@ -490,6 +490,11 @@ func (e *Engine) ttlOf(r *Run) time.Duration {
 	if r.State == StateEnd {
 		return e.doneTTL
 	}
+	// A child waits as long as its parent may: its lapse is what resumes
+	// the parent, so it is not let go before.
+	if w, err := e.workflow(r.Workflow); err == nil && w.maxWait > 0 && r.ParentID == "" {
+		return w.maxWait + e.doneTTL
+	}
 	return e.ttl
 }
 

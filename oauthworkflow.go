@@ -138,6 +138,9 @@ func (o *oauthWorkflow) workflow() *Workflow {
 	return &Workflow{
 		Name:   OAuthWorkflowName,
 		States: []string{StateStart, StateAwaitingAuth, StateEnd},
+		// A redirect sign-in lapses after SignInTTL, a device one when its
+		// code dies (an hour at most), and a completion ends within minutes.
+		maxWait: max(o.signInTTL, maxDeviceLifetime) + defaultCompletionTimeout,
 		Transitions: []Transition{
 			{Name: transitionInitiate, From: StateStart, To: StateAwaitingAuth, Do: o.initiateOAuth},
 			{Name: transitionExchange, From: StateAwaitingAuth, To: StateEnd, Wait: true, Do: o.exchangeTransition},

@@ -513,3 +513,50 @@ func TestSignInFailedLeavesNoWatch(t *testing.T) {
 	clock.Advance(2 * time.Minute) // the default completion timeout, one minute, and a minute more
 	assert.Zero(t, oauthflow.WorkOnce(ctx, f.m), "a failed completion leaves no watch behind")
 }
+
+// A sign-in nobody finishes leaves nothing long in a shared store, even when
+// no instance runs to lapse it: its run and prompt expire a FinishedRunTTL
+// after the longest a sign-in can wait (an hour, a device code's longest
+// life, and a completion's minute), not after the 30 days of other runs. Once it lapses, they are kept
+// for FinishedRunTTL.
+func TestAbandonedSignInLeavesNothingLong(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(epoch)
+	kv := oauthflow.NewMemoryKV(oauthflow.WithMemoryClock(clock.Now))
+	m, err := oauthflow.New(ctx, oauthflow.Config{KV: kv, Now: clock.Now, WorkerInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	require.NoError(t, m.Registry.Register(newFakeProvider("acme")))
+	run, _, err := m.StartSignIn(ctx, "alice", "acme")
+	require.NoError(t, err)
+	keys := []string{"oauth:run:" + run.ID, "oauth:doc:" + run.ID + ":" + oauthflow.PromptDocumentName}
+	for _, k := range keys {
+		ttl, err := kv.TTL(ctx, k)
+		require.NoError(t, err, k)
+		if ttl <= 0 || ttl > time.Hour+time.Minute+24*time.Hour {
+			t.Errorf("%s lives %v while its sign-in waits; want at most an hour, a completion's minute and FinishedRunTTL (24 h)", k, ttl)
+		}
+	}
+	clock.Advance(10*time.Minute + time.Second)
+	require.Equal(t, 1, oauthflow.WorkOnce(ctx, m), "the sign-in lapses")
+	for _, k := range keys {
+		ttl, err := kv.TTL(ctx, k)
+		require.NoError(t, err, k)
+		require.Equal(t, 24*time.Hour, ttl, "%s once the sign-in lapsed", k)
+	}
+}
+
+// A sign-in launched by a parent run waits as long as the parent may: its
+// lapse is what resumes the parent, so it is not let go before.
+func TestChildSignInWaitsAsLongAsItsParent(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(epoch)
+	kv := oauthflow.NewMemoryKV(oauthflow.WithMemoryClock(clock.Now))
+	f := newSignInFixtureWith(t, newFakeProvider("acme"), oauthflow.Config{KV: kv, Now: clock.Now, WorkerInterval: time.Hour,
+		Logger: slog.New(slog.DiscardHandler)})
+	for _, k := range []string{"oauth:run:" + f.child, "oauth:run:" + f.parent.ID} {
+		ttl, err := kv.TTL(ctx, k)
+		require.NoError(t, err, k)
+		require.Equal(t, 30*24*time.Hour, ttl, k)
+	}
+}

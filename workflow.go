@@ -47,6 +47,12 @@ type Workflow struct {
 	Name        string
 	States      []string
 	Transitions []Transition
+
+	// maxWait, when set, is the longest a run of it can wait before it ends
+	// (the oauth workflow's sign-ins): a run with no parent that has not
+	// ended is kept that long and FinishedRunTTL more, instead of 30 days, so
+	// one that nothing ends (no instance running) does not linger.
+	maxWait time.Duration
 }
 
 // Transition moves a run From one state To another. A Wait transition is fired

@@ -116,5 +116,21 @@ func newcomerGuards() []mutant {
 			Run:  "^TestWaitSignIn$",
 			Why:  "SignInStatus answers only for a sign-in's run",
 		},
+		{
+			Name: "lingering/sign-in-kept-30-days",
+			File: "engine.go",
+			Old:  "if w, err := e.workflow(r.Workflow); err == nil && w.maxWait > 0 && r.ParentID == \"\" {",
+			New:  "if w, err := e.workflow(r.Workflow); err == nil && w.maxWait < 0 && r.ParentID == \"\" {",
+			Run:  "^TestAbandonedSignInLeavesNothingLong$",
+			Why:  "a sign-in's run and prompt expire a FinishedRunTTL after the longest it can wait, not after 30 days",
+		},
+		{
+			Name: "lingering/child-let-go-before-its-parent",
+			File: "engine.go",
+			Old:  "w.maxWait > 0 && r.ParentID == \"\" {",
+			New:  "w.maxWait > 0 {",
+			Run:  "^TestChildSignInWaitsAsLongAsItsParent$",
+			Why:  "a child sign-in is kept as long as its parent may wait, since its lapse resumes the parent",
+		},
 	}
 }
