@@ -7,6 +7,7 @@ import (
 	"errors"
 	"html/template"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"net/netip"
@@ -16,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oauthflow/oauthflow/internal/clip"
 	"github.com/oauthflow/oauthflow/internal/errs"
 	"github.com/oauthflow/oauthflow/internal/keyspace"
 	"github.com/oauthflow/oauthflow/internal/web"
@@ -832,4 +834,42 @@ func setPageHeaders(h http.Header, nonce string) {
 	for i, k := range [...]string{"Content-Type", "Cache-Control", "Referrer-Policy", "X-Frame-Options", "X-Content-Type-Options", "Content-Security-Policy"} {
 		h[k] = v[i : i+1 : i+1]
 	}
+}
+
+// frontendCallbackPath is where FrontendHandler serves the frontend
+// callback page, under whatever prefix the app mounts it.
+const frontendCallbackPath = "/oauth/callback"
+
+// reportUnservedRedirect logs an error for a provider whose redirect URI
+// names a path this module does not serve (neither CallbackPath nor the
+// frontend callback page): a typo there sends the browser to a 404 and
+// leaves the sign-in pending until it lapses.
+func reportUnservedRedirect(log *slog.Logger, p Provider) {
+	path, ok := redirectPath(p)
+	if !ok || path == CallbackPath || strings.HasSuffix(path, frontendCallbackPath) {
+		return
+	}
+	log.Error("oauthflow: the provider's redirect URI names a path this module does not serve: sign-ins will end on a 404",
+		slog.String("provider", p.ProviderID()), slog.String("path", clip.String(path, 256)),
+		slog.String("want", CallbackPath+" (or the frontend callback page, "+frontendCallbackPath+")"))
+}
+
+// redirectPath is the path of the redirect URI p puts in its authorization
+// URL; ok is false for a provider without one (the device grant only) or one
+// whose URL does not parse.
+func redirectPath(p Provider) (path string, ok bool) {
+	defer func() {
+		if recover() != nil {
+			path, ok = "", false
+		}
+	}()
+	u, err := url.Parse(p.BuildAuthURL(nil, "probe"))
+	if err != nil {
+		return "", false
+	}
+	r, err := url.Parse(u.Query().Get("redirect_uri"))
+	if err != nil || r.Path == "" {
+		return "", false
+	}
+	return r.Path, true
 }

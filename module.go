@@ -167,6 +167,7 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	if m.Registry == nil {
 		m.Registry = NewRegistry()
 	}
+	m.Registry.watchRegistered(func(p Provider) { reportUnservedRedirect(log, p) })
 	signInTTL, runLockLease := orDefault(cfg.SignInTTL, defaultSessionTTL), orDefault(cfg.RunLockLease, runLockLeaseDefault)
 	m.Tokens = NewTokenStore(store, m.Registry, WithClock(now), WithLogger(log), WithEventHook(cfg.OnEvent),
 		WithEncryption(ring), withRefreshBackoff(cfg.RefreshBackoff), WithRefreshAhead(cfg.RefreshAhead, cfg.RefreshAheadIdle),

@@ -2,6 +2,8 @@ package oauthflow
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -24,6 +26,7 @@ type Registry struct {
 	resolved  map[string]*resolvedEntry
 	uses      atomic.Uint64 // the clock of resolvedEntry.used
 	resolvers []resolver
+	watch     func(Provider) // hears each provider the app registers (New's redirect check)
 }
 
 // resolvedEntry is a provider a resolver built, and when it was last got.
@@ -59,20 +62,45 @@ func (r *Registry) Register(p Provider) (err error) {
 	if !keyspace.ValidProviderID(id) {
 		return errs.Invalid("provider ID %q: want 1-64 of [A-Za-z0-9._-], starting with a letter or digit", id)
 	}
+	watch, err := r.add(id, p)
+	if err == nil && watch != nil {
+		watch(p)
+	}
+	return err
+}
+
+// add keeps p as id and returns the watch to tell of it (nil for one a
+// resolver builds, which is kept among the resolved ones).
+func (r *Registry) add(id string, p Provider) (func(Provider), error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.providers == nil {
 		r.providers = make(map[string]Provider)
 	}
 	if _, dup := r.providers[id]; dup || r.resolved[id] != nil {
-		return fmt.Errorf("%w: provider %q is already registered", ErrInvalidArgument, id)
+		return nil, fmt.Errorf("%w: provider %q is already registered", ErrInvalidArgument, id)
 	}
 	if r.resolvable(id) {
 		r.keepResolved(id, p)
-		return nil
+		return nil, nil
 	}
 	r.providers[id] = p
-	return nil
+	return r.watch, nil
+}
+
+// watchRegistered has fn hear every provider the app has registered and
+// registers from now on (not those a resolver builds).
+func (r *Registry) watchRegistered(fn func(Provider)) {
+	r.mu.Lock()
+	r.watch = fn
+	ps := make([]Provider, 0, len(r.providers))
+	for _, id := range slices.Sorted(maps.Keys(r.providers)) {
+		ps = append(ps, r.providers[id])
+	}
+	r.mu.Unlock()
+	for _, p := range ps {
+		fn(p)
+	}
 }
 
 // resolvable reports whether a resolver builds id: such a provider is kept

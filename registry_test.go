@@ -1,9 +1,11 @@
 package oauthflow_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/oauthflow/oauthflow"
 	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
+	"github.com/oauthflow/oauthflow/providers"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -206,4 +209,36 @@ func TestUnknownProviderEverywhere(t *testing.T) {
 	require.NoError(t, ts.DeleteTokens(ctx, "alice", "gitlab"), "a record of a provider no longer registered is deleted")
 	_, err := oauthflow.NewTokenStore(kv, old).GetTokens(ctx, "alice", "gitlab")
 	require.ErrorIs(t, err, oauthflow.ErrNoToken, "the orphan record is gone")
+}
+
+// A provider whose redirect URI names a path this module does not serve (a
+// typo in GITHUB_OAUTH_REDIRECT_URI) is reported when New finds it in its
+// registry and when it is registered later, naming the path expected: the
+// browser would land on a 404 and the sign-in stay pending.
+func TestMistypedRedirectPathIsReported(t *testing.T) {
+	mk := func(id, redirect string) oauthflow.Provider {
+		p, err := providers.NewOAuth2(providers.Config{ID: id, AuthURL: "https://as.example/authorize", TokenURL: "https://as.example/token"},
+			providers.Credentials{ClientID: "c", ClientSecret: "s", RedirectURL: redirect})
+		require.NoError(t, err)
+		return p
+	}
+	var logs bytes.Buffer
+	reg := oauthflow.NewRegistry()
+	require.NoError(t, reg.Register(mk("early", "https://app.example/api/v1/oauth/callbak")))
+	require.NoError(t, reg.Register(mk("fine", "https://app.example/api/v1/oauth/callback")))
+	require.NoError(t, reg.Register(mk("page", "https://app.example/oauth/callback")))
+	m, err := oauthflow.New(ctx, oauthflow.Config{KV: oauthflow.NewMemoryKV(), Registry: reg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.NoError(t, err)
+	defer m.Close()
+	require.NoError(t, m.Registry.Register(mk("late", "https://app.example/oauth/calback")))
+	for _, want := range []string{`provider=early`, `/api/v1/oauth/callbak`, `provider=late`, `/oauth/calback`, oauthflow.CallbackPath} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log does not say %q:\n%s", want, logs.String())
+		}
+	}
+	for _, quiet := range []string{`provider=fine`, `provider=page`} {
+		if strings.Contains(logs.String(), quiet) {
+			t.Errorf("a redirect this module serves was reported (%s):\n%s", quiet, logs.String())
+		}
+	}
 }

@@ -132,5 +132,29 @@ func newcomerGuards() []mutant {
 			Run:  "^TestChildSignInWaitsAsLongAsItsParent$",
 			Why:  "a child sign-in is kept as long as its parent may wait, since its lapse resumes the parent",
 		},
+		{
+			Name: "redirect/unserved-path-silent",
+			File: "handlers.go",
+			Old:  "if !ok || path == CallbackPath || strings.HasSuffix(path, frontendCallbackPath) {",
+			New:  "if ok || !ok {",
+			Run:  "^TestMistypedRedirectPathIsReported$",
+			Why:  "a provider whose redirect URI names a path the module does not serve is reported, with the path expected",
+		},
+		{
+			Name: "redirect/served-path-reported",
+			File: "handlers.go",
+			Old:  "if !ok || path == CallbackPath || strings.HasSuffix(path, frontendCallbackPath) {",
+			New:  "if !ok {",
+			Run:  "^TestMistypedRedirectPathIsReported$",
+			Why:  "a redirect to the callback or the frontend callback page is not reported",
+		},
+		{
+			Name: "redirect/late-registration-unchecked",
+			File: "registry.go",
+			Old:  "\tr.providers[id] = p\n\treturn r.watch, nil",
+			New:  "\tr.providers[id] = p\n\treturn nil, nil",
+			Run:  "^TestMistypedRedirectPathIsReported$",
+			Why:  "a provider registered after New is checked too",
+		},
 	}
 }
