@@ -103,6 +103,7 @@ type outcome struct {
 	provider Provider // nil when unknown
 	kind     outcomeKind
 	message  string // for the user; never internal error text
+	returnTo string // the sign-in's return address (Session.ReturnTo), once its state was ours and its user's
 }
 
 type outcomeKind int
@@ -157,9 +158,11 @@ func (e *endpoints) complete(r *http.Request, p callbackParams) outcome {
 	err = e.exchangeSession(e.watchCompletion(owned, s), s, p)
 	if err != nil {
 		e.completionDone(owned, s) // a completion that succeeded removed its watch with the run's last save
-		return e.classify(ctx, prov, err)
+		out := e.classify(ctx, prov, err)
+		out.returnTo = s.ReturnTo
+		return out
 	}
-	return outcome{provider: prov, kind: outcomeConnected}
+	return outcome{provider: prov, kind: outcomeConnected, returnTo: s.ReturnTo}
 }
 
 // declaredFields are the redirect's parameters that prov keeps with the
@@ -255,6 +258,7 @@ func (e *endpoints) completeProviderError(r *http.Request, p callbackParams) out
 		return outcome{provider: out.provider, kind: outcomeRejected, message: "The sign-in response came from an unexpected issuer."}
 	}
 	tellRefused(ctx, out.provider, p.Error, p.ErrorDescription) // e.g. an MCP server's provider re-registers a refused client
+	out.returnTo = s.ReturnTo
 	if s.WorkflowID != "" {
 		in := providerErrorInput{Error: p.Error, ErrorDescription: p.ErrorDescription, ErrorURI: p.ErrorURI}
 		ctx, cancel := e.serverOwned(ctx) // the denial is recorded even when the browser left
@@ -611,6 +615,7 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
 <title>{{.Title}}</title>
+{{if .ReturnTo}}<noscript><meta http-equiv="refresh" content="0;url={{.ReturnTo}}"></noscript>{{end}}
 <style nonce="{{.Nonce}}">
 body{font:16px/1.5 system-ui,sans-serif;margin:0;display:grid;place-items:center;min-height:100vh;background:#f6f7f9;color:#1d2330}
 main{background:#fff;border-radius:12px;padding:2rem 2.5rem;box-shadow:0 1px 4px #0002;max-width:32rem;text-align:center}
@@ -621,17 +626,20 @@ p{margin:.25rem 0;color:#4a5263}
 </style>
 </head>
 <body>
-<main id="oauthflow-result" data-status="{{.Status}}" data-state="{{.State}}" data-provider="{{.ProviderID}}" data-message="{{.Message}}">
+<main id="oauthflow-result" data-status="{{.Status}}" data-state="{{.State}}" data-provider="{{.ProviderID}}" data-message="{{.Message}}"{{if .ReturnTo}} data-return-to="{{.ReturnTo}}"{{end}}>
 <h1>{{.Title}}</h1>
 {{if .Message}}<p>{{.Message}}</p>{{end}}
-<p>{{.Hint}}</p>
+{{if .ReturnTo}}<p><a href="{{.ReturnTo}}">Back to the app</a></p>{{else}}<p>{{.Hint}}</p>{{end}}
 </main>
 <script nonce="{{.Nonce}}">
 (function () {
   var d = document.getElementById("oauthflow-result").dataset;
   var own = window.location.origin;
   var targets = [own].concat({{.FrontendOrigins}} || []);
-  if (!window.opener || window.opener.closed) return;
+  if (!window.opener || window.opener.closed) {
+    if (d.returnTo) window.location.replace(d.returnTo); // a full-page sign-in goes back to the app
+    return;
+  }
   var result = {type: "oauthflow:result", state: d.state, status: d.status,
     provider: d.provider, message: d.message};
   for (var i = 0; i < targets.length; i++) {
@@ -653,6 +661,7 @@ type pageData struct {
 	State, ProviderID    string
 	Nonce                string
 	FrontendOrigins      []string // besides the page's own, where the result is posted
+	ReturnTo             string   // where a full-page sign-in goes back to, the outcome added
 }
 
 func (e *endpoints) renderPage(w http.ResponseWriter, out outcome, state string) {
@@ -690,9 +699,12 @@ func (e *endpoints) renderPage(w http.ResponseWriter, out outcome, state string)
 	default:
 		status, d.Title = http.StatusInternalServerError, "Something went wrong"
 	}
+	if out.returnTo != "" {
+		d.ReturnTo = withOutcome(out.returnTo, d.Status, d.ProviderID)
+	}
 	setPageHeaders(w.Header(), d.Nonce)
 	w.WriteHeader(status)
-	if out.kind == outcomeConnected && d.State != "" {
+	if out.kind == outcomeConnected && d.State != "" && d.ReturnTo == "" {
 		e.pages.write(w, d, e.registry)
 		return
 	}
@@ -854,22 +866,18 @@ func reportUnservedRedirect(log *slog.Logger, p Provider) {
 		slog.String("want", CallbackPath+" (or the frontend callback page, "+frontendCallbackPath+")"))
 }
 
-// redirectPath is the path of the redirect URI p puts in its authorization
-// URL; ok is false for a provider without one (the device grant only) or one
-// whose URL does not parse.
-func redirectPath(p Provider) (path string, ok bool) {
-	defer func() {
-		if recover() != nil {
-			path, ok = "", false
-		}
-	}()
-	u, err := url.Parse(p.BuildAuthURL(nil, "probe"))
+// withOutcome is the return address returnTo with the sign-in's outcome in
+// its query: oauth=success or oauth=error, and provider=<ID>.
+func withOutcome(returnTo, status, provider string) string {
+	u, err := url.Parse(returnTo)
 	if err != nil {
-		return "", false
+		return ""
 	}
-	r, err := url.Parse(u.Query().Get("redirect_uri"))
-	if err != nil || r.Path == "" {
-		return "", false
+	q := u.Query()
+	q.Set("oauth", status)
+	if provider != "" {
+		q.Set("provider", provider)
 	}
-	return r.Path, true
+	u.RawQuery = q.Encode()
+	return u.String()
 }

@@ -1163,3 +1163,48 @@ func nodeOrSkip(t *testing.T) string {
 	}
 	return node
 }
+
+// A full-page sign-in (a plain "Connect" link, a phone browser) can return to
+// the app: the callback page sends the browser to the sign-in's return
+// address with the outcome added, by script and without one. Only the API's
+// own origin and Config.FrontendOrigins are return addresses: anything else
+// fails the sign-in, never an open redirect.
+func TestSignInReturnsToTheApp(t *testing.T) {
+	t.Parallel()
+	env := newFlowEnv(t, envOptions{config: func(c *oauthflow.Config) { c.FrontendOrigins = []string{"https://app.example"} }})
+	m := env.mod(0)
+	launch := func(user, returnTo string) (*oauthflow.Run, oauthflow.OAuthPromptDocument) {
+		t.Helper()
+		run, err := m.Engine.Launch(ctx, user, oauthflow.OAuthWorkflowName,
+			oauthflow.OAuthWorkflowArgs{Provider: "demo", ReturnTo: returnTo}, oauthflow.RunOptions{})
+		require.NoError(t, err)
+		var doc oauthflow.OAuthPromptDocument
+		require.NoError(t, m.Engine.Document(ctx, run.ID, oauthflow.PromptDocumentName, &doc))
+		return run, doc
+	}
+	api := env.replicas[0].api.URL
+	for _, tt := range []struct{ returnTo, want string }{
+		{api + "/settings?tab=accounts", api + "/settings?oauth=success&provider=demo&tab=accounts"},
+		{"https://app.example/connected", "https://app.example/connected?oauth=success&provider=demo"},
+	} {
+		_, doc := launch("alice", tt.returnTo)
+		status, body, _ := get(t, env.consent(doc.AuthURL, 0))
+		require.Equal(t, http.StatusOK, status, body)
+		esc := html.EscapeString(tt.want)
+		for _, part := range []string{`http-equiv="refresh" content="0;url=` + esc + `"`, `href="` + esc + `"`, `data-return-to="` + esc + `"`} {
+			assert.Contains(t, body, part, "the page returns to %s", tt.want)
+		}
+	}
+
+	_, doc := launch("bob", api+"/settings")
+	env.as.DenyNext()
+	status, body, _ := get(t, env.consent(doc.AuthURL, 0))
+	require.Equal(t, http.StatusBadRequest, status)
+	assert.Contains(t, body, html.EscapeString(api+"/settings?oauth=error&provider=demo"), "a denial returns too, saying so")
+
+	for _, bad := range []string{"https://evil.example/x", "javascript:alert(1)", "//evil.example/x", "/relative", "https://user@app.example/x", "http://app.example/x"} {
+		_, err := m.Engine.Launch(ctx, "carol", oauthflow.OAuthWorkflowName,
+			oauthflow.OAuthWorkflowArgs{Provider: "demo", ReturnTo: bad}, oauthflow.RunOptions{})
+		assert.ErrorIs(t, err, oauthflow.ErrInvalidArgument, "return address %q", bad)
+	}
+}

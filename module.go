@@ -178,6 +178,7 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 		withRunLease(runLockLease))
 	m.work = worker.New(storeOf(store), worker.Config{Now: now, Log: log, Every: cfg.WorkerInterval, ErrorText: logSafeError})
 	steps := m.newSignIns(cfg, log)
+	steps.returnOrigin = origins.allows
 	m.BuildOAuthURL, m.ExchangeOAuthToken = steps.tools()
 	events := notifier{hook: cfg.OnEvent, log: log, now: now}
 	m.flow = &oauthWorkflow{signIns: steps, engine: m.Engine, work: m.work, events: events, ring: m.ring, now: now,

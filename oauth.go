@@ -126,6 +126,7 @@ type Session struct {
 	CreatedAt    int64    `json:"createdAt,omitempty"`   // Unix milliseconds
 	Binding      string   `json:"binding,omitempty"`     // SHA-256 (hex) of the secret a bound sign-in's browser holds (Config.BindSignIns)
 	DPoPKey      string   `json:"dpopKey,omitempty"`     // the key the grant will be bound to (DPoPProvider), encoded; it never leaves the server
+	ReturnTo     string   `json:"returnTo,omitempty"`    // where a full-page sign-in returns once it ends (OAuthWorkflowArgs.ReturnTo), checked
 }
 
 // Sentinel errors callers branch on with errors.Is.

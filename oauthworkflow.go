@@ -74,6 +74,12 @@ type OAuthWorkflowArgs struct {
 	Provider string   `json:"provider"`
 	Scopes   []string `json:"scopes,omitempty"`
 	Grant    string   `json:"grant,omitempty"`
+	// ReturnTo is where a full-page sign-in sends the browser back once it
+	// ends, with oauth=success or oauth=error and provider=<ID> added to its
+	// query (a popup's page still tells its opener and closes). It must be
+	// an absolute URL on the API's own origin (its callback's) or one of
+	// Config.FrontendOrigins; any other fails the sign-in.
+	ReturnTo string `json:"returnTo,omitempty"`
 }
 
 // OAuthWorkflowResult is what the OAuth workflow returns.
@@ -185,7 +191,7 @@ func (o *oauthWorkflow) initiateOAuth(ctx context.Context, tc *TransitionContext
 			Err: errs.Invalid("grant %q is not one of \"\" and %q", args.Grant, GrantDevice)})
 	}
 	res, err := o.buildAuthURL(ctx, ToolContext{UserID: tc.Run.UserID, RunID: tc.Run.ID},
-		BuildOAuthURLArgs{Provider: args.Provider, Scopes: args.Scopes})
+		BuildOAuthURLArgs{Provider: args.Provider, Scopes: args.Scopes}, args.ReturnTo)
 	if err != nil {
 		return o.failFlow(ctx, tc, args.Provider, err)
 	}

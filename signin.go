@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
+	"github.com/oauthflow/oauthflow/internal/clip"
 	"github.com/oauthflow/oauthflow/internal/errs"
 	"github.com/oauthflow/oauthflow/internal/xcontext"
 	"golang.org/x/oauth2"
@@ -33,6 +35,9 @@ type signIns struct {
 	bindSignIns       bool          // a sign-in gets a secret its browser must show (Config.BindSignIns)
 	withhold          bool          // exchange_oauth_token's result has no tokens (Config.WithholdTokens)
 	completionTimeout time.Duration // bounds the token write's retries with the completion
+	// returnOrigin reports whether a sign-in may return to origin
+	// (Config.FrontendOrigins); the API's own is checked apart.
+	returnOrigin func(origin string) bool
 }
 
 // The two OAuth tools' names.
@@ -104,7 +109,7 @@ func (si *signIns) tools() (build, exchange *Tool) {
 	build = NewTool(toolBuildOAuthURL,
 		"Builds the authorization URL the user visits to connect a provider, with a single-use CSRF state.",
 		buildOAuthURLSchema, func(ctx context.Context, tc ToolContext, a BuildOAuthURLArgs) (any, error) {
-			return si.buildAuthURL(ctx, tc, a)
+			return si.buildAuthURL(ctx, tc, a, "")
 		})
 	exchange = NewTool(toolExchangeOAuthToken, si.exchangeDescription(),
 		exchangeOAuthTokenSchema, func(ctx context.Context, tc ToolContext, a ExchangeOAuthTokenArgs) (any, error) {
@@ -144,7 +149,7 @@ func withheld(tc ToolContext, a ExchangeOAuthTokenArgs, res *ExchangeOAuthTokenR
 
 // buildAuthURL makes the state, a PKCE verifier when the provider takes one, and
 // the URL, and registers the pending sign-in. The verifier stays in the session.
-func (si *signIns) buildAuthURL(ctx context.Context, tc ToolContext, a BuildOAuthURLArgs) (*BuildOAuthURLResult, error) {
+func (si *signIns) buildAuthURL(ctx context.Context, tc ToolContext, a BuildOAuthURLArgs, returnTo string) (*BuildOAuthURLResult, error) {
 	if tc.UserID == "" {
 		return nil, errs.Invalid("build_oauth_url needs the current user")
 	}
@@ -157,7 +162,11 @@ func (si *signIns) buildAuthURL(ctx context.Context, tc ToolContext, a BuildOAut
 		scopes = p.DefaultScopes()
 	}
 	state := newState()
-	s := Session{WorkflowID: tc.RunID, UserID: tc.UserID, Provider: p.ProviderID(), Scopes: scopes}
+	if returnTo != "" && !si.mayReturnTo(p, returnTo) {
+		return nil, &FlowError{Message: "The sign-in's return address is not one of this app's.",
+			Err: errs.Invalid("return address %q: want an absolute http(s) URL on the API's own origin or one of Config.FrontendOrigins", clip.String(returnTo, 256))}
+	}
+	s := Session{WorkflowID: tc.RunID, UserID: tc.UserID, Provider: p.ProviderID(), Scopes: scopes, ReturnTo: returnTo}
 	s.Issuer, s.IssOptional = issuerOf(p)
 	if supportsPKCE(p) {
 		s.CodeVerifier = oauth2.GenerateVerifier()
@@ -479,4 +488,61 @@ func withCallbackFields(ctx context.Context, fields map[string]string) context.C
 func callbackFieldsOf(ctx context.Context) map[string]string {
 	f, _ := ctx.Value(callbackFieldsKey{}).(map[string]string)
 	return f
+}
+
+// maxReturnToLen bounds a sign-in's return address.
+const maxReturnToLen = 2048
+
+// mayReturnTo reports whether a sign-in with p may send the browser back to
+// returnTo: an absolute http or https URL with no user info, on the origin
+// of p's redirect URI (the API's own) or one of Config.FrontendOrigins.
+func (si *signIns) mayReturnTo(p Provider, returnTo string) bool {
+	u, err := url.Parse(returnTo)
+	if err != nil || len(returnTo) > maxReturnToLen || u.User != nil || u.Host == "" || u.Scheme != "https" && u.Scheme != "http" {
+		return false
+	}
+	origin := u.Scheme + "://" + u.Host
+	if si.returnOrigin != nil && si.returnOrigin(origin) {
+		return true
+	}
+	api, ok := redirectOrigin(p)
+	return ok && origin == api
+}
+
+// redirectURI is the redirect URI p puts in its authorization URL; ok is
+// false for a provider without one (the device grant only) or one whose URL
+// does not parse.
+func redirectURI(p Provider) (u *url.URL, ok bool) {
+	defer func() {
+		if recover() != nil {
+			u, ok = nil, false
+		}
+	}()
+	auth, err := url.Parse(p.BuildAuthURL(nil, "probe"))
+	if err != nil {
+		return nil, false
+	}
+	r, err := url.Parse(auth.Query().Get("redirect_uri"))
+	if err != nil || r.Path == "" {
+		return nil, false
+	}
+	return r, true
+}
+
+// redirectPath is the path of p's redirect URI.
+func redirectPath(p Provider) (string, bool) {
+	r, ok := redirectURI(p)
+	if !ok {
+		return "", false
+	}
+	return r.Path, true
+}
+
+// redirectOrigin is the origin of p's redirect URI: the API's own.
+func redirectOrigin(p Provider) (string, bool) {
+	r, ok := redirectURI(p)
+	if !ok || r.Host == "" {
+		return "", false
+	}
+	return r.Scheme + "://" + r.Host, true
 }

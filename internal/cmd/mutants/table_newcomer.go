@@ -156,5 +156,29 @@ func newcomerGuards() []mutant {
 			Run:  "^TestMistypedRedirectPathIsReported$",
 			Why:  "a provider registered after New is checked too",
 		},
+		{
+			Name: "return/any-origin",
+			File: "signin.go",
+			Old:  "\treturn ok && origin == api\n}",
+			New:  "\treturn ok || origin != api\n}",
+			Run:  "^TestSignInReturnsToTheApp$",
+			Why:  "a sign-in returns only to the API's own origin or a configured frontend origin, never an open redirect",
+		},
+		{
+			Name: "return/user-info-allowed",
+			File: "signin.go",
+			Old:  "len(returnTo) > maxReturnToLen || u.User != nil || u.Host == \"\"",
+			New:  "len(returnTo) > maxReturnToLen || u.Host == \"\"",
+			Run:  "^TestSignInReturnsToTheApp$",
+			Why:  "a return address with user info (which reads as another host) is refused",
+		},
+		{
+			Name: "return/page-stays",
+			File: "handlers.go",
+			Old:  "\t\td.ReturnTo = withOutcome(out.returnTo, d.Status, d.ProviderID)\n",
+			New:  "\t\t_ = withOutcome\n",
+			Run:  "^TestSignInReturnsToTheApp$",
+			Why:  "a full-page sign-in's callback page sends the browser back to the app with the outcome",
+		},
 	}
 }
