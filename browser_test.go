@@ -330,3 +330,31 @@ func TestBrowserWithoutJavaScriptCompletesThroughTheForm(t *testing.T) {
 	assert.Contains(t, title, "account connected")
 	assert.True(t, c.connected(t, "erin"), "the token is stored")
 }
+
+// A full-page sign-in with a return address ends back in the app: the API's
+// callback page sends the browser to the frontend with the outcome.
+func TestBrowserFullPageSignInReturnsToTheApp(t *testing.T) {
+	t.Parallel()
+	c := startCrossOrigin(t)
+	ctx := browsertest.New(t)
+	run, err := c.mod.Engine.Launch(context.Background(), "erin", oauthflow.OAuthWorkflowName,
+		oauthflow.OAuthWorkflowArgs{Provider: demo.ProviderID, ReturnTo: c.frontend + "/?tab=accounts"}, oauthflow.RunOptions{})
+	require.NoError(t, err)
+	var doc oauthflow.OAuthPromptDocument
+	require.NoError(t, c.mod.Engine.Document(context.Background(), run.ID, oauthflow.PromptDocumentName, &doc))
+	q := browsertest.ConsentOverHTTP(t, doc.AuthURL, browsertest.Allow)
+	browsertest.Run(t, ctx, "land on the API's callback in the tab", chromedp.Navigate(c.api+oauthflow.CallbackPath+"?"+q.Encode()))
+	want := c.frontend + "/?oauth=success&provider=" + demo.ProviderID + "&tab=accounts"
+	deadline := time.Now().Add(browsertest.StepTimeout)
+	for {
+		href, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`))
+		if err == nil && href == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tab is at %q (%v), want %q", href, err, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	assert.True(t, c.connected(t, "erin"), "the token is stored")
+}

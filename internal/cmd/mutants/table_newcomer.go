@@ -180,5 +180,13 @@ func newcomerGuards() []mutant {
 			Run:  "^TestSignInReturnsToTheApp$",
 			Why:  "a full-page sign-in's callback page sends the browser back to the app with the outcome",
 		},
+		{
+			Name: "return/script-stays",
+			File: "handlers.go",
+			Old:  "    if (d.returnTo) window.location.replace(d.returnTo); // a full-page sign-in goes back to the app\n",
+			New:  "",
+			Run:  "^TestBrowserFullPageSignInReturnsToTheApp$",
+			Why:  "in a browser that runs scripts, a full-page sign-in's callback page goes back to the app",
+		},
 	}
 }
