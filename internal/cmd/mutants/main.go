@@ -1,5 +1,5 @@
 // Command mutants checks that the tests guard what they claim to guard. It
-// applies each mutation of a hand-written table (table.go), one at a time, and
+// applies each mutation of a hand-written table (table*.go), one at a time, and
 // runs the tests of the mutated package with the race detector. The working
 // tree is never written: the mutated copy of the file lives in a temporary
 // directory and reaches the compiler through go test -overlay.

@@ -1,0 +1,679 @@
+package main
+
+// errsMutants guards the code of internal/errs/errs.go.
+func errsMutants() []mutant {
+	return []mutant{
+		// Contexts: a caller's own cancellation is not a store outage.
+		{
+			Name: "ctx/cancel-is-store-unavailable",
+			File: "internal/errs/errs.go",
+			Old:  "if ctx != nil && ctx.Err() != nil {",
+			New:  "if false {",
+			Run:  "^(TestCancelledContextIsNotStoreUnavailable)$",
+			Why:  "a caller's own context.Canceled is reported as such, never as ErrStoreUnavailable",
+		},
+	}
+}
+
+// flightMutants guards the code of internal/flight/flight.go.
+func flightMutants() []mutant {
+	return []mutant{
+		// The refresh: in-process single flight, waiters, the shared context.
+		{
+			Name: "flight/no-single-flight",
+			File: "internal/flight/flight.go",
+			Old:  "f, running := g.calls[key]\n",
+			New:  "f, running := g.calls[key]\n\trunning = false // mutant\n",
+			Run:  "^(TestRefreshInProcessTakesTheLockOnce)$",
+			Why:  "concurrent refreshes of one record in one process make one provider call",
+		},
+		{
+			Name: "flight/waiter-ignores-own-ctx",
+			File: "internal/flight/flight.go",
+			Old: "\tselect {\n\tcase <-f.done:\n\t\treturn f.val, f.err\n" +
+				"\tcase <-ctx.Done():\n\t\tvar zero V\n\t\treturn zero, ctx.Err()\n\t}\n",
+			New: "\t<-f.done\n\treturn f.val, f.err\n",
+			Run: "^(TestRefreshOutlivesTheCallerThatStartedIt)$",
+			Why: "a caller waiting on a shared refresh returns when its own context ends",
+		},
+		{
+			Name: "durable/flight-deletes-newer-entry",
+			File: "internal/flight/flight.go",
+			Pkg:  "./internal/flight",
+			Old:  "\t\tif g.calls[key] == f {\n\t\t\tdelete(g.calls, key)\n\t\t}\n",
+			New:  "\t\tdelete(g.calls, key)\n",
+			Run:  "^(TestFlightEndingLeavesANewerCallAlone)$",
+			Why:  "a call that published early and ends later removes only its own entry, not a newer call's for the key",
+		},
+	}
+}
+
+// keyspaceMutants guards the code of internal/keyspace/keyspace.go.
+func keyspaceMutants() []mutant {
+	return []mutant{
+		// The keyspace, the public endpoints' state check, the engine's run IDs.
+		{
+			Name: "keys/hostile-user-id-not-escaped",
+			File: "internal/keyspace/keyspace.go",
+			Old:  "\treturn !ReservedSegment(first) && !strings.HasPrefix(userID, escapeMark)\n",
+			New:  "\treturn first != \"\" || true\n",
+			Run:  "^(TestHostileUserIDsStayInTheirOwnKeys)$",
+			Why:  "keys of different kinds and users are disjoint for every user ID (\"lock:alice\" reaches no lock of alice's)",
+		},
+	}
+}
+
+// kvBatchMutants guards the code of internal/kv/batch.go.
+func kvBatchMutants() []mutant {
+	return []mutant{
+		{
+			Name: "batch/order-lost",
+			File: "internal/kv/batch.go",
+			Pkg:  "./internal/kv",
+			Old:  "\tc, single := r.c.(*redis.Client)\n\tif !single {\n\t\treturn false\n\t}\n",
+			New:  "\tc := r.c\n",
+			Run:  "^(TestBatchOnClusterRunsOneByOne)$",
+			Why:  "a batch is pipelined only where one connection keeps its order, never across Cluster nodes",
+		},
+	}
+}
+
+// kvIndexMutants guards the code of internal/kv/index.go.
+func kvIndexMutants() []mutant {
+	return []mutant{
+		{
+			Name: "scale/permits-refilled-memory",
+			File: "internal/kv/index.go",
+			Pkg:  "./internal/ratelimit",
+			Old:  "\t\tif _, ok := m.idx[index][member]; !ok {\n",
+			New:  "\t\tif true {\n",
+			Run:  "^(TestPermitsFilledOnlyWhereMissing)$",
+			Why:  "MemoryKV adds a permit only where it is absent",
+		},
+		{
+			Name: "scale/permits-refilled-redis",
+			File: "internal/kv/index.go",
+			Pkg:  "./internal/ratelimit",
+			Old:  "r.c.ZAddNX(xcontext.OrBackground(ctx), index, zs...)",
+			New:  "r.c.ZAdd(xcontext.OrBackground(ctx), index, zs...)",
+			Run:  "^(TestPermitsFilledOnlyWhereMissing)$",
+			Why:  "RedisKV adds a permit only where it is absent (ZADD NX)",
+		},
+	}
+}
+
+// kvMemoryMutants guards the code of internal/kv/memory.go.
+func kvMemoryMutants() []mutant {
+	return []mutant{
+		{
+			Name: "kv/memory-compare-and-delete-no-compare",
+			File: "internal/kv/memory.go",
+			Pkg:  "./internal/kv",
+			Old:  "\tif _, ok := m.holds(key, value); !ok {\n\t\treturn false, nil\n\t}\n\tdelete(m.m, key)\n",
+			New:  "\tdelete(m.m, key)\n",
+			Run:  "^(TestMemoryConformance)$",
+			Why:  "CompareAndDelete deletes only while the key holds the given value (lock release)",
+		},
+	}
+}
+
+// kvRedisMutants guards the code of internal/kv/redis.go.
+func kvRedisMutants() []mutant {
+	return []mutant{
+		{
+			Name: "kv/redis-compare-and-delete-no-compare",
+			File: "internal/kv/redis.go",
+			Pkg:  "./internal/kv",
+			Old:  "if redis.call(\"GET\", KEYS[1]) == ARGV[1] then return redis.call(\"DEL\", KEYS[1]) end\nreturn 0",
+			New:  "return redis.call(\"DEL\", KEYS[1])",
+			Run:  "^(TestMiniredisConformance|TestRedisConformance)$",
+			Why:  "CompareAndDelete deletes only while the key holds the given value (lock release)",
+		},
+		{
+			Name: "catalog/last-millisecond-never-expires",
+			File: "internal/kv/redis.go",
+			Old:  "\treturn max(d, time.Millisecond), nil\n",
+			New:  "\treturn d, nil\n",
+			Run:  "^(TestReencryptKeepsAnExpiryInTheLastMillisecond)$",
+			Why:  "a key PTTL answers 0 (its last millisecond) has an expiry: Reencrypt never rewrites it without one",
+		},
+	}
+}
+
+// kvReplicasMutants guards the code of internal/kv/replicas.go.
+func kvReplicasMutants() []mutant {
+	return []mutant{
+		{
+			Name: "edges/failover-wait-stale-offset",
+			File: "internal/kv/replicas.go",
+			Old:  "\tpipe.Ping(ctx)\n",
+			New:  "",
+			Why:  "WAIT on a pooled connection waits for that connection's last offset: a PING first brings it up to the caller's write",
+			Run:  "TestRotatedTokenAcrossAFailover",
+		},
+	}
+}
+
+// kvScanMutants guards the code of internal/kv/scan.go.
+func kvScanMutants() []mutant {
+	return []mutant{
+		{
+			Name: "crypt/reencrypt-one-cluster-master",
+			File: "internal/kv/scan.go",
+			Old:  "\tcase i+1 < len(masters):\n",
+			New:  "\tcase false:\n",
+			Why:  "a re-encryption on a Cluster walks every master, not the first one",
+			Run:  "TestRedisClusterKV",
+		},
+	}
+}
+
+// layoutWaitsMutants guards the code of internal/layout/waits_test.go.
+func layoutWaitsMutants() []mutant {
+	return []mutant{
+		// The check that every wait in a test has a deadline (internal/layout).
+		{
+			Name: "waits/bare-receive-passes",
+			File: "internal/layout/waits_test.go",
+			Pkg:  "./internal/layout",
+			Old:  "if n.Op == token.ARROW && !inSelect[n] && !isDeadline(n.X) {",
+			New:  "if false && n.Op == token.ARROW && !inSelect[n] && !isDeadline(n.X) {",
+			Run:  "TestWaitCheckFlagsBlockingWaits",
+			Why:  "the wait check flags a channel receive outside a select",
+		},
+		{
+			Name: "waits/any-select-passes",
+			File: "internal/layout/waits_test.go",
+			Pkg:  "./internal/layout",
+			Old:  "has = has || isDeadline(r.X)",
+			New:  "has = true",
+			Run:  "TestWaitCheckFlagsBlockingWaits",
+			Why:  "the wait check flags a select with no timeout, context or default case",
+		},
+		{
+			Name: "waits/wait-call-passes",
+			File: "internal/layout/waits_test.go",
+			Pkg:  "./internal/layout",
+			Old:  "if isMethodCall(n, \"Wait\") && len(n.Args) == 0 {",
+			New:  "if false && isMethodCall(n, \"Wait\") && len(n.Args) == 0 {",
+			Run:  "TestWaitCheckFlagsBlockingWaits",
+			Why:  "the wait check flags a WaitGroup or Cond Wait() on the test's path",
+		},
+		{
+			Name: "waits/goroutines-checked",
+			File: "internal/layout/waits_test.go",
+			Pkg:  "./internal/layout",
+			Old:  "return !elsewhere[n]",
+			New:  "return true",
+			Run:  "TestWaitCheckFlagsBlockingWaits",
+			Why:  "the wait check leaves out code under go and WaitGroup.Go, whose waits hold up nothing the test does not wait for",
+		},
+	}
+}
+
+// leaseMutants guards the code of internal/lease/lease.go.
+func leaseMutants() []mutant {
+	return []mutant{
+		// Leases: the cross-process refresh lock and the run lock.
+		{
+			Name: "lease/release-without-owner-check",
+			File: "internal/lease/lease.go",
+			Pkg:  "./internal/lease",
+			Old:  "_, _ = l.kv.CompareAndDelete(context.WithoutCancel(ctx), l.key, l.owner)",
+			New:  "_ = l.kv.Del(context.WithoutCancel(ctx), l.key)",
+			Run:  "^(TestLeaseIsOnlyItsOwners)$",
+			Why:  "a holder whose lease expired does not free the lock its successor now holds",
+		},
+		{
+			Name: "lease/renewal-removed",
+			File: "internal/lease/lease.go",
+			Old:  "case <-tick.C:",
+			New:  "case <-make(chan time.Time): // mutant: never renews",
+			Run:  "^(TestTokenStoreLeaseRenewedDuringSlowRefresh)$",
+			Why:  "a refresh slower than the lease keeps its lock, so no other instance refreshes at the same time",
+		},
+		{
+			Name: "engine/run-lock-removed",
+			File: "internal/lease/lease.go",
+			Old:  "\tif take.OK {\n",
+			New:  "\tif true {\n",
+			Run:  "^(TestEngineFireHoldsTheRunLock|TestEngineFireSerialisedAcrossInstances)$",
+			Why:  "fires of one run are serialised (across instances): a transition never runs twice",
+		},
+		{
+			Name: "engine/trust-a-stale-proof",
+			File: "internal/lease/lease.go",
+			Old:  "\treturn p != 0 && l.now().UnixNano()-p < int64(l.trustedFor())\n",
+			New:  "\treturn p != 0\n",
+			Run:  "^(TestCompletionAbandonedByItsInstanceIsFailedByAnother|TestRunLockFreedOnlyByItsHolder)$",
+			Why:  "a run lock proven long ago is asked about again before a write: the holder may have hung past its lease",
+		},
+		{
+			Name: "runlock/release-plain-del",
+			File: "internal/lease/lease.go",
+			Old:  "\treturn &kv.Op{Kind: kv.OpCompareAndDelete, Key: l.key, Value: l.owner}\n",
+			New:  "\t_ = l.kv.Del(context.Background(), l.key) // mutant: a plain DEL\n\treturn &kv.Op{Kind: kv.OpGet, Key: l.key}\n",
+			Run:  "TestRunLockFreedOnlyByItsHolder",
+			Why:  "a run hold's release frees the run's lock only while it holds it: a holder that outlived its lease leaves the next holder's lock alone",
+		},
+	}
+}
+
+// outboundRedirectsMutants guards the code of internal/outbound/redirects.go.
+func outboundRedirectsMutants() []mutant {
+	return []mutant{
+		{
+			Name: "redirect/chain-not-followed",
+			File: "internal/outbound/redirects.go",
+			Old:  "\tfor req.Response != nil && req.Response.Request != nil {\n",
+			New:  "\tfor false {\n",
+			Why:  "the origin a redirected hop is checked against is the caller's first request's",
+			Run:  "TestClientKeepsTheTokenOff|TestTransportKeepsTheTokenOff",
+		},
+		{
+			Name: "redirect/downgrade-same-origin",
+			File: "internal/outbound/redirects.go",
+			Old:  "return a.Scheme == b.Scheme && strings.EqualFold",
+			New:  "return strings.EqualFold",
+			Why:  "https to http on the same host and port is another origin: no token in the clear",
+			Run:  "TestTransportKeepsTheTokenOffADowngrade",
+		},
+		{
+			Name: "redirect/port-ignored",
+			File: "internal/outbound/redirects.go",
+			Old:  "strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)",
+			New:  "strings.EqualFold(a.Hostname(), b.Hostname())",
+			Why:  "another port on the same host is another origin",
+			Run:  "TestClientKeepsTheTokenOffRedirectsToAnotherOrigin",
+		},
+		{
+			Name: "redirect/proof-header-kept",
+			File: "internal/outbound/redirects.go",
+			Old:  "var credentialHeaders = []string{\"Authorization\", \"DPoP\"}",
+			New:  "var credentialHeaders = []string{\"Authorization\"}",
+			Why:  "a hop to another origin does not get the caller's DPoP proof either",
+			Run:  "TestClientKeepsTheTokenOffRedirectsToAnotherOrigin",
+		},
+	}
+}
+
+// ratelimitMutants guards the code of internal/ratelimit/ratelimit.go.
+func ratelimitMutants() []mutant {
+	return []mutant{
+		{
+			Name: "scale/provider-unbounded-here",
+			File: "internal/ratelimit/ratelimit.go",
+			Old:  "\tselect {\n\tcase slots <- struct{}{}:\n\tcase <-ctx.Done():\n\t\treturn nil, ctx.Err()\n\t}\n\trelease = func() { <-slots }\n",
+			New:  "\trelease = func() { _ = slots }\n",
+			Run:  "^(TestRefreshAhead(Concurrency|Rate|429).*|TestWorker.*)$",
+			Why:  "one instance refreshes at most Concurrency of a provider's tokens at once",
+		},
+		{
+			Name: "scale/fleet-rate-unbounded",
+			File: "internal/ratelimit/ratelimit.go",
+			Old:  "\tif lim.PerSecond > 0 {\n",
+			New:  "\tif false {\n",
+			Run:  "^(TestRefreshAhead(Concurrency|Rate|429).*|TestWorker.*)$",
+			Why:  "the fleet refreshes a provider's tokens at most PerSecond a second",
+		},
+		{
+			Name: "scale/slow-down-ignored",
+			File: "internal/ratelimit/ratelimit.go",
+			Old:  "\tif until, slowed, err := l.slowedUntil(ctx, key); err != nil || slowed {",
+			New:  "\tif until, slowed, err := l.slowedUntil(ctx, key); err != nil || slowed && false {",
+			Run:  "^(TestRefreshAhead(Concurrency|Rate|429).*|TestWorker.*)$",
+			Why:  "no instance refreshes ahead a provider the fleet is slowed down for",
+		},
+		{
+			Name: "scale/slow-down-asked-too-early",
+			File: "internal/ratelimit/ratelimit.go",
+			Old:  "\tslots := l.slotsOf(key, lim.Concurrency)\n\tif l.OnQueue != nil {\n\t\tl.OnQueue()\n\t}\n\tselect {\n\tcase slots <- struct{}{}:\n\tcase <-ctx.Done():\n\t\treturn nil, ctx.Err()\n\t}\n\trelease = func() { <-slots }\n\t// Asked once the slot is held: work that waited for it while\n\t// another heard 429 does not go out after all.\n\tif until, slowed, err := l.slowedUntil(ctx, key); err != nil || slowed {\n\t\trelease()\n\t\tif err == nil {\n\t\t\terr = &SlowedDownError{Until: until}\n\t\t}\n\t\treturn nil, err\n\t}\n",
+			New:  "\tif until, slowed, err := l.slowedUntil(ctx, key); err != nil || slowed {\n\t\tif err == nil {\n\t\t\terr = &SlowedDownError{Until: until}\n\t\t}\n\t\treturn nil, err\n\t}\n\tslots := l.slotsOf(key, lim.Concurrency)\n\tif l.OnQueue != nil {\n\t\tl.OnQueue()\n\t}\n\tselect {\n\tcase slots <- struct{}{}:\n\tcase <-ctx.Done():\n\t\treturn nil, ctx.Err()\n\t}\n\trelease = func() { <-slots }\n",
+			Run:  "^(TestRefreshAheadQueuedBehind429)$",
+			Why:  "a refresh that waited for a slot while another heard 429 does not go out after it",
+		},
+		{
+			Name: "worker/stale-permit-used",
+			File: "internal/ratelimit/ratelimit.go",
+			Pkg:  "./internal/ratelimit",
+			Old:  "err == nil && k < perSecond && strconv.Itoa(k) == got[0]",
+			New:  "err == nil && k < 1<<30 && strconv.Itoa(k) == got[0]",
+			Run:  "^(TestPermits.*)$",
+			Why:  "a permit a higher, older limit put in the bucket is removed, not used: a lowered PerSecond lowers the rate",
+		},
+		{
+			Name: "worker/lost-bucket-not-refilled",
+			File: "internal/ratelimit/ratelimit.go",
+			Pkg:  "./internal/ratelimit",
+			Old:  "\tif !missing {\n\t\treturn mended, nil\n\t}\n",
+			New:  "\tif true {\n\t\treturn mended, nil\n\t}\n",
+			Run:  "^(TestPermitsRefilledAfterTheBucketIsLost)$",
+			Why:  "a bucket of permits the store lost is filled again, so refresh ahead does not stop",
+		},
+		{
+			Name: "worker/fast-clock-lease-kept",
+			File: "internal/ratelimit/ratelimit.go",
+			Pkg:  "./internal/ratelimit",
+			Old:  "\t\tif ok && due > farthest {\n",
+			New:  "\t\tif false && ok && due > farthest {\n",
+			Run:  "^(TestPermits.*)$",
+			Why:  "a permit leased into the future by a clock running ahead is freed for the rest of the fleet",
+		},
+		{
+			Name: "worker/limiter-unbounded",
+			File: "internal/ratelimit/ratelimit.go",
+			Old:  "\tif len(l.slots) < bound && len(l.buckets) < bound {\n",
+			New:  "\tif bound > 0 {\n",
+			Run:  "^(TestRefreshLimiterBoundedWithTheRegistry)$",
+			Why:  "the refresh limiter lets go of what it kept for providers the registry let go",
+		},
+		{
+			Name: "worker/limiter-drops-busy-slots",
+			File: "internal/ratelimit/ratelimit.go",
+			Old:  "\t\tif len(c) == 0 && !has(id) {\n",
+			New:  "\t\tif len(c) >= 0 && !has(id) {\n",
+			Run:  "^(TestRefreshLimiterBoundedWithTheRegistry)$",
+			Why:  "a provider's slots are kept while a refresh holds one, so its Concurrency still bounds it",
+		},
+	}
+}
+
+// runstoreMutants guards the code of internal/runstore/runstore.go.
+func runstoreMutants() []mutant {
+	return []mutant{
+		{
+			Name: "engine/released-before-saved",
+			File: "internal/runstore/runstore.go",
+			Old:  "\tops := append(append(h.save, h.tidy...), h.lease.ReleaseOp())\n",
+			New:  "\tops := append([]*kv.Op{h.lease.ReleaseOp()}, append(h.save, h.tidy...)...)\n",
+			Run:  "^(TestEngineRunSavedBeforeItsLockIsFree)$",
+			Why:  "a run's last save lands before its lock is free: the next holder reads what this one wrote",
+		},
+		{
+			Name: "engine/take-write-unchecked",
+			File: "internal/runstore/runstore.go",
+			Old:  "\t\t\tif op.Err != nil {\n\t\t\t\treturn errs.Store(ctx, \"write with the run's lock\", op.Err)\n\t\t\t}\n",
+			New:  "\t\t\tif false && op.Err != nil {\n\t\t\t\treturn errs.Store(ctx, \"write with the run's lock\", op.Err)\n\t\t\t}\n",
+			Run:  "^(TestTakeWriteFailedRunsNothing)$",
+			Why:  "a write sent with a run lock's take (a completion's watch) lands before the run's transition runs",
+		},
+		{
+			Name: "engine/save-without-holding",
+			File: "internal/runstore/runstore.go",
+			Old:  "\tif !held {\n\t\treturn fmt.Errorf(\"run %s: %w\", id, lease.ErrLost)\n\t}\n",
+			New:  "\tif false && !held {\n\t\treturn fmt.Errorf(\"run %s: %w\", id, lease.ErrLost)\n\t}\n",
+			Run:  "^(TestCompletionAbandonedByItsInstanceIsFailedByAnother|TestRunLockFreedOnlyByItsHolder)$",
+			Why:  "an instance that hung past its run lock's lease rewrites neither the run nor its documents",
+		},
+		{
+			Name: "edges/unsaved-run-tidied",
+			File: "internal/runstore/runstore.go",
+			Old:  "\tif h.saveFailed { // a record not saved keeps its due work\n",
+			New:  "\tif false {\n",
+			Why:  "a run whose last save failed keeps its due work (its sign-in's lapse)",
+			Run:  "TestUnsavedEndKeepsItsDueWork",
+		},
+	}
+}
+
+// sealMutants guards the code of internal/seal/seal.go.
+func sealMutants() []mutant {
+	return []mutant{
+		// Encryption at rest and re-encryption.
+		{
+			Name: "crypt/record-not-bound-to-its-name",
+			File: "internal/seal/seal.go",
+			Old:  "func boundTo(name string) []byte { return unsafe.Slice(unsafe.StringData(name), len(name)) }",
+			New:  "func boundTo(name string) []byte { return unsafe.Slice(unsafe.StringData(name), 0) }",
+			Why:  "a sealed record copied under another user's key does not open there",
+			Run:  "TestSealedRecordMovedToAnotherKeyDoesNotOpen",
+		},
+		{
+			Name: "crypt/unknown-key-is-corrupt",
+			File: "internal/seal/seal.go",
+			Old:  "return nil, fmt.Errorf(\"%w: key ID %q\", ErrUnknownKey, id)",
+			New:  "return nil, fmt.Errorf(\"%w: %w: key ID %q\", errs.CorruptRecord, ErrUnknownKey, id)",
+			Why:  "a record under a key the ring lacks is never deleted, by a read or a disconnect",
+			Run:  "TestEncryptionKeyRotation",
+		},
+	}
+}
+
+// webAnswerMutants guards the code of internal/web/answer.go.
+func webAnswerMutants() []mutant {
+	return []mutant{
+		// A sign-in completes without JavaScript (the frontend page's no-script form).
+		{
+			Name: "nojs/form-reflects-any-field",
+			File: "internal/web/answer.go",
+			Pkg:  "./internal/web",
+			Old:  "\tfor _, name := range answerFields {\n",
+			New:  "\tfor name := range q {\n",
+			Why:  "the callback page's form reflects the provider's answer only, never another parameter of the address",
+			Run:  "TestCallbackPageFormCarriesTheAnswerWithoutScript",
+		},
+		{
+			Name: "nojs/form-fields-unbounded",
+			File: "internal/web/answer.go",
+			Pkg:  "./internal/web",
+			Old:  "\t\tif len(v) > maxFieldLen {\n",
+			New:  "\t\tif false {\n",
+			Why:  "a field longer than any real answer's gets no form and is not reflected",
+			Run:  "TestCallbackPageWithoutAWholeAnswerHasNoForm",
+		},
+		{
+			Name: "nojs/form-without-a-whole-answer",
+			File: "internal/web/answer.go",
+			Pkg:  "./internal/web",
+			Old:  `if err != nil || q.Get("state") == "" || q.Get("code") == "" && q.Get("error") == "" {`,
+			New:  `if err != nil {`,
+			Why:  "an address without a state, and a code or an error, gets no form",
+			Run:  "TestCallbackPageWithoutAWholeAnswerHasNoForm",
+		},
+		{
+			Name: "pages/form-forwards-undeclared",
+			File: "internal/web/answer.go",
+			Pkg:  "./internal/web",
+			Old:  "if isFieldName(n) && !IsAnswerField(n) && !slices.Contains(out, n) {",
+			New:  "if !slices.Contains(out, n) {",
+			Run:  "^(TestCallbackPageCarriesDeclaredFields)$",
+			Why:  "the callback page names only parameter names, never one of the answer's own",
+		},
+		{
+			Name: "pages/form-extra-unbounded",
+			File: "internal/web/answer.go",
+			Pkg:  "./internal/web",
+			Old:  "len(v) <= maxFieldLen && kept < maxExtraFields {",
+			New:  "true {",
+			Run:  "^(TestCallbackPageCarriesDeclaredFields)$",
+			Why:  "the no-script form carries at most eight extra fields, none longer than a real one",
+		},
+	}
+}
+
+// webPageMutants guards the code of internal/web/page.go.
+func webPageMutants() []mutant {
+	return []mutant{
+		{
+			Name: "nojs/form-values-unescaped",
+			File: "internal/web/page.go",
+			Pkg:  "./internal/web",
+			Old:  "\t\"html/template\"\n",
+			New:  "\t\"text/template\"\n",
+			Why:  "the answer reaches the page escaped for its context, never as markup",
+			Run:  "TestCallbackPageFormCarriesTheAnswerWithoutScript|TestCallbackPageReflectsTheAnswerOnlyInItsForm",
+		},
+	}
+}
+
+// webMutants guards the code of internal/web/web.go.
+func webMutants() []mutant {
+	return []mutant{
+		{
+			Name: "nojs/form-action-anywhere",
+			File: "internal/web/web.go",
+			Pkg:  "./internal/web",
+			Old:  `"; base-uri 'none'; form-action " + sources + "; frame-ancestors 'none'"`,
+			New:  `"; base-uri 'none'; form-action *; frame-ancestors 'none'"`,
+			Why:  "the callback page's forms may go to its own origin and the API's only",
+			Run:  "TestCallbackPageFormActionIsTheAPIOnly",
+		},
+	}
+}
+
+// webAssetsCallbackMutants guards the code of internal/web/assets/callback.js.
+func webAssetsCallbackMutants() []mutant {
+	return []mutant{
+		{
+			Name: "pages/script-drops-fields",
+			File: "internal/web/assets/callback.js",
+			Old:  "      fields.fields = extra;\n",
+			New:  "",
+			Run:  "^(TestBrowserCrossOriginDirectCallbackKeepsDeclaredFields)$",
+			Why:  "the callback page's script forwards the declared fields it read",
+		},
+	}
+}
+
+// webAssetsOauthPromptMutants guards the code of internal/web/assets/oauth-prompt.js.
+func webAssetsOauthPromptMutants() []mutant {
+	return []mutant{
+		{
+			Name: "pages/widget-drops-fields",
+			File: "internal/web/assets/oauth-prompt.js",
+			Old:  "        body.fields = extra;\n",
+			New:  "",
+			Run:  "^(TestBrowserCrossOriginDirectCallbackKeepsDeclaredFields)$",
+			Why:  "POST /complete carries the callback's declared fields",
+		},
+		{
+			Name: "pages/widget-text-unfiltered",
+			File: "internal/web/assets/oauth-prompt.js",
+			Pkg:  "./internal/web",
+			Old:  "return String(s || \"\").replace(UNSHOWN, \"\").trim();",
+			New:  "return String(s || \"\").trim();",
+			Run:  "^TestJavaScript$",
+			Why:  "the widget shows a server's error text without control, format or bidi characters",
+		},
+		{
+			Name: "pages/widget-complete-link-any-origin",
+			File: "internal/web/assets/oauth-prompt.js",
+			Pkg:  "./internal/web",
+			Old:  "if (c.origin === u.origin && !c.username",
+			New:  "if (!c.username",
+			Run:  "^TestJavaScript$",
+			Why:  "the widget draws a QR code of the complete URI only on the verification URI's origin",
+		},
+		{
+			Name: "pages/widget-complete-link-plain-http",
+			File: "internal/web/assets/oauth-prompt.js",
+			Pkg:  "./internal/web",
+			Old:  "(c.protocol === \"https:\" || c.protocol === \"http:\" && loopback)",
+			New:  "(c.protocol === \"https:\" || c.protocol === \"http:\")",
+			Run:  "^TestJavaScript$",
+			Why:  "the widget draws a plain-http complete URI only on a loopback host",
+		},
+	}
+}
+
+// workerMutants guards the code of internal/worker/worker.go.
+func workerMutants() []mutant {
+	return []mutant{
+		{
+			Name: "worker/one-piece-at-a-time",
+			File: "internal/worker/worker.go",
+			Pkg:  "./internal/worker",
+			Old:  "\t\tgo w.run(ctx, p)\n",
+			New:  "\t\tw.run(ctx, p)\n",
+			Why:  "a pass does its pieces side by side, so refreshes ahead that wait on providers do not queue behind each other",
+			Run:  "TestWorkerPassRunsPiecesSideBySide",
+		},
+		{
+			Name: "scale/one-claim-a-tick",
+			File: "internal/worker/worker.go",
+			Old:  "\t\tif err != nil || len(members) < want {\n",
+			New:  "\t\tif _ = err; true {\n",
+			Run:  "^(TestRefreshAhead(Concurrency|Rate|429).*|TestWorker.*)$",
+			Why:  "work due in bulk is claimed again as pieces end, not one claim a tick",
+		},
+		{
+			Name: "worker/claim-without-lease",
+			File: "internal/worker/worker.go",
+			Pkg:  "./internal/worker",
+			Old:  "w.kv.Claim(ctx, Index, w.now(), Lease, n)",
+			New:  "w.kv.Claim(ctx, Index, w.now(), 0, n)",
+			Run:  "TestWorkerClaimLeasesTheWork",
+			Why:  "a claimed piece of work is leased: no other pass takes it again, and a failing job waits out its lease",
+		},
+		{
+			Name: "worker/provider-takes-the-worker",
+			File: "internal/worker/worker.go",
+			Old:  "\tcase p.group != \"\" && w.busy[p.group] >= sh.GroupMost:\n",
+			New:  "\tcase false:\n",
+			Run:  "^(TestWorkerNotStarvedByAHangingProvider)$",
+			Why:  "one provider's refreshes ahead hold at most their share of the worker: a hanging endpoint leaves room for others",
+		},
+		{
+			Name: "worker/kind-takes-the-worker",
+			File: "internal/worker/worker.go",
+			Pkg:  "./internal/worker",
+			Old:  "\tcase w.busy[p.kind] >= sh.Most:\n",
+			New:  "\tcase false:\n",
+			Run:  "^(TestWorkerHoldsBackWhatItsShareHasNoRoomFor)$",
+			Why:  "one kind of work holds at most its share of the worker: a hanging kind leaves room for the others",
+		},
+		{
+			Name: "worker/held-never-started",
+			File: "internal/worker/worker.go",
+			Old:  "\t\t\t\tw.count(p, 1)\n\t\t\t\treturn p, true\n",
+			New:  "\t\t\t\treturn piece{}, false\n",
+			Run:  "^(TestWorkerNotStarvedByAHangingProvider)$",
+			Why:  "a piece held back for its share starts when a piece of that share ends",
+		},
+		{
+			Name: "worker/held-unbounded",
+			File: "internal/worker/worker.go",
+			Pkg:  "./internal/worker",
+			Old:  "\tcase w.nHeld < maxHeld:\n",
+			New:  "\tcase w.nHeld >= 0:\n",
+			Run:  "^(TestWorkerHoldsBackWhatItsShareHasNoRoomFor)$",
+			Why:  "the worker holds back at most maxHeld claimed pieces; the rest go back to the index for a second",
+		},
+		{
+			Name: "worker/put-back-a-lease-away",
+			File: "internal/worker/worker.go",
+			Pkg:  "./internal/worker",
+			Old:  "\t\tkv.RunBatch(ctx, w.kv, again...)",
+			New:  "\t\t_ = again",
+			Run:  "^(TestWorkerHoldsBackWhatItsShareHasNoRoomFor)$",
+			Why:  "a piece with no room is due again in a second, not left leased for a minute",
+		},
+		{
+			Name: "worker/held-started-late",
+			File: "internal/worker/worker.go",
+			Pkg:  "./internal/worker",
+			Old:  "\t\t\tif now.Sub(p.claimed) >= Lease/2 {\n",
+			New:  "\t\t\tif now.IsZero() {\n",
+			Run:  "^(TestWorkerHoldsBackWhatItsShareHasNoRoomFor)$",
+			Why:  "a piece held for half a lease is let go, not started where it could outlive its lease",
+		},
+		{
+			Name: "worker/held-started-after-stop",
+			File: "internal/worker/worker.go",
+			Pkg:  "./internal/worker",
+			Old:  "\tif ctx.Err() != nil {\n\t\treturn piece{}, false // the worker stops: what is held waits out its lease\n\t}\n",
+			New:  "",
+			Run:  "^(TestWorkerStartsNoHeldPieceOnceStopped)$",
+			Why:  "once the worker stops, the pieces it holds back are not started (Close would wait on them)",
+		},
+		{
+			Name: "worker/rescheduled-entry-removed",
+			File: "internal/worker/worker.go",
+			Pkg:  "./internal/worker",
+			Old:  "\tif rescheduled {\n\t\treturn // the job placed its entry itself\n\t}\n",
+			New:  "\t_ = rescheduled\n",
+			Run:  "^(TestWorkerKeepsTheEntryAJobRescheduled)$",
+			Why:  "a job that placed its own entry keeps it: the worker removes only the entries of work that is done",
+		},
+	}
+}

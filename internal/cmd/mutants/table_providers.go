@@ -1,0 +1,135 @@
+package main
+
+// providersAccountMutants guards the code of providers/account.go.
+func providersAccountMutants() []mutant {
+	return []mutant{
+		{
+			Name: "catalog/userinfo-status-unchecked",
+			File: "providers/account.go",
+			Pkg:  "./providers",
+			Old:  "\tif resp.StatusCode < 200 || resp.StatusCode > 299 {\n",
+			New:  "\tif false {\n",
+			Run:  "^(TestReadAccountRefusal)$",
+			Why:  "a 401/403/429/5xx user-info answer whose JSON holds the account field is a refusal, not the account",
+		},
+	}
+}
+
+// providersCatalogMutants guards the code of providers/catalog.go.
+func providersCatalogMutants() []mutant {
+	return []mutant{
+		{
+			Name: "catalog/param-any-value",
+			File: "providers/catalog.go",
+			Pkg:  "./providers",
+			Old:  "\treturn \"\", invalid(\"%s parameter %q: %q is not %s\", id, name, v, p.shape())\n}\n\n// shape",
+			New:  "\treturn v, nil\n}\n\n// shape",
+			Run:  "^(TestCatalogHostParams)$",
+			Why:  "a parameter limited to the provider's values or hosts refuses another host (Zoho's accounts_server, Datadog's site)",
+		},
+		{
+			Name: "catalog/host-suffix-only",
+			File: "providers/catalog.go",
+			Pkg:  "./providers",
+			Old:  "if labelRE.MatchString(label) && matchesHost(rest, h) {",
+			New:  "if _, _ = label, rest; strings.HasSuffix(host, h) {",
+			Run:  "^(TestCatalogHostParams)$",
+			Why:  "a tenant host is one DNS label under the provider's domain, not any string ending in it (attacker.example#.okta.com)",
+		},
+		{
+			Name: "catalog/label-any-name",
+			File: "providers/catalog.go",
+			Pkg:  "./providers",
+			Old:  "\tcase p.Kind == \"label\" && !labelRE.MatchString(strings.ToLower(v)),\n",
+			New:  "\tcase p.Kind == \"label\" && false,\n",
+			Run:  "^(TestCatalogHostParams)$",
+			Why:  "a tenant's subdomain (a Shopify shop) is a single DNS label",
+		},
+		{
+			Name: "catalog/url-values-unchecked",
+			File: "providers/catalog.go",
+			Pkg:  "./providers",
+			Old:  "\tcase len(p.Values) > 0 || len(p.Hosts) > 0:\n\t\treturn p.allowed(id, name, v)\n\tcase p.Kind == \"url\":\n",
+			New:  "\tcase p.Kind == \"url\":\n\t\treturn v, nil\n\tcase len(p.Values) > 0 || len(p.Hosts) > 0:\n\t\treturn p.allowed(id, name, v)\n",
+			Run:  "^(TestCatalogHostParams)$",
+			Why:  "a base URL parameter with values (Zoho's accounts_server) takes only them",
+		},
+		{
+			Name: "typos/catalog-no-suggestion",
+			File: "providers/catalog.go",
+			Pkg:  "./providers",
+			Old:  "id, suggest.Hint(id, Known()))",
+			New:  "id, suggest.Hint(\"\", Known()))",
+			Run:  "^TestCatalogSuggestsTheNearestID$",
+			Why:  "an ID the catalog lacks gets the nearest catalog ID in its error",
+		},
+	}
+}
+
+// providersConfigMutants guards the code of providers/config.go.
+func providersConfigMutants() []mutant {
+	return []mutant{
+		{
+			Name: "dpop/any-provider-takes-dpop",
+			File: "providers/config.go",
+			Old:  "|| c.DPoP && strings.EqualFold(t, \"DPoP\")",
+			New:  "|| strings.EqualFold(t, \"DPoP\")",
+			Pkg:  "./providers",
+			Run:  "TestDPoPTokenType",
+			Why:  "a provider that sent no proof refuses a DPoP token",
+		},
+	}
+}
+
+// providersDiscoverMutants guards the code of providers/discover.go.
+func providersDiscoverMutants() []mutant {
+	return []mutant{
+		{
+			Name: "dpop/discover-any-alg",
+			File: "providers/discover.go",
+			Old:  "slices.Contains(md.DPoPSigningAlgs, \"ES256\")",
+			New:  "len(md.DPoPSigningAlgs) > 0",
+			Pkg:  "./providers",
+			Run:  "TestDiscoverCapabilities",
+			Why:  "Discover turns DPoP on only for a server that takes ES256 proofs, the only ones we sign",
+		},
+		{
+			Name: "iss/discover-unrecorded",
+			File: "providers/discover.go",
+			Old:  "cfg.Issuer, cfg.IssOptional = issuer, !md.IssParameterSupported",
+			New:  "if md.IssParameterSupported {\n\t\tcfg.Issuer = issuer\n\t}",
+			Pkg:  "./providers",
+			Run:  "TestDiscoverCapabilities",
+			Why:  "a discovered provider records its issuer even when the server does not send iss (SEP-2468)",
+		},
+	}
+}
+
+// providersOauth2Mutants guards the code of providers/oauth2.go.
+func providersOauth2Mutants() []mutant {
+	return []mutant{
+		{
+			Name: "device/redirect-less-builds",
+			File: "providers/oauth2.go",
+			Old:  "\tif p.token.RedirectURL == \"\" {\n\t\treturn \"\"\n\t}\n",
+			New:  "",
+			Run:  "^(TestDeviceOnlyProvider)$",
+			Why:  "a provider made without a redirect URL offers no browser sign-in",
+		},
+	}
+}
+
+// providersTokenresponseMutants guards the code of providers/tokenresponse.go.
+func providersTokenresponseMutants() []mutant {
+	return []mutant{
+		{
+			Name: "clip/provider-error-code-whole",
+			File: "providers/tokenresponse.go",
+			Pkg:  "./providers",
+			Old:  "clip.String(string(tr.Error), clip.ErrorCode)",
+			New:  "string(tr.Error)",
+			Run:  "^TestProviderErrorTextIsBoundedWhereParsed$",
+			Why:  "a token endpoint's error code is bounded where its answer is parsed",
+		},
+	}
+}
