@@ -74,7 +74,8 @@ func githubRepoAPI() repoAPI {
 			"User-Agent": {"oauthflow-agent-example"}},
 		Decode: func(body io.Reader) ([]repo, error) {
 			var repos []repo
-			return repos, json.NewDecoder(body).Decode(&repos)
+			err := json.NewDecoder(body).Decode(&repos) // decoded first: a return's operands have no set order
+			return repos, err
 		},
 	}
 }
