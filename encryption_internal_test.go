@@ -8,10 +8,11 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/seal"
-	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
 )
 
 // fuzzRing is a fixed two-key ring: "cur" seals, "old" also opens.
@@ -78,58 +79,70 @@ func FuzzDecodeSealedTokens(f *testing.F) {
 	})
 }
 
-// sideBySideKV holds every Get until want of them are in flight at once, and
-// notes the most that ever were.
-type sideBySideKV struct {
+// gatedKV holds every Get at its gate until the gate opens, counting the
+// Gets held there.
+type gatedKV struct {
 	KV
-	want           int
-	mu             sync.Mutex
-	inFlight, most int
-	all            chan struct{} // closed once want Gets are in flight
-	once           sync.Once
+	gate     chan struct{}
+	mu       sync.Mutex
+	inFlight int
 }
 
-func (k *sideBySideKV) Get(ctx context.Context, key string) ([]byte, error) {
+func (k *gatedKV) Get(ctx context.Context, key string) ([]byte, error) {
 	k.mu.Lock()
 	k.inFlight++
-	k.most = max(k.most, k.inFlight)
-	if k.inFlight == k.want {
-		k.once.Do(func() { close(k.all) })
-	}
 	k.mu.Unlock()
-	defer func() {
-		k.mu.Lock()
-		k.inFlight--
-		k.mu.Unlock()
-	}()
-	if _, err := waitfor.RecvErr(k.all, fmt.Sprintf("%d of Reencrypt's reads in flight at once", k.want)); err != nil {
-		return nil, err
+	select {
+	case <-k.gate:
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 	return k.KV.Get(ctx, key)
 }
 
-func (k *sideBySideKV) ScanPrefix(ctx context.Context, prefix, cursor string, count int) ([]string, string, error) {
+func (k *gatedKV) ScanPrefix(ctx context.Context, prefix, cursor string, count int) ([]string, string, error) {
 	return k.KV.(kv.Scanner).ScanPrefix(ctx, prefix, cursor, count)
 }
 
 // Reencrypt rewrites a batch's records side by side, Concurrency at a time
 // and never more: three round trips a record one after another would take
-// minutes for a million records.
+// minutes for a million records. In a synctest bubble, once every goroutine
+// is blocked, the reads held at the gate are exactly the ones in flight.
 func TestReencryptSideBySide(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	plain := NewTokenStore(NewMemoryKV(), NewRegistry())
-	for i := range 40 {
-		if err := plain.StoreTokens(ctx, fmt.Sprintf("user-%d", i), "demo", StoredTokens{AccessToken: "at", Scope: "read"}); err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		plain := NewTokenStore(NewMemoryKV(), NewRegistry())
+		for i := range 40 {
+			if err := plain.StoreTokens(ctx, fmt.Sprintf("user-%d", i), "demo", StoredTokens{AccessToken: "at", Scope: "read"}); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	store := &sideBySideKV{KV: plain.kv, want: 4, all: make(chan struct{})}
-	p, err := Reencrypt(ctx, store, fuzzRing(t), ReencryptOptions{Concurrency: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Rewritten != 40 || store.most != 4 {
-		t.Errorf("rewrote %d records with at most %d in flight; want 40 with 4", p.Rewritten, store.most)
-	}
+		store := &gatedKV{KV: plain.kv, gate: make(chan struct{})}
+		type result struct {
+			p   ReencryptProgress
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			p, err := Reencrypt(ctx, store, fuzzRing(t), ReencryptOptions{Concurrency: 4})
+			done <- result{p, err}
+		}()
+		synctest.Wait() // every reader Reencrypt started is at the gate
+		store.mu.Lock()
+		held := store.inFlight
+		store.mu.Unlock()
+		close(store.gate)
+		select {
+		case r := <-done:
+			if r.err != nil || r.p.Rewritten != 40 {
+				t.Fatalf("rewrote %d records: %v", r.p.Rewritten, r.err)
+			}
+		case <-time.After(time.Minute): // the bubble's clock: it moves only when everything waits
+			t.Fatal("Reencrypt did not end")
+		}
+		if held != 4 {
+			t.Errorf("%d of Reencrypt's reads were in flight at once, want Concurrency's 4", held)
+		}
+	})
 }

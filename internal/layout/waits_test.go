@@ -75,6 +75,7 @@ func TestWaitCheckFlagsBlockingWaits(t *testing.T) {
 		{"receive in an argument", `use((<-ch).N)`, []string{recvWait}},
 		{"wait group", `wg.Wait()`, []string{waitCall}},
 		{"condition", `cond.L.Lock(); cond.Wait()`, []string{waitCall}},
+		{"synctest's wait for its bubble", `synctest.Wait()`, nil},
 		{"select without a deadline", `select { case <-a: case v := <-b: _ = v }`, []string{selectWait}},
 		{"receive in a callback", `register(func() { <-release })`, []string{recvWait}},
 		{"receive in a subtest", `t.Run("x", func(t *testing.T) { <-ch })`, []string{recvWait}},
@@ -148,7 +149,9 @@ func blockingWaits(fset *token.FileSet, f *ast.File) []blockingWait {
 			}
 		case *ast.CallExpr:
 			if isMethodCall(n, "Wait") && len(n.Args) == 0 {
-				found = append(found, blockingWait{fset.Position(n.Pos()), waitCall})
+				if !isSynctestWait(n) {
+					found = append(found, blockingWait{fset.Position(n.Pos()), waitCall})
+				}
 			}
 		}
 		return true
@@ -211,6 +214,18 @@ func isDeadline(ch ast.Expr) bool {
 }
 
 // isMethodCall reports whether call calls a method (or package function) named name.
+// isSynctestWait reports whether call is testing/synctest's Wait, which
+// returns once every goroutine of its bubble is blocked: not a wait for
+// something to come.
+func isSynctestWait(call *ast.CallExpr) bool {
+	sel, ok := call.Fun.(*ast.SelectorExpr)
+	if !ok {
+		return false
+	}
+	id, ok := sel.X.(*ast.Ident)
+	return ok && id.Name == "synctest"
+}
+
 func isMethodCall(call *ast.CallExpr, name string) bool {
 	sel, ok := call.Fun.(*ast.SelectorExpr)
 	return ok && sel.Sel.Name == name

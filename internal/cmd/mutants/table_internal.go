@@ -171,6 +171,15 @@ func kvScanMutants() []mutant {
 // layoutWaitsMutants guards the code of internal/layout/waits_test.go.
 func layoutWaitsMutants() []mutant {
 	return []mutant{
+		{
+			Name: "waits/any-wait-flagged",
+			File: "internal/layout/waits_test.go",
+			Pkg:  "./internal/layout",
+			Old:  "\t\t\t\tif !isSynctestWait(n) {",
+			New:  "\t\t\t\tif true {",
+			Run:  "TestWaitCheckFlagsBlockingWaits",
+			Why:  "synctest.Wait returns once its bubble is blocked: the wait check does not flag it",
+		},
 		// The check that every wait in a test has a deadline (internal/layout).
 		{
 			Name: "waits/bare-receive-passes",
