@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
@@ -22,20 +19,7 @@ import (
 // CI=true, where it fails.
 func TestSignInInABrowser(t *testing.T) {
 	chromium := findChromium(t)
-	idp := oauthflowtest.NewServer(oauthflowtest.Options{ConsentPage: true})
-	defer idp.Close()
-	mod, err := oauthflow.New(t.Context(), oauthflow.Config{KV: oauthflow.NewMemoryKV(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mod.Close()
-	mux := http.NewServeMux()
-	app := httptest.NewServer(mux)
-	defer app.Close()
-	if err := mod.Registry.Register(idp.Provider("local", app.URL+oauthflow.CallbackPath)); err != nil {
-		t.Fatal(err)
-	}
-	routes(mux, mod, map[string]string{"local": idp.UserinfoURL()})
+	_, _, app := startHello(t, oauthflowtest.Options{ConsentPage: true})
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox)
 	alloc, cancel := chromedp.NewExecAllocator(t.Context(), opts...)

@@ -19,20 +19,7 @@ import (
 func TestConnectCallRefreshDisconnect(t *testing.T) {
 	// A token that lasts 30 s is already inside the library's 60 s margin:
 	// every read refreshes it, with rotation.
-	idp := oauthflowtest.NewServer(oauthflowtest.Options{AccessTokenTTL: 30 * time.Second, RotateRefreshTokens: true})
-	defer idp.Close()
-	mod, err := oauthflow.New(t.Context(), oauthflow.Config{KV: oauthflow.NewMemoryKV(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mod.Close()
-	mux := http.NewServeMux()
-	app := httptest.NewServer(mux)
-	defer app.Close()
-	if err := mod.Registry.Register(idp.Provider("local", app.URL+oauthflow.CallbackPath)); err != nil {
-		t.Fatal(err)
-	}
-	routes(mux, mod, map[string]string{"local": idp.UserinfoURL()})
+	idp, mod, app := startHello(t, oauthflowtest.Options{AccessTokenTTL: 30 * time.Second, RotateRefreshTokens: true})
 
 	page, err := oauthflowtest.NewBrowser().SignIn(t.Context(), app.URL+"/connect/local")
 	if err != nil || page.StatusCode != http.StatusOK || page.URL.Path != oauthflow.CallbackPath {
@@ -64,6 +51,28 @@ func TestConnectCallRefreshDisconnect(t *testing.T) {
 	if status, _ := send(t, http.MethodGet, app.URL+"/me/local"); status != http.StatusUnauthorized {
 		t.Fatalf("GET /me/local after the disconnect: %d, want 401", status)
 	}
+}
+
+// startHello serves the app's routes over a module on MemoryKV with the test
+// kit's server, as opts sets it up, registered as "local"; all of it ends
+// with t.
+func startHello(t *testing.T, opts oauthflowtest.Options) (*oauthflowtest.Server, *oauthflow.Module, *httptest.Server) {
+	t.Helper()
+	idp := oauthflowtest.NewServer(opts)
+	t.Cleanup(idp.Close)
+	mod, err := oauthflow.New(t.Context(), oauthflow.Config{KV: oauthflow.NewMemoryKV(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mod.Close() })
+	mux := http.NewServeMux()
+	app := httptest.NewServer(mux)
+	t.Cleanup(app.Close)
+	if err := mod.Registry.Register(idp.Provider("local", app.URL+oauthflow.CallbackPath)); err != nil {
+		t.Fatal(err)
+	}
+	routes(mux, mod, map[string]string{"local": idp.UserinfoURL()})
+	return idp, mod, app
 }
 
 func TestUnknownProvider(t *testing.T) {
