@@ -185,6 +185,24 @@ func (e *Engine) Fire(ctx context.Context, runID, transition string, input any, 
 	return e.fire(ctx, runID, transition, raw, asUser, "")
 }
 
+// marshalArg turns v into JSON; json.RawMessage and nil pass through.
+func marshalArg(v any) (json.RawMessage, error) {
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		if len(v) > 0 && !json.Valid(v) {
+			return nil, fmt.Errorf("%w: invalid JSON", ErrInvalidArgument)
+		}
+		return v, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: cannot encode %T as JSON: %w", ErrInvalidArgument, v, err)
+	}
+	return b, nil
+}
+
 // fire runs Fire's work under the run's lock. A non-empty child names the child
 // run whose result this is: a result the run has already heard is ignored, so
 // a delivery retried after it landed changes nothing.
@@ -416,38 +434,30 @@ func (e *Engine) tidyAtRelease(ctx context.Context, id, member string) error {
 // the writes that must land together (the run, the delivery owed to its
 // parent) go as one list of operations.
 
-func (e *Engine) save(ctx context.Context, r *Run) error {
-	if err := runstore.StillHeld(ctx, r.ID); err != nil {
-		return err
+func (e *Engine) save(ctx context.Context, r *Run) error { return e.write(ctx, r, false) }
+
+// saveLast saves r with the release of its lock when ctx's call path holds it
+// (the release sends both in one batch), at once otherwise. A run whose save
+// cannot be made keeps its due work: only the lock is released.
+func (e *Engine) saveLast(ctx context.Context, r *Run) error { return e.write(ctx, r, true) }
+
+// write saves r, fenced by its lock (runstore.Fence) before any of its
+// writes is made; a last save goes with the release when the call holds the
+// lock.
+func (e *Engine) write(ctx context.Context, r *Run, last bool) error {
+	ctx, h, err := runstore.Fence(ctx, r.ID, last)
+	var ops []*kv.Op
+	if err == nil {
+		ops, err = e.saveOps(ctx, r)
 	}
-	ops, err := e.saveOps(ctx, r)
+	if h != nil {
+		return h.SaveAtRelease(ops, err)
+	}
 	if err != nil {
 		return err
 	}
 	kv.RunBatch(ctx, e.kv, ops...)
 	return saveError(ctx, ops)
-}
-
-// saveLast saves r with the release of its lock when ctx's call path holds it
-// (the release sends both in one batch), at once otherwise. A run whose save
-// cannot be made keeps its due work: only the lock is released.
-func (e *Engine) saveLast(ctx context.Context, r *Run) error {
-	h := runstore.Of(ctx, r.ID)
-	if h == nil {
-		return e.save(ctx, r)
-	}
-	ctx = context.WithoutCancel(ctx)
-	err := runstore.StillHeld(ctx, r.ID)
-	var ops []*kv.Op
-	if err == nil {
-		ops, err = e.saveOps(ctx, r)
-	}
-	if err != nil {
-		h.Unsaved()
-		return err
-	}
-	h.SaveAtRelease(ops)
-	return nil
 }
 
 // saveOps are the writes that save r: the run, and for an ended run its

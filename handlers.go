@@ -862,7 +862,7 @@ func reportUnservedRedirect(log *slog.Logger, p Provider) {
 		return
 	}
 	log.Error("oauthflow: the provider's redirect URI names a path this module does not serve: sign-ins will end on a 404",
-		slog.String("provider", p.ProviderID()), slog.String("path", clip.String(path, 256)),
+		slog.String("provider", p.ProviderID()), slog.String("path", clip.To(path, 256)),
 		slog.String("want", CallbackPath+" (or the frontend callback page, "+frontendCallbackPath+")"))
 }
 

@@ -164,7 +164,7 @@ func (si *signIns) buildAuthURL(ctx context.Context, tc ToolContext, a BuildOAut
 	state := newState()
 	if returnTo != "" && !si.mayReturnTo(p, returnTo) {
 		return nil, &FlowError{Message: "The sign-in's return address is not one of this app's.",
-			Err: errs.Invalid("return address %q: want an absolute http(s) URL on the API's own origin or one of Config.FrontendOrigins", clip.String(returnTo, 256))}
+			Err: errs.Invalid("return address %q: want an absolute http(s) URL on the API's own origin or one of Config.FrontendOrigins", clip.To(returnTo, 256))}
 	}
 	s := Session{WorkflowID: tc.RunID, UserID: tc.UserID, Provider: p.ProviderID(), Scopes: scopes, ReturnTo: returnTo}
 	s.Issuer, s.IssOptional = issuerOf(p)

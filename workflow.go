@@ -175,21 +175,3 @@ func decodeStrict(raw json.RawMessage, v any, what string) error {
 	}
 	return nil
 }
-
-// marshalArg turns v into JSON; json.RawMessage and nil pass through.
-func marshalArg(v any) (json.RawMessage, error) {
-	switch v := v.(type) {
-	case nil:
-		return nil, nil
-	case json.RawMessage:
-		if len(v) > 0 && !json.Valid(v) {
-			return nil, errs.Invalid("invalid JSON")
-		}
-		return v, nil
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, errs.Invalid("cannot encode %T as JSON: %w", v, err)
-	}
-	return b, nil
-}

@@ -178,8 +178,8 @@ func postToken(ctx context.Context, client *http.Client, id, tokenURL string, fo
 	defer resp.Body.Close()
 	var a tokenAnswer
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxRegistration)).Decode(&a); err != nil || resp.StatusCode != http.StatusOK || a.AccessToken == "" {
-		return tokenAnswer{}, &oauthflow.ProviderError{ProviderID: id, StatusCode: resp.StatusCode, Code: clip.String(a.Error, clip.ErrorCode),
-			Description: clip.String(a.Description, clip.ErrorDescription), Err: err}
+		return tokenAnswer{}, &oauthflow.ProviderError{ProviderID: id, StatusCode: resp.StatusCode, Code: clip.To(a.Error, clip.ErrorCode),
+			Description: clip.To(a.Description, clip.ErrorDescription), Err: err}
 	}
 	return a, nil
 }

@@ -215,9 +215,9 @@ func (tr *tokenResponse) field(name string) flexString {
 func (p *OAuth2) fail(a *answer, tr *tokenResponse, err error) *oauthflow.ProviderError {
 	pe := &oauthflow.ProviderError{ProviderID: p.cfg.ID, StatusCode: a.status, Err: err}
 	if tr != nil {
-		pe.Code = clip.String(string(tr.Error), clip.ErrorCode)
-		pe.Description = clip.String(string(tr.ErrorDescription), clip.ErrorDescription)
-		pe.URI = clip.String(string(tr.ErrorURI), clip.ErrorURI)
+		pe.Code = clip.To(string(tr.Error), clip.ErrorCode)
+		pe.Description = clip.To(string(tr.ErrorDescription), clip.ErrorDescription)
+		pe.URI = clip.To(string(tr.ErrorURI), clip.ErrorURI)
 	}
 	if pe.Code == "" && (pe.Err == nil || tr != nil && tr.OK != nil) {
 		pe.Err = joinErr(ErrMalformedResponse, err) // e.g. Slack ok:false without an error name

@@ -13,8 +13,8 @@ const (
 	ErrorURI         = 2048
 )
 
-// String is s, at most n bytes of it, cut at a rune boundary.
-func String(s string, n int) string {
+// To is s, at most n bytes of it, cut at a rune boundary.
+func To(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -5,7 +5,7 @@ import (
 	"unicode/utf8"
 )
 
-func TestString(t *testing.T) {
+func TestTo(t *testing.T) {
 	for _, c := range []struct {
 		s    string
 		n    int
@@ -17,9 +17,9 @@ func TestString(t *testing.T) {
 		{"ééé", 5, "éé"},
 		{"x", 0, ""},
 	} {
-		got := String(c.s, c.n)
+		got := To(c.s, c.n)
 		if got != c.want || !utf8.ValidString(got) {
-			t.Errorf("String(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
+			t.Errorf("To(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
 		}
 	}
 }

@@ -151,14 +151,34 @@ func (h *Hold) Wrote(key string, value []byte) {
 	}
 }
 
-// SaveAtRelease makes ops the record's last save, sent with the release.
-// The caller has fenced it (StillHeld).
-func (h *Hold) SaveAtRelease(ops []*kv.Op) { h.save = ops }
+// Fence readies a write of run id's record on ctx's call path, before any
+// of it is made: it checks that the call still holds the run's lock
+// (StillHeld). When last and the path holds the lock, it returns the hold,
+// which sends the save with its release (SaveAtRelease), and ctx without its
+// cancellation: a run's last save is made whether or not its caller stays.
+// Otherwise the hold is nil, and the caller writes at once.
+func Fence(ctx context.Context, id string, last bool) (context.Context, *Hold, error) {
+	var h *Hold
+	if last {
+		if h = Of(ctx, id); h != nil {
+			ctx = context.WithoutCancel(ctx)
+		}
+	}
+	return ctx, h, StillHeld(ctx, id)
+}
 
-// Unsaved says the record's last save could not be made (the lock lost, a
-// write it needed refused): the release frees only the lock, and the
-// record keeps its due work.
-func (h *Hold) Unsaved() { h.save, h.saveFailed = nil, true }
+// SaveAtRelease makes ops the record's last save, sent with the release,
+// and returns err. A save that could not be made (err: the lock lost, a
+// write it needed refused) is none: the release frees only the lock, and
+// the record keeps its due work.
+func (h *Hold) SaveAtRelease(ops []*kv.Op, err error) error {
+	if err != nil {
+		h.save, h.saveFailed = nil, true
+		return err
+	}
+	h.save = ops
+	return nil
+}
 
 // TidyAtRelease sends op, a removal that only tidies up, with the release.
 func (h *Hold) TidyAtRelease(op *kv.Op) { h.tidy = append(h.tidy, op) }

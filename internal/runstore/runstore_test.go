@@ -140,11 +140,14 @@ func TestReleaseSavesBeforeTheLockIsFree(t *testing.T) {
 			t.Fatal(err)
 		}
 		hctx, h, _ := take(t, ctx, store, "r")
-		h.SaveAtRelease([]*kv.Op{{Kind: kv.OpSet, Key: "run:r", Value: []byte("ended"), TTL: time.Minute}})
-		h.TidyAtRelease(&kv.Op{Kind: kv.OpUnschedule, Key: "due", Member: "lapse:r"})
+		var failed error
 		if unsaved {
-			h.Unsaved()
+			failed = errors.New("a write the save needed was refused")
 		}
+		if err := h.SaveAtRelease([]*kv.Op{{Kind: kv.OpSet, Key: "run:r", Value: []byte("ended"), TTL: time.Minute}}, failed); err != failed {
+			t.Fatalf("SaveAtRelease = %v; want %v", err, failed)
+		}
+		h.TidyAtRelease(&kv.Op{Kind: kv.OpUnschedule, Key: "due", Member: "lapse:r"})
 		save, tidy := h.Release(hctx, store)
 		members, err := store.Store.(*kv.Memory).Members(ctx, "due")
 		if err != nil {

@@ -422,6 +422,14 @@ func runstoreMutants() []mutant {
 			Why:  "a run whose last save failed keeps its due work (its sign-in's lapse)",
 			Run:  "TestUnsavedEndKeepsItsDueWork",
 		},
+		{
+			Name: "engine/failed-last-save-sent",
+			File: "internal/runstore/runstore.go",
+			Old:  "\tif err != nil {\n\t\th.save, h.saveFailed = nil, true\n\t\treturn err\n\t}\n",
+			New:  "\tif err != nil {\n\t\th.save = ops\n\t\treturn err\n\t}\n",
+			Run:  "TestUnsavedEndKeepsItsDueWork|TestReleaseSavesBeforeTheLockIsFree",
+			Why:  "a last save that could not be made is not sent with the release, and the run keeps its due work",
+		},
 	}
 }
 

@@ -67,7 +67,7 @@ func mcpauthClientcredsMutants() []mutant {
 			Name: "clip/workload-refusal-code-whole",
 			File: "mcpauth/clientcreds.go",
 			Pkg:  "./mcpauth",
-			Old:  "clip.String(a.Error, clip.ErrorCode)",
+			Old:  "clip.To(a.Error, clip.ErrorCode)",
 			New:  "a.Error",
 			Run:  "^TestWorkloadRefusalTextIsBounded$",
 			Why:  "a grant's refusal keeps a bounded error code, for minutes and in the agent's error",

@@ -126,7 +126,7 @@ func providersTokenresponseMutants() []mutant {
 			Name: "clip/provider-error-code-whole",
 			File: "providers/tokenresponse.go",
 			Pkg:  "./providers",
-			Old:  "clip.String(string(tr.Error), clip.ErrorCode)",
+			Old:  "clip.To(string(tr.Error), clip.ErrorCode)",
 			New:  "string(tr.Error)",
 			Run:  "^TestProviderErrorTextIsBoundedWhereParsed$",
 			Why:  "a token endpoint's error code is bounded where its answer is parsed",

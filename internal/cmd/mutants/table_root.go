@@ -274,6 +274,14 @@ func encryptionMutants() []mutant {
 func engineMutants() []mutant {
 	return []mutant{
 		{
+			Name: "engine/save-before-fence",
+			File: "engine.go",
+			Old:  "\tif err == nil {\n\t\tops, err = e.saveOps(ctx, r)\n\t}\n",
+			New:  "\tops, err = e.saveOps(ctx, r)\n",
+			Run:  "^(TestCompletionAbandonedByItsInstanceIsFailedByAnother|TestRunLockFreedOnlyByItsHolder)$",
+			Why:  "a run's save is fenced by its lock before any of its writes (the delivery owed to its parent) is made",
+		},
+		{
 			Name: "engine/self-fire-not-refused",
 			File: "engine.go",
 			Old:  "\tif runstore.Holds(ctx, id) {\n",
