@@ -14,7 +14,7 @@ import (
 	"github.com/oauthflow/oauthflow/internal/worker"
 )
 
-// Refresh ahead: with WithRefreshAhead (Config.RefreshAhead) the Module's
+// Refresh ahead: with withRefreshAhead (Config.RefreshAhead) the Module's
 // background worker refreshes a connection's tokens before they expire, so
 // reads never wait on the provider. Each connection that is read has an
 // entry "ahead:{provider}:{user}" in the worker's due index, due the given
@@ -58,14 +58,14 @@ func seenMember(providerID string) string { return seenPrefix + providerID }
 type refreshAhead struct {
 	*refresher
 	before, idle time.Duration  // before 0: off
-	limiter      refreshLimiter // bounds on refreshes ahead per provider (WithRefreshLimits)
+	limiter      refreshLimiter // bounds on refreshes ahead per provider (withRefreshLimits)
 
 	mu     sync.RWMutex
 	marked map[connRef]int64 // when this process last marked a connection read (Unix ms)
 	pruned int               // len(marked) after the last prune
 }
 
-// on reports whether refresh ahead is on (WithRefreshAhead).
+// on reports whether refresh ahead is on (withRefreshAhead).
 func (a *refreshAhead) on() bool { return a.before > 0 }
 
 // member names a connection in the due and seen indexes; provider IDs never
@@ -199,7 +199,7 @@ func (a *refreshAhead) job(ctx context.Context, member string) (rescheduled bool
 	}
 	raw, v, err := a.read(ctx, keyspace.Token(userID, providerID))
 	switch {
-	case errors.Is(err, ErrNoToken), errors.Is(err, ErrCorruptRecord), errors.Is(err, ErrUnknownKey):
+	case errors.Is(err, ErrNoToken), errors.Is(err, errCorruptRecord), errors.Is(err, ErrUnknownKey):
 		return a.removeFromRefreshAhead(ctx, member)
 	case err != nil:
 		return false, err
@@ -223,7 +223,7 @@ func (a *refreshAhead) job(ctx context.Context, member string) (rescheduled bool
 	}
 	t, err := a.refreshDue(ctx, userID, providerID, raw)
 	release()
-	var failing *RefreshFailingError
+	var failing *refreshFailingError
 	switch {
 	case err == nil && t.ExpiresAt != 0:
 		return a.reschedule(ctx, member, a.next(now, t.ExpiresAt))

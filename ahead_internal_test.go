@@ -76,7 +76,7 @@ func aheadStore(t *testing.T) (*TokenStore, *hookedKV, *countingProvider, *fakec
 	}
 	store := &hookedKV{Memory: kv.NewMemory(nil)}
 	s := NewTokenStore(store, reg, WithClock(clock.Now), WithLogger(slog.New(slog.DiscardHandler)),
-		WithRefreshAhead(5*time.Minute, 3*time.Hour))
+		withRefreshAhead(5*time.Minute, 3*time.Hour))
 	return s, store, p, clock
 }
 
@@ -290,7 +290,7 @@ func newLimitedFleet(t *testing.T, p Provider, instances, n int, limits map[stri
 	f := &limitedFleet{clock: clock}
 	for range instances {
 		s := NewTokenStore(kv, reg, WithClock(clock.Now), WithLogger(slog.New(slog.DiscardHandler)),
-			WithRefreshAhead(5*time.Minute, 3*time.Hour), WithRefreshLimits(limits))
+			withRefreshAhead(5*time.Minute, 3*time.Hour), withRefreshLimits(limits))
 		w := worker.New(kv, worker.Config{Now: clock.Now, Every: time.Hour})
 		w.Handle(jobAhead, aheadShare, s.ahead.job)
 		f.stores, f.workers = append(f.stores, s), append(f.workers, w)
@@ -427,7 +427,7 @@ func TestRefreshLimiterBoundedWithTheRegistry(t *testing.T) {
 	t.Parallel()
 	reg := NewRegistry()
 	reg.AddResolver("mcp-", func(id string) (Provider, error) { return idOnly(id), nil })
-	s := NewTokenStore(NewMemoryKV(), reg, WithRefreshLimits(map[string]RefreshLimit{"": {PerSecond: 1}}))
+	s := NewTokenStore(NewMemoryKV(), reg, withRefreshLimits(map[string]RefreshLimit{"": {PerSecond: 1}}))
 	ctx := context.Background()
 	var busy func() // a refresh of the first provider stays in flight throughout
 	for i := range maxResolved + 300 {
@@ -488,7 +488,7 @@ func TestWorkerNotStarvedByAHangingProvider(t *testing.T) {
 		}
 	}
 	store, quiet := NewMemoryKV(), slog.New(slog.DiscardHandler)
-	s := NewTokenStore(store, reg, WithClock(clock.Now), WithLogger(quiet), WithRefreshAhead(5*time.Minute, 3*time.Hour))
+	s := NewTokenStore(store, reg, WithClock(clock.Now), WithLogger(quiet), withRefreshAhead(5*time.Minute, 3*time.Hour))
 	w := worker.New(store, worker.Config{Now: clock.Now, Every: time.Hour})
 	w.Handle(jobAhead, aheadShare, s.ahead.job)
 	lapsed := make(chan int64, 1)

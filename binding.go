@@ -29,9 +29,9 @@ import (
 // A refusal is 403, leaves the sign-in usable by the right browser until it
 // expires, and emits EventSignInRefused.
 
-// ErrSignInRefused is why a completion was refused: it did not come from the
+// errSignInRefused is why a completion was refused: it did not come from the
 // user (or browser) that started the sign-in.
-var ErrSignInRefused = errors.New("oauthflow: this sign-in was started by another user or browser")
+var errSignInRefused = errors.New("oauthflow: this sign-in was started by another user or browser")
 
 // bindingCookiePrefix + state names a bound sign-in's cookie.
 const bindingCookiePrefix = "oauthflow_signin_"
@@ -79,7 +79,7 @@ func (g *userGuard) userCheck(r *http.Request, s *Session, state string) (err er
 	if s.Binding != "" {
 		c, cerr := r.Cookie(bindingCookieName(r, state))
 		if cerr != nil || !bindingMatches(s, c.Value) {
-			return ErrSignInRefused
+			return errSignInRefused
 		}
 	}
 	if g.verifyUser == nil {
@@ -87,7 +87,7 @@ func (g *userGuard) userCheck(r *http.Request, s *Session, state string) (err er
 	}
 	defer errs.Recover(&err, "Config.VerifyUser")
 	if verr := g.verifyUser(r, s.UserID); verr != nil {
-		return errors.Join(ErrSignInRefused, verr)
+		return errors.Join(errSignInRefused, verr)
 	}
 	return nil
 }

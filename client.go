@@ -53,7 +53,7 @@ func (ts *storeTokenSource) Token() (*oauth2.Token, error) {
 
 // Client returns an *http.Client that sends "Authorization: Bearer <token>" with
 // every request, reading (and refreshing) the user's token each time under that
-// request's own context. A DPoP-bound token (see [DPoPProvider]) is sent as
+// request's own context. A DPoP-bound token (see [Provider]'s UsesDPoP) is sent as
 // "Authorization: DPoP <token>" with a fresh proof of its key in the DPoP
 // header; a use_dpop_nonce challenge is answered by one retry with the API's
 // nonce. ctx gives those reads its values (trace IDs) only, never its

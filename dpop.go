@@ -12,9 +12,9 @@ import (
 	"github.com/oauthflow/oauthflow/internal/outbound"
 )
 
-// Sender-constrained tokens (DPoP, RFC 9449). A provider that implements
-// DPoPProvider and answers true has each of its grants bound to a key pair of
-// its own (ES256): the key is made when the sign-in's URL is built (the
+// Sender-constrained tokens (DPoP, RFC 9449). A provider whose UsesDPoP
+// method (see [Provider]) answers true has each of its grants bound to a key
+// pair of its own (ES256): the key is made when the sign-in's URL is built (the
 // authorization request carries its thumbprint as dpop_jkt), kept in the
 // pending sign-in, then in the token record, both sealed when encryption is
 // on, so any instance can sign for the connection; a new sign-in is a new
@@ -26,14 +26,13 @@ import (
 // origin is remembered by the store. A stolen bound token is useless without
 // the key, which never leaves the store.
 
-// DPoPProvider is a Provider whose grants are bound to a key (RFC 9449) when
-// UsesDPoP is true: set by the provider's configuration, or by the
-// authorization server's metadata (dpop_signing_alg_values_supported).
-type DPoPProvider interface{ UsesDPoP() bool }
+// dpopProvider is a Provider with the optional UsesDPoP method (documented
+// on [Provider]): its grants are bound to a key when UsesDPoP is true.
+type dpopProvider interface{ UsesDPoP() bool }
 
 // usesDPoP reports whether p's grants are to be bound to a key.
 func usesDPoP(p Provider) bool {
-	d, ok := p.(DPoPProvider)
+	d, ok := p.(dpopProvider)
 	return ok && d.UsesDPoP()
 }
 
@@ -57,8 +56,9 @@ func withProofs(ctx context.Context, key *dpop.Key, nonces *dpop.Nonces) context
 
 // DPoPTransport is base (nil: http.DefaultTransport) adding a DPoP proof to
 // each request when ctx is that of a call the library makes to bind a grant:
-// a DPoPProvider's ExchangeCode or RefreshToken. A provider that sends its own
-// token requests wraps their transport with it; for any other ctx it is base.
+// the ExchangeCode or RefreshToken of a provider whose UsesDPoP is true. A
+// provider that sends its own token requests wraps their transport with it;
+// for any other ctx it is base.
 // A proof goes only to the origin of the request made, never with a redirect
 // elsewhere, and a use_dpop_nonce challenge gets one retry with the nonce.
 // The answer's token_type is then "DPoP" (TokenSet.TokenType).
@@ -149,11 +149,11 @@ func (c *keyCache) get(enc string) (*dpop.Key, error) {
 func parseGrantKey(enc string) (*dpop.Key, error) {
 	b, err := base64.RawURLEncoding.DecodeString(enc)
 	if err != nil {
-		return nil, fmt.Errorf("%w: DPoP key: %w", ErrCorruptRecord, err)
+		return nil, fmt.Errorf("%w: DPoP key: %w", errCorruptRecord, err)
 	}
 	k, err := dpop.ParseKey(b)
 	if err != nil {
-		return nil, fmt.Errorf("%w: DPoP key: %w", ErrCorruptRecord, err)
+		return nil, fmt.Errorf("%w: DPoP key: %w", errCorruptRecord, err)
 	}
 	return k, nil
 }

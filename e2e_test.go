@@ -54,7 +54,7 @@ func reposWorkflowWith(tool *oauthflow.Tool, args oauthflow.OAuthWorkflowArgs) *
 					if err != nil {
 						return err
 					}
-					if oauthflow.IsUnauthorized(res) {
+					if _, unauthorized := oauthflow.UnauthorizedResult(res); unauthorized {
 						tc.GoTo(oauthflow.StateAwaitingAuth)
 						_, err := tc.Launch(ctx, oauthflow.OAuthWorkflowName, args,
 							oauthflow.RunOptions{Callback: &oauthflow.Callback{Transition: "authCompleted"}})
@@ -91,7 +91,7 @@ func TestConsumerWorkflowResumesAfterSignIn(t *testing.T) {
 	require.Len(t, parent.Children, 1)
 	child := env.run(parent.Children[0])
 	assert.Equal(t, parent.ID, child.ParentID)
-	assert.Equal(t, oauthflow.ShowInline, child.Options.Show)
+	assert.Equal(t, "inline", child.Options.Show)
 	doc := env.prompt(child.ID)
 	assert.Equal(t, oauthflow.PromptPending, doc.Status)
 

@@ -33,9 +33,9 @@ const envEncryptionKeys = "OAUTHFLOW_ENCRYPTION_KEYS"
 // the key to the ring (after the current one) and it reads again.
 var ErrUnknownKey = seal.ErrUnknownKey
 
-// EncryptionKey is one key of a KeyRing: 32 bytes for AES-256, and the ID that
+// encryptionKey is one key of a KeyRing: 32 bytes for AES-256, and the ID that
 // records sealed under it carry.
-type EncryptionKey struct {
+type encryptionKey struct {
 	ID  string // 1 to 32 of A-Z, a-z, 0-9, "-", "_" and "."
 	Key []byte // 32 bytes
 }
@@ -43,14 +43,14 @@ type EncryptionKey struct {
 // KeyRing holds the keys that seal records at rest. The first one seals new
 // writes; all of them open what was sealed before. Rotate by putting a new key
 // first and keeping the old ones until Module.Reencrypt has rewritten every
-// record. A KeyRing is safe for concurrent use.
+// record. Make one with [ParseKeyRing]. A KeyRing is safe for concurrent use.
 type KeyRing struct {
 	ring seal.Ring
 }
 
-// NewKeyRing returns a ring of keys, the first one sealing. It refuses an empty
+// newKeyRing returns a ring of keys, the first one sealing. It refuses an empty
 // ring, a key that is not 32 bytes, a malformed ID and an ID given twice.
-func NewKeyRing(keys ...EncryptionKey) (*KeyRing, error) {
+func newKeyRing(keys ...encryptionKey) (*KeyRing, error) {
 	if len(keys) == 0 {
 		return nil, errs.Invalid("a key ring needs at least one key")
 	}
@@ -64,10 +64,13 @@ func NewKeyRing(keys ...EncryptionKey) (*KeyRing, error) {
 }
 
 // ParseKeyRing reads a ring written as OAUTHFLOW_ENCRYPTION_KEYS is:
-// "kid:base64key,..." with standard or URL-safe base64, padded or not. Its
-// errors name the key ID at fault, never a key.
+// "kid:base64key,..." with standard or URL-safe base64, padded or not, each
+// key 32 bytes and each kid 1 to 32 of A-Z, a-z, 0-9, "-", "_" and ".". The
+// first key seals; every key opens. It refuses a key that is not 32 bytes, a
+// malformed ID and an ID given twice; its errors name the key ID at fault,
+// never a key.
 func ParseKeyRing(s string) (*KeyRing, error) {
-	var keys []EncryptionKey
+	var keys []encryptionKey
 	for i, item := range strings.Split(s, ",") {
 		id, b64, ok := strings.Cut(strings.TrimSpace(item), ":")
 		if !ok {
@@ -77,9 +80,9 @@ func ParseKeyRing(s string) (*KeyRing, error) {
 		if err != nil {
 			return nil, errs.Invalid("encryption key %q: not base64", id)
 		}
-		keys = append(keys, EncryptionKey{ID: id, Key: key})
+		keys = append(keys, encryptionKey{ID: id, Key: key})
 	}
-	return NewKeyRing(keys...)
+	return newKeyRing(keys...)
 }
 
 // keyRingFromEnv reads OAUTHFLOW_ENCRYPTION_KEYS: nil and no error when it is
@@ -100,21 +103,18 @@ func keyRingFromLookup(lookup func(string) (string, bool)) (*KeyRing, error) {
 	return r, nil
 }
 
-// usable reports whether r can seal: a ring made by NewKeyRing or
-// ParseKeyRing, not a zero KeyRing.
+// usable reports whether r can seal: a ring made by ParseKeyRing, not a zero
+// KeyRing.
 func (r *KeyRing) usable() bool { return r.ring.Usable() }
 
 // checkRing panics on a zero KeyRing: a setup error, caught before any record
 // is written plain or a seal is attempted without a key.
 func checkRing(r *KeyRing) *KeyRing {
 	if r != nil && !r.usable() {
-		panic("oauthflow: a KeyRing must be made with NewKeyRing or ParseKeyRing")
+		panic("oauthflow: a KeyRing must be made with ParseKeyRing")
 	}
 	return r
 }
-
-// CurrentKeyID is the ID of the key that seals new records.
-func (r *KeyRing) CurrentKeyID() string { return r.ring.CurrentKeyID() }
 
 // sealer is the ring that seals with r's keys; nil (records stored plain)
 // for a nil r.

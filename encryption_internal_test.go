@@ -17,8 +17,8 @@ import (
 
 // fuzzRing is a fixed two-key ring: "cur" seals, "old" also opens.
 func fuzzRing(t testing.TB) *KeyRing {
-	r, err := NewKeyRing(EncryptionKey{ID: "cur", Key: bytes.Repeat([]byte{1}, 32)},
-		EncryptionKey{ID: "old", Key: bytes.Repeat([]byte{2}, 32)})
+	r, err := newKeyRing(encryptionKey{ID: "cur", Key: bytes.Repeat([]byte{1}, 32)},
+		encryptionKey{ID: "old", Key: bytes.Repeat([]byte{2}, 32)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,9 +26,9 @@ func fuzzRing(t testing.TB) *KeyRing {
 }
 
 // A sealed token record decodes exactly as its plain form does: the same
-// records accepted, the same tokens, the same refusals (ErrCorruptRecord).
+// records accepted, the same tokens, the same refusals (errCorruptRecord).
 // The sealed form opens under its own name only, and any change to its bytes
-// (at, to) makes it a refusal that is ErrCorruptRecord or ErrUnknownKey, never
+// (at, to) makes it a refusal that is errCorruptRecord or ErrUnknownKey, never
 // other tokens.
 func FuzzDecodeSealedTokens(f *testing.F) {
 	for _, seed := range []string{
@@ -49,10 +49,10 @@ func FuzzDecodeSealedTokens(f *testing.F) {
 		if (err == nil) != (wantErr == nil) || err == nil && !reflect.DeepEqual(got.tokens(), want.tokens()) {
 			t.Fatalf("sealed %q decodes as %+v, %v; plain as %+v, %v", plain, got.tokens(), err, want.tokens(), wantErr)
 		}
-		if err != nil && !errors.Is(err, ErrCorruptRecord) {
-			t.Fatalf("refusal %v does not wrap ErrCorruptRecord", err)
+		if err != nil && !errors.Is(err, errCorruptRecord) {
+			t.Fatalf("refusal %v does not wrap errCorruptRecord", err)
 		}
-		if _, err := ring.Open(sealed, name+"x"); !errors.Is(err, ErrCorruptRecord) {
+		if _, err := ring.Open(sealed, name+"x"); !errors.Is(err, errCorruptRecord) {
 			t.Fatalf("a record opened under another name: %v", err)
 		}
 		i := int(at) % len(sealed)
@@ -73,7 +73,7 @@ func FuzzDecodeSealedTokens(f *testing.F) {
 			if !bytes.Equal(opened, plain) {
 				t.Fatalf("changed record %q opened to %q", changed, opened)
 			}
-		case !errors.Is(err, ErrCorruptRecord) && !errors.Is(err, ErrUnknownKey):
+		case !errors.Is(err, errCorruptRecord) && !errors.Is(err, ErrUnknownKey):
 			t.Fatalf("changed record: error %v is neither corrupt nor an unknown key", err)
 		}
 	})

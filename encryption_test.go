@@ -377,7 +377,7 @@ func TestParseKeyRing(t *testing.T) {
 	}
 	r, err := oauthflow.ParseKeyRing(" k2:" + base64.RawURLEncoding.EncodeToString(make([]byte, 32)) + " , " + good)
 	require.NoError(t, err, "URL-safe and unpadded base64, spaces around items")
-	require.Equal(t, "k2", r.CurrentKeyID())
+	require.Equal(t, "k2", oauthflow.CurrentKeyID(r))
 }
 
 // New reads its ring from OAUTHFLOW_ENCRYPTION_KEYS and refuses a bad one.

@@ -115,8 +115,10 @@ func (e *Engine) Register(w *Workflow) error {
 	return nil
 }
 
-// OnRunDone registers fn to be called whenever a run reaches end (completed or failed).
-func (e *Engine) OnRunDone(fn func(ctx context.Context, r *Run)) {
+// onRunDone registers fn to be called whenever a run reaches end (completed
+// or failed) in this process: it misses the runs that end on other
+// instances, so a host polls Get instead.
+func (e *Engine) onRunDone(fn func(ctx context.Context, r *Run)) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.onDone = append(e.onDone, fn)
@@ -127,7 +129,7 @@ func (e *Engine) workflow(name string) (*Workflow, error) {
 	defer e.mu.RUnlock()
 	w, ok := e.flows[name]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownWorkflow, name)
+		return nil, fmt.Errorf("%w: %q", errUnknownWorkflow, name)
 	}
 	return w, nil
 }
@@ -153,7 +155,7 @@ func (e *Engine) Launch(ctx context.Context, userID, workflow string, args any, 
 		return nil, err
 	}
 	if opts.Show == "" {
-		opts.Show = ShowInline
+		opts.Show = showInline
 	}
 	now := e.now().UnixMilli()
 	r := &Run{ID: randomHex(16), Workflow: w.Name, UserID: userID, State: StateStart, Status: RunRunning,
@@ -335,7 +337,7 @@ func (tc *TransitionContext) Launch(ctx context.Context, workflow string, args a
 	return child, err
 }
 
-// finished tells the OnRunDone hooks and the parent (through its callback
+// finished tells the onRunDone hooks and the parent (through its callback
 // transition, as the run's user) that r has ended. The parent's delivery was
 // owed before r's end was saved (saveOps); this is its first try.
 func (e *Engine) finished(ctx context.Context, ch *callChain, r *Run) {
@@ -362,7 +364,7 @@ func (e *Engine) finished(ctx context.Context, ch *callChain, r *Run) {
 }
 
 // locked runs fn while holding run id's lock, then reports the run's end to its
-// parent and the OnRunDone hooks once the lock is released. A run's
+// parent and the onRunDone hooks once the lock is released. A run's
 // transitions step under its lock, and the lock is released with the run's
 // last save in one batch (runstore.Hold.Release).
 func (e *Engine) locked(ctx context.Context, id string, readRun bool, fn func(ctx context.Context, read *kv.Op) (*Run, error)) (*Run, error) {
@@ -680,7 +682,7 @@ func (e *Engine) Document(ctx context.Context, runID, name string, v any) error 
 		return err
 	}
 	if err := json.Unmarshal(d.Data, v); err != nil {
-		return fmt.Errorf("%w: document %s: %w", ErrCorruptRecord, name, err)
+		return fmt.Errorf("%w: document %s: %w", errCorruptRecord, name, err)
 	}
 	return nil
 }

@@ -44,7 +44,7 @@ func TestEngineLaunchFireGet(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "open", r.State)
 	assert.Equal(t, oauthflow.RunWaiting, r.Status)
-	assert.Equal(t, oauthflow.ShowInline, r.Options.Show, "show defaults to inline")
+	assert.Equal(t, "inline", r.Options.Show, "show defaults to inline")
 
 	_, err = e.Fire(ctx, r.ID, "close", nil, "mallory")
 	assert.ErrorIs(t, err, oauthflow.ErrForbidden)

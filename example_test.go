@@ -96,7 +96,7 @@ func Example_consumerWorkflow() {
 					if err != nil {
 						return err
 					}
-					if !oauthflow.IsUnauthorized(res) {
+					if _, unauthorized := oauthflow.UnauthorizedResult(res); !unauthorized {
 						return tc.SetResult(res)
 					}
 					tc.GoTo(oauthflow.StateAwaitingAuth)
@@ -166,10 +166,8 @@ func ExampleModule_StartDeviceSignIn() {
 	p, _ := providers.NewOAuth2(providers.Config{ID: "demo", AuthURL: demo.AuthURL(), TokenURL: demo.TokenURL(),
 		DeviceAuthURL: demo.DeviceAuthorizationURL()}, providers.Credentials{ClientID: "demo-client", ClientSecret: "demo-secret"})
 	_ = m.Registry.Register(p)
-	done := make(chan *oauthflow.Run, 1)
-	m.Engine.OnRunDone(func(_ context.Context, r *oauthflow.Run) { done <- r })
 
-	_, prompt, err := m.StartDeviceSignIn(ctx, "alice", "demo")
+	run, prompt, err := m.StartDeviceSignIn(ctx, "alice", "demo")
 	if err != nil {
 		panic(err)
 	}
@@ -177,18 +175,19 @@ func ExampleModule_StartDeviceSignIn() {
 
 	_ = demo.ApproveDevice(prompt.UserCode, "") // the user enters the code on their phone
 	clock.Advance(authserver.DefaultDeviceInterval)
-	select {
-	case run := <-done:
-		fmt.Println(run.Status, string(run.Result))
-	case <-time.After(time.Minute):
-		fmt.Println("the sign-in did not end")
+	wait, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	done, err := m.WaitSignIn(wait, run.ID) // it reads the store: any instance may end the sign-in
+	if err != nil {
+		fmt.Println("the sign-in did not end:", err)
 		return
 	}
+	fmt.Println(done.Status)
 	token, err := m.Tokens.GetValidAccessToken(ctx, "alice", "demo")
 	fmt.Println(token != "", err)
 	// Output:
 	// pending /device
-	// completed {"authenticated":true}
+	// success
 	// true <nil>
 }
 
@@ -214,12 +213,10 @@ func ExampleKeyRing() {
 
 	_ = m.Tokens.StoreTokens(ctx, "alice", "github", oauthflow.StoredTokens{AccessToken: "gho-secret", Scope: "repo"})
 	raw, _ := kv.Get(ctx, "oauth:alice:github")
-	fmt.Println("sealing key:", ring.CurrentKeyID())
 	fmt.Println("token in the stored bytes:", bytes.Contains(raw, []byte("gho-secret")))
 	tokens, _ := m.Tokens.GetTokens(ctx, "alice", "github")
 	fmt.Println("read back:", tokens.AccessToken)
 	// Output:
-	// sealing key: 2026-11
 	// token in the stored bytes: false
 	// read back: gho-secret
 }
@@ -231,21 +228,23 @@ func ExampleKeyRing() {
 func ExampleReencrypt() {
 	ctx := context.Background()
 	kv := oauthflow.NewMemoryKV()
-	k1, k2 := make([]byte, 32), make([]byte, 32)
-	_, _ = rand.Read(k1)
-	_, _ = rand.Read(k2)
-	old, _ := oauthflow.NewKeyRing(oauthflow.EncryptionKey{ID: "k1", Key: k1})
+	key1, key2 := make([]byte, 32), make([]byte, 32)
+	_, _ = rand.Read(key1)
+	_, _ = rand.Read(key2)
+	k1 := "k1:" + base64.StdEncoding.EncodeToString(key1)
+	k2 := "k2:" + base64.StdEncoding.EncodeToString(key2)
+	old, _ := oauthflow.ParseKeyRing(k1)
 	before := oauthflow.NewTokenStore(kv, oauthflow.NewRegistry(), oauthflow.WithEncryption(old))
 	_ = before.StoreTokens(ctx, "alice", "github", oauthflow.StoredTokens{AccessToken: "gho-secret", Scope: "repo"})
 
-	rotated, _ := oauthflow.NewKeyRing(oauthflow.EncryptionKey{ID: "k2", Key: k2}, oauthflow.EncryptionKey{ID: "k1", Key: k1})
+	rotated, _ := oauthflow.ParseKeyRing(k2 + "," + k1)
 	p, err := oauthflow.Reencrypt(ctx, kv, rotated, oauthflow.ReencryptOptions{})
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println("rewritten:", p.Rewritten, "under unknown keys:", p.Unknown)
 
-	newOnly, _ := oauthflow.NewKeyRing(oauthflow.EncryptionKey{ID: "k2", Key: k2})
+	newOnly, _ := oauthflow.ParseKeyRing(k2)
 	after := oauthflow.NewTokenStore(kv, oauthflow.NewRegistry(), oauthflow.WithEncryption(newOnly))
 	tokens, err := after.GetTokens(ctx, "alice", "github")
 	if err != nil {

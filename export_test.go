@@ -44,3 +44,50 @@ var (
 	WithLockLease      = withLockLease
 	WithRefreshBackoff = withRefreshBackoff
 )
+
+// The optional methods of a Provider, as the interfaces the module's type
+// assertions name: the external tests check that a provider has them.
+type (
+	PKCESupporter     = pkceSupporter
+	IssuerReporter    = issuerReporter
+	DisplayNamer      = displayNamer
+	DeadGrantCoder    = deadGrantCoder
+	VerifierExchanger = verifierExchanger
+	CallbackFielder   = callbackFielder
+	AccountReader     = accountReader
+	DPoPProvider      = dpopProvider
+	DeviceAuthorizer  = deviceAuthorizer
+)
+
+// The shapes of exchange_oauth_token's arguments and results, which a model
+// sends and reads as JSON.
+type (
+	ExchangeOAuthTokenArgs    = exchangeOAuthTokenArgs
+	ExchangeOAuthTokenResult  = exchangeOAuthTokenResult
+	ExchangeOAuthTokenReceipt = exchangeOAuthTokenReceipt
+)
+
+// Errors only the module's pages and events report; the tests check which
+// one a failure wraps.
+var (
+	ErrStateMismatch   = errStateMismatch
+	ErrIssuerMismatch  = errIssuerMismatch
+	ErrSignInRefused   = errSignInRefused
+	ErrUnknownWorkflow = errUnknownWorkflow
+	ErrCorruptRecord   = errCorruptRecord
+)
+
+// NewMemoryKVOn is NewMemoryKV on the clock now: a test moves a fake clock
+// past a memory store's TTLs.
+var NewMemoryKVOn = newMemoryKV
+
+// WithEventHook is the TokenStore option a Module sets from Config.OnEvent:
+// the tests set it on a TokenStore of their own.
+var WithEventHook = withEventHook
+
+// CurrentKeyID is the ID of the key that seals r's new records.
+func CurrentKeyID(r *KeyRing) string { return r.ring.CurrentKeyID() }
+
+// RefreshFailingError is the error of a read whose refresh was not tried:
+// the tests check what it says.
+type RefreshFailingError = refreshFailingError

@@ -205,13 +205,13 @@ func TestReencryptLeavesARecordWrittenMidWalk(t *testing.T) {
 
 func testReencryptLeavesARecordWrittenMidWalk(t *testing.T, store KV) {
 	ctx := context.Background()
-	k1 := EncryptionKey{ID: "k1", Key: bytes.Repeat([]byte{1}, 32)}
-	k2 := EncryptionKey{ID: "k2", Key: bytes.Repeat([]byte{2}, 32)}
-	oldRing, err := NewKeyRing(k1)
+	k1 := encryptionKey{ID: "k1", Key: bytes.Repeat([]byte{1}, 32)}
+	k2 := encryptionKey{ID: "k2", Key: bytes.Repeat([]byte{2}, 32)}
+	oldRing, err := newKeyRing(k1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	newRing, err := NewKeyRing(k2, k1)
+	newRing, err := newKeyRing(k2, k1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,13 +48,13 @@ type endpoints struct {
 }
 
 // declaredFieldNames are the callback parameters the registered providers
-// keep with the tokens (CallbackFielder), each once: the frontend callback
+// keep with the tokens (callbackFielder), each once: the frontend callback
 // page, which does not know the provider, forwards those.
 func (e *endpoints) declaredFieldNames() []string {
 	var names []string
 	for _, id := range e.registry.IDs() {
 		p, err := e.registry.Get(id)
-		if cf, ok := p.(CallbackFielder); ok && err == nil {
+		if cf, ok := p.(callbackFielder); ok && err == nil {
 			for _, n := range cf.CallbackFields() {
 				if !slices.Contains(names, n) {
 					names = append(names, n)
@@ -166,12 +166,12 @@ func (e *endpoints) complete(r *http.Request, p callbackParams) outcome {
 }
 
 // declaredFields are the redirect's parameters that prov keeps with the
-// tokens (CallbackFielder), from its query or from what the frontend page
+// tokens (callbackFielder), from its query or from what the frontend page
 // forwarded: picked by the provider's names, so that no other parameter,
 // however many, crowds one out. At most maxCallbackKept, none of the
 // answer's own, none longer than maxParamLen.
 func declaredFields(prov Provider, p callbackParams) map[string]string {
-	cf, ok := prov.(CallbackFielder)
+	cf, ok := prov.(callbackFielder)
 	if !ok {
 		return nil
 	}
@@ -201,7 +201,7 @@ func (e *endpoints) exchangeSession(ctx context.Context, s *Session, p callbackP
 	ctx = withCallbackFields(ctx, p.Fields)
 	// A sign-in started by calling build_oauth_url directly, outside a workflow.
 	_, err := e.exchangeCode(ctx, ToolContext{UserID: s.UserID, Session: s},
-		ExchangeOAuthTokenArgs{Provider: s.Provider, Code: p.Code, State: p.State, ExpectedState: p.State, Iss: p.Iss})
+		exchangeOAuthTokenArgs{Provider: s.Provider, Code: p.Code, State: p.State, ExpectedState: p.State, Iss: p.Iss})
 	kind := EventConnected
 	if err != nil {
 		kind = EventFlowFailed
@@ -537,7 +537,7 @@ func (e *endpoints) servePreflight(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// serveStart serves POST /api/v1/oauth/start (Module.StartHandler).
+// serveStart serves POST /api/v1/oauth/start (Module.Mount).
 func (e *endpoints) serveStart(w http.ResponseWriter, r *http.Request) {
 	s, msg := e.checkStart(w, r)
 	if s == nil {

@@ -248,23 +248,15 @@ type MemoryKV struct {
 
 var _ KV = (*MemoryKV)(nil)
 
-// MemoryOption configures a MemoryKV.
-type MemoryOption func(*MemoryKV)
-
-// WithMemoryClock sets the clock the memory store reads expiries against.
-func WithMemoryClock(now func() time.Time) MemoryOption {
-	return func(m *MemoryKV) { m.m.SetClock(now) }
-}
-
 // NewMemoryKV returns an empty in-memory store on the real clock.
-func NewMemoryKV(opts ...MemoryOption) *MemoryKV {
+func NewMemoryKV() *MemoryKV { return newMemoryKV(time.Now) }
+
+// newMemoryKV is an empty in-memory store that reads expiries against the
+// clock now: the tests' fake clocks.
+func newMemoryKV(now func() time.Time) *MemoryKV {
 	m := &kv.Memory{}
-	m.SetClock(time.Now)
-	store := &MemoryKV{backend: m, m: m}
-	for _, o := range opts {
-		o(store)
-	}
-	return store
+	m.SetClock(now)
+	return &MemoryKV{backend: m, m: m}
 }
 
 // RedisKV is a [KV] over any go-redis client: a single node, Sentinel or

@@ -42,14 +42,15 @@ type Config struct {
 	// short-lived HttpOnly SameSite=Lax cookie, and a completion without it is
 	// refused. A link opened any other way (printed in a terminal, sent in a
 	// chat) cannot complete. The secret is in [BuildOAuthURLResult].Binding
-	// and the prompt document, never in a link; [Module.StartHandler] serves
+	// and the prompt document, never in a link; [Module.Mount] serves
 	// the endpoint. A refusal is 403, leaves the sign-in usable by the right
 	// browser until it expires, and emits [EventSignInRefused].
 	BindSignIns bool
 	// WithholdTokens leaves the tokens out of exchange_oauth_token's result,
-	// which then only says the user is connected ([ExchangeOAuthTokenReceipt]).
-	// By default the result carries the access and refresh tokens
-	// ([ExchangeOAuthTokenResult]); set this whenever the result can reach a
+	// which then only says the user is connected: {"connected": true,
+	// "provider", "scope", "expiresIn"}. By default the result carries the
+	// access and refresh tokens: {"accessToken", "refreshToken", "expiresIn",
+	// "scope"}. Set this whenever the result can reach a
 	// model (Tools hands the tool to an agent), where a prompt injection could
 	// have them repeated or sent on. The tokens are stored for the user either
 	// way, nothing in the library reads them from the result, and the tool's
@@ -83,8 +84,11 @@ type Config struct {
 	RunLockLease time.Duration
 	// RefreshBackoff is how long a connection whose refresh failed
 	// transiently waits before a refresh calls its provider again: reads of a
-	// token that has expired get a RefreshFailingError until then, reads of
-	// one still valid get it as usual. Zero fields: 2 s first, at most 5 min, 20% jitter.
+	// token that has expired fail at once until then, with an error for which
+	// IsTransient is true (TokenStore.Connections shows the connection
+	// HealthRefreshFailing, with its Attempts, LastError and NextAttempt);
+	// reads of one still valid get it as usual. Zero fields: 2 s first, at
+	// most 5 min, 20% jitter.
 	RefreshBackoff Backoff
 	// RefreshAhead, when set, has the background worker refresh a
 	// connection's tokens this long before they expire, so that reads never
@@ -169,9 +173,9 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	}
 	m.Registry.watchRegistered(func(p Provider) { reportUnservedRedirect(log, p) })
 	signInTTL, runLockLease := orDefault(cfg.SignInTTL, defaultSessionTTL), orDefault(cfg.RunLockLease, runLockLeaseDefault)
-	m.Tokens = NewTokenStore(store, m.Registry, WithClock(now), WithLogger(log), WithEventHook(cfg.OnEvent),
-		WithEncryption(ring), withRefreshBackoff(cfg.RefreshBackoff), WithRefreshAhead(cfg.RefreshAhead, cfg.RefreshAheadIdle),
-		WithRefreshLimits(cfg.RefreshLimits),
+	m.Tokens = NewTokenStore(store, m.Registry, WithClock(now), WithLogger(log), withEventHook(cfg.OnEvent),
+		WithEncryption(ring), withRefreshBackoff(cfg.RefreshBackoff), withRefreshAhead(cfg.RefreshAhead, cfg.RefreshAheadIdle),
+		withRefreshLimits(cfg.RefreshLimits),
 		WithReplicaAcks(cfg.ReplicaAcks, orDefault(cfg.ReplicaAckTimeout, 500*time.Millisecond)))
 	m.Sessions = newSessionService(store, withSessionClock(now), withSessionTTL(signInTTL), withSessionEncryption(ring))
 	m.Engine = newEngine(store, withEngineClock(now), withEngineLogger(log), withFinishedRunTTL(cfg.FinishedRunTTL),
@@ -213,7 +217,7 @@ func (m *Module) newSignIns(cfg Config, log *slog.Logger) *signIns {
 func moduleKeyRing(cfg Config) (*KeyRing, error) {
 	if cfg.Encryption != nil {
 		if !cfg.Encryption.usable() {
-			return nil, errs.Invalid("Config.Encryption is an empty KeyRing: make it with NewKeyRing or ParseKeyRing")
+			return nil, errs.Invalid("Config.Encryption is an empty KeyRing: make it with ParseKeyRing")
 		}
 		return cfg.Encryption, nil
 	}
@@ -349,7 +353,7 @@ func (m *Module) StartDeviceSignIn(ctx context.Context, userID, provider string,
 	if err != nil {
 		return nil, nil, err
 	}
-	if deviceAuthorizer(p) == nil {
+	if deviceAuthorizerOf(p) == nil {
 		return nil, nil, fmt.Errorf("%w: %s", ErrDeviceAuthUnsupported, provider)
 	}
 	return m.flow.launch(ctx, userID, OAuthWorkflowArgs{Provider: provider, Scopes: scopes, Grant: GrantDevice})
@@ -361,13 +365,16 @@ func (m *Module) StartDeviceSignIn(ctx context.Context, userID, provider string,
 //   - "POST /api/v1/oauth/complete" (CompleteHandler), with its CORS preflight
 //     "OPTIONS /api/v1/oauth/complete", which allows Config.FrontendOrigins only
 //     (403 for any other request);
-//   - "POST /api/v1/oauth/start" (StartHandler), which opens a bound sign-in
-//     (Config.BindSignIns).
+//   - "POST /api/v1/oauth/start", which the widget opens a bound sign-in
+//     through (Config.BindSignIns; form fields state and binding). From the
+//     API's own origin or one of Config.FrontendOrigins only, and with the
+//     sign-in's secret, it sets the sign-in's cookie and sends the browser to
+//     the provider (303).
 func (m *Module) Mount(mux *http.ServeMux) {
 	mux.Handle("GET "+CallbackPath, m.CallbackHandler())
 	mux.Handle("POST "+CompletePath, m.CompleteHandler())
 	mux.Handle("OPTIONS "+CompletePath, http.HandlerFunc(m.endpoints.servePreflight))
-	mux.Handle("POST "+StartPath, m.StartHandler())
+	mux.Handle("POST "+StartPath, http.HandlerFunc(m.endpoints.serveStart))
 }
 
 // FrontendHandler serves the browser side of the flow, as embedded assets with no
@@ -383,7 +390,8 @@ func (m *Module) Mount(mux *http.ServeMux) {
 // apiBase is where the API lives when it is on another origin ("" for the same
 // origin); a malformed apiBase panics, at setup. The callback page forwards,
 // besides the provider's answer, the redirect's parameters that a registered
-// provider keeps with the tokens (CallbackFielder), and no others.
+// provider keeps with the tokens (its CallbackFields, see [Provider]), and no
+// others.
 func (m *Module) FrontendHandler(apiBase string) http.Handler {
 	return web.Handler(web.Options{APIBase: apiBase, CallbackFields: m.endpoints.declaredFieldNames})
 }
@@ -397,12 +405,6 @@ func (m *Module) CallbackHandler() http.Handler { return http.HandlerFunc(m.endp
 // A request from one of Config.FrontendOrigins gets CORS headers on every answer,
 // errors included, so the frontend can read them.
 func (m *Module) CompleteHandler() http.Handler { return http.HandlerFunc(m.endpoints.serveComplete) }
-
-// StartHandler serves POST /api/v1/oauth/start, which the widget opens a bound
-// sign-in through (form fields state and binding). From the API's own origin
-// or one of Config.FrontendOrigins only, and with the sign-in's secret, it sets
-// the sign-in's cookie and sends the browser to the provider (303).
-func (m *Module) StartHandler() http.Handler { return http.HandlerFunc(m.endpoints.serveStart) }
 
 // The module's ring, for the subpackages that store secrets beside its
 // records (seal.OfModule).

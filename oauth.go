@@ -22,6 +22,66 @@ import (
 // ExchangeCode and RefreshToken should report the provider's answer as a
 // *ProviderError or an *oauth2.RetrieveError so the library can tell a dead grant
 // (invalid_grant) from a transient failure.
+//
+// A Provider may also have these methods, found with a type assertion:
+//
+//   - SupportsPKCE() bool reports whether the provider accepts PKCE (default
+//     true).
+//   - AuthorizationIssuer() (issuer string, advertised bool) names the issuer
+//     of the authorization server the provider's sign-ins are sent to, and
+//     whether that server advertises RFC 9207
+//     (authorization_response_iss_parameter_supported). Each sign-in records
+//     both: a callback whose iss is another issuer is refused either way (the
+//     mix-up defence of RFC 9700 §4.4), and one without iss is refused when
+//     the server advertises it. A provider without it that has an
+//     Issuer() string method (the older form) names its issuer there, as
+//     advertised: a non-empty Issuer means the callback must carry that iss.
+//   - DisplayName() string gives the provider's human name ("GitHub").
+//   - DeadGrantCodes() []string lists the provider's own error codes that mean
+//     "this grant is dead" besides RFC 6749 invalid_grant (GitHub's
+//     bad_refresh_token, HubSpot's BAD_REFRESH_TOKEN). Codes are matched
+//     exactly against the error code of a *ProviderError or
+//     *oauth2.RetrieveError.
+//   - ExchangeCodeVerifier(ctx context.Context, code, verifier string) (*TokenSet, error)
+//     takes a sign-in's PKCE verifier as a string: a completion calls
+//     ExchangeCodeVerifier(ctx, code, verifier) in place of
+//     ExchangeCode(ctx, code, oauth2.VerifierOption(verifier)), or of
+//     ExchangeCode(ctx, code) when verifier is "", and the two must answer
+//     alike. An oauth2.AuthCodeOption can only be applied by x/oauth2 itself;
+//     a plain verifier lets a provider post the code without x/oauth2's
+//     per-call work.
+//   - SignInRefused(ctx context.Context, err *ProviderError) hears of the
+//     sign-ins the provider's authorization server refused at its
+//     authorization page: an error redirect to the callback that passed the
+//     sign-in's checks (its state, its user, its iss). The browser brings it,
+//     so it is a claim, not a fact: an MCP server's provider has its token
+//     endpoint confirm it before it replaces a client registration the server
+//     no longer knows. The module calls it synchronously, once per refusal.
+//   - ReadAccount(ctx context.Context, client *http.Client) (string, error)
+//     names the account a new grant is for: it calls the provider's user-info
+//     endpoint with client, which authenticates each request with the grant's
+//     access token (as [TokenStore.Client] does, a proof included for a
+//     DPoP-bound one). "" means the provider did not say.
+//   - CallbackFields() []string names the query parameters of the provider's
+//     redirect that are kept with the tokens, in StoredTokens.Metadata
+//     (QuickBooks' realmId names the company the grant is for).
+//   - UsesDPoP() bool: when it is true, the provider's grants are bound to a
+//     key (RFC 9449; see [DPoPTransport]). It is set by the provider's
+//     configuration, or by the authorization server's metadata
+//     (dpop_signing_alg_values_supported).
+//   - SupportsDeviceAuth() bool reports whether the provider has a device
+//     authorization endpoint. With it, DeviceAuth and DeviceToken offer the
+//     device authorization grant (RFC 8628); the three come together.
+//   - DeviceAuth(ctx context.Context, scopes []string) (*DeviceAuthorization, error)
+//     asks the device authorization endpoint for a device code for scopes
+//     (RFC 8628 §3.1, §3.2).
+//   - DeviceToken(ctx context.Context, deviceCode string) (*TokenSet, error)
+//     asks the token endpoint once for the tokens of deviceCode (RFC 8628
+//     §3.4). While the user has not acted it fails with a *ProviderError
+//     whose Code is "authorization_pending" or "slow_down"; "access_denied"
+//     and "expired_token" end the sign-in (§3.5).
+//
+// A provider that can revoke a token is also a [Revoker].
 type Provider interface {
 	ProviderID() string
 	DefaultScopes() []string
@@ -30,39 +90,21 @@ type Provider interface {
 	RefreshToken(ctx context.Context, refreshToken string) (*TokenSet, error)
 }
 
-// Optional interfaces a Provider may implement; they are found with a type assertion.
+// Revoker revokes a token (RFC 7009); DeleteTokens calls it.
+type Revoker interface {
+	RevokeToken(ctx context.Context, token, hint string) error
+}
+
+// The optional methods of a Provider (documented on [Provider]), each as
+// the interface its type assertion names.
 type (
-	// PKCESupporter reports whether the provider accepts PKCE (default true).
-	PKCESupporter interface{ SupportsPKCE() bool }
-	// IssuerReporter names the issuer of the authorization server a
-	// provider's sign-ins are sent to, and whether that server advertises
-	// RFC 9207 (authorization_response_iss_parameter_supported). Each sign-in
-	// records both: a callback whose iss is another issuer is refused either
-	// way (the mix-up defence of RFC 9700 §4.4), and one without iss is
-	// refused when the server advertises it. A provider without it that has
-	// an Issuer() string method (the older form) names its issuer there, as
-	// advertised: a non-empty Issuer means the callback must carry that iss.
-	IssuerReporter interface {
+	pkceSupporter  interface{ SupportsPKCE() bool }
+	issuerReporter interface {
 		AuthorizationIssuer() (issuer string, advertised bool)
 	}
-	// Revoker revokes a token (RFC 7009); DeleteTokens calls it.
-	Revoker interface {
-		RevokeToken(ctx context.Context, token, hint string) error
-	}
-	// DisplayNamer gives the provider's human name ("GitHub").
-	DisplayNamer interface{ DisplayName() string }
-	// DeadGrantCoder lists the provider's own error codes that mean "this grant
-	// is dead" besides RFC 6749 invalid_grant (GitHub's bad_refresh_token,
-	// HubSpot's BAD_REFRESH_TOKEN). Codes are matched exactly against the
-	// error code of a *ProviderError or *oauth2.RetrieveError.
-	DeadGrantCoder interface{ DeadGrantCodes() []string }
-	// VerifierExchanger takes a sign-in's PKCE verifier as a string: a completion
-	// calls ExchangeCodeVerifier(ctx, code, verifier) in place of
-	// ExchangeCode(ctx, code, oauth2.VerifierOption(verifier)), or of
-	// ExchangeCode(ctx, code) when verifier is "", and the two must answer alike.
-	// An oauth2.AuthCodeOption can only be applied by x/oauth2 itself; a plain
-	// verifier lets a provider post the code without x/oauth2's per-call work.
-	VerifierExchanger interface {
+	displayNamer      interface{ DisplayName() string }
+	deadGrantCoder    interface{ DeadGrantCodes() []string }
+	verifierExchanger interface {
 		ExchangeCodeVerifier(ctx context.Context, code, verifier string) (*TokenSet, error)
 	}
 )
@@ -93,9 +135,9 @@ type TokenSet struct {
 // absent from a Bearer grant's record, which reads as in earlier versions.
 //
 // Account names the account the grant is for ("octocat"), read once after
-// the sign-in (AccountReader); Metadata keeps what the provider's API needs
-// later (TokenSet.Metadata). Both are absent when there is nothing to keep,
-// and a refresh keeps them.
+// the sign-in (a Provider's ReadAccount); Metadata keeps what the
+// provider's API needs later (TokenSet.Metadata). Both are absent when there
+// is nothing to keep, and a refresh keeps them.
 type StoredTokens struct {
 	AccessToken  string            `json:"accessToken"`
 	RefreshToken string            `json:"refreshToken,omitempty"`
@@ -112,8 +154,9 @@ const tokenTypeDPoP = "DPoP"
 
 // Session is a pending sign-in, registered under its state when the URL is built.
 // CodeVerifier is the PKCE verifier; it never leaves the server. Issuer is the
-// authorization server the sign-in was sent to ([IssuerReporter]): a
-// callback's iss must be it, and may be absent only when IssOptional.
+// authorization server the sign-in was sent to (a [Provider]'s
+// AuthorizationIssuer): a callback's iss must be it, and may be absent only
+// when IssOptional.
 type Session struct {
 	WorkflowID   string   `json:"workflowId"`
 	UserID       string   `json:"userId"`
@@ -125,7 +168,7 @@ type Session struct {
 	IssOptional  bool     `json:"issOptional,omitempty"` // Issuer does not advertise RFC 9207: iss may be absent, never another
 	CreatedAt    int64    `json:"createdAt,omitempty"`   // Unix milliseconds
 	Binding      string   `json:"binding,omitempty"`     // SHA-256 (hex) of the secret a bound sign-in's browser holds (Config.BindSignIns)
-	DPoPKey      string   `json:"dpopKey,omitempty"`     // the key the grant will be bound to (DPoPProvider), encoded; it never leaves the server
+	DPoPKey      string   `json:"dpopKey,omitempty"`     // the key the grant will be bound to (a Provider's UsesDPoP), encoded; it never leaves the server
 	ReturnTo     string   `json:"returnTo,omitempty"`    // where a full-page sign-in returns once it ends (OAuthWorkflowArgs.ReturnTo), checked
 }
 
@@ -134,11 +177,17 @@ var (
 	ErrUnknownProvider  = errors.New("oauthflow: unknown provider")
 	ErrNoToken          = errors.New("oauthflow: no usable token")
 	ErrSessionNotFound  = errors.New("oauthflow: sign-in session unknown, expired or already used")
-	ErrStateMismatch    = errors.New("oauthflow: state mismatch")
 	ErrForbidden        = errors.New("oauthflow: forbidden")
 	ErrStoreUnavailable = errs.StoreUnavailable
-	ErrCorruptRecord    = errs.CorruptRecord
 	ErrInvalidArgument  = errs.InvalidArgument
+)
+
+// Errors that only the module's own pages and events report: a page shows
+// the FlowError's message, an event names the case, and the error's text
+// says it. A host has nothing to branch on.
+var (
+	errStateMismatch = errors.New("oauthflow: state mismatch")
+	errCorruptRecord = errs.CorruptRecord // a stored record that does not decode
 )
 
 // ProviderError is a provider's refusal or failure, with the RFC 6749 §5.2 fields.
@@ -172,18 +221,18 @@ func (e *ProviderError) Error() string {
 
 func (e *ProviderError) Unwrap() error { return e.Err }
 
-// RefreshFailingError is a refresh that did not call the provider because the
+// refreshFailingError is a refresh that did not call the provider because the
 // connection's refreshes have been failing and its next attempt is not due:
 // the record is kept, try again after NextAttempt. It is transient, never
 // ErrNoToken.
-type RefreshFailingError struct {
+type refreshFailingError struct {
 	ProviderID  string
 	Attempts    int       // failed refreshes in a row
 	LastError   string    // the last failure, as logged
 	NextAttempt time.Time // when a refresh may call the provider again
 }
 
-func (e *RefreshFailingError) Error() string {
+func (e *refreshFailingError) Error() string {
 	return fmt.Sprintf("oauthflow: refresh %s token: failed %d times in a row, next attempt at %s: %s",
 		e.ProviderID, e.Attempts, e.NextAttempt.UTC().Format(time.RFC3339), e.LastError)
 }
@@ -197,12 +246,15 @@ func IsGrantDead(err error) bool {
 
 // IsTransient reports whether err is worth retrying later: a network failure, a
 // timeout, HTTP 408, 429 or 5xx from the provider, its temporarily_unavailable
-// (RFC 6749 §4.1.2.1, §5.2 in practice), or an unavailable store.
+// (RFC 6749 §4.1.2.1, §5.2 in practice), an unavailable store, or a refresh
+// that did not call the provider because the connection's refreshes have
+// been failing and its next attempt is not due ([TokenStore.Connections]
+// shows it HealthRefreshFailing, with the NextAttempt).
 func IsTransient(err error) bool {
 	if err == nil || IsGrantDead(err) {
 		return false
 	}
-	var failing *RefreshFailingError
+	var failing *refreshFailingError
 	if errors.Is(err, ErrStoreUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &failing) {
 		return true
 	}
@@ -221,14 +273,14 @@ func IsTransient(err error) bool {
 }
 
 // grantDead reports whether err, returned by p, says the grant is dead:
-// invalid_grant, or one of the codes p declares through DeadGrantCoder.
+// invalid_grant, or one of the codes p declares through DeadGrantCodes.
 // Nothing else is: a rotated client secret answering invalid_client must not
 // delete every user's tokens.
 func grantDead(p Provider, err error) bool {
 	if IsGrantDead(err) {
 		return true
 	}
-	dc, ok := p.(DeadGrantCoder)
+	dc, ok := p.(deadGrantCoder)
 	code := providerCode(err)
 	return ok && code != "" && slices.Contains(dc.DeadGrantCodes(), code)
 }
@@ -260,21 +312,16 @@ func providerStatus(err error) int {
 // errNoAccessToken is a provider answer that carries no access token.
 var errNoAccessToken = errors.New("the answer has no access token")
 
-// SignInRefusalHearer is a provider that hears of the sign-ins its
-// authorization server refused at its authorization page: an error redirect
-// to the callback that passed the sign-in's checks (its state, its user,
-// its iss). The browser brings it, so it is a claim, not a fact: an MCP
-// server's provider has its token endpoint confirm it before it replaces a
-// client registration the server no longer knows. The module calls it
-// synchronously, once per refusal.
-type SignInRefusalHearer interface {
+// signInRefusalHearer is a Provider with the optional SignInRefused method
+// (documented on [Provider]).
+type signInRefusalHearer interface {
 	SignInRefused(ctx context.Context, err *ProviderError)
 }
 
 // tellRefused tells p, when it hears them, of a sign-in its authorization
 // page refused with code and description.
 func tellRefused(ctx context.Context, p Provider, code, description string) {
-	if h, ok := p.(SignInRefusalHearer); ok && code != "" {
+	if h, ok := p.(signInRefusalHearer); ok && code != "" {
 		h.SignInRefused(ctx, redirectError(p.ProviderID(), code, description, ""))
 	}
 }
@@ -368,23 +415,17 @@ func redirectError(provider, code, description, uri string) *ProviderError {
 // user approves on any device; the token endpoint is polled with the device
 // code until the user acts or the code expires.
 
-// DeviceAuthorizer is a Provider that offers the device authorization grant.
-type DeviceAuthorizer interface {
-	// SupportsDeviceAuth reports whether the provider has a device
-	// authorization endpoint.
+// deviceAuthorizer is a Provider that offers the device authorization grant:
+// the optional methods SupportsDeviceAuth, DeviceAuth and DeviceToken
+// (documented on [Provider]).
+type deviceAuthorizer interface {
 	SupportsDeviceAuth() bool
-	// DeviceAuth asks the device authorization endpoint for a device code
-	// for scopes (RFC 8628 §3.1, §3.2).
 	DeviceAuth(ctx context.Context, scopes []string) (*DeviceAuthorization, error)
-	// DeviceToken asks the token endpoint once for the tokens of deviceCode
-	// (RFC 8628 §3.4). While the user has not acted it fails with a
-	// *ProviderError whose Code is "authorization_pending" or "slow_down";
-	// "access_denied" and "expired_token" end the sign-in (§3.5).
 	DeviceToken(ctx context.Context, deviceCode string) (*TokenSet, error)
 }
 
 // DeviceAuthorization is a device authorization endpoint's answer (RFC 8628
-// §3.2). ExpiresIn and Interval are in seconds; an Interval of 0 means the
+// §3.2), what a Provider's DeviceAuth returns. ExpiresIn and Interval are in seconds; an Interval of 0 means the
 // server named none (poll every 5 seconds).
 type DeviceAuthorization struct {
 	DeviceCode              string `json:"deviceCode"`
@@ -400,8 +441,8 @@ type DeviceAuthorization struct {
 const GrantDevice = "device"
 
 // ErrDeviceAuthUnsupported is StartDeviceSignIn's error for a provider that
-// offers no device authorization grant (not a DeviceAuthorizer, or one
-// whose SupportsDeviceAuth is false).
+// offers no device authorization grant (it has no SupportsDeviceAuth,
+// DeviceAuth and DeviceToken methods, or its SupportsDeviceAuth is false).
 var ErrDeviceAuthUnsupported = fmt.Errorf("oauthflow: the provider offers no device authorization grant: %w", errors.ErrUnsupported)
 
 // Device sign-in timings.
@@ -416,15 +457,15 @@ const (
 	maxDeviceCodeLen      = 4096            // bounds what the run keeps of the server's device code
 )
 
-// deviceAuthorizer is p as a DeviceAuthorizer whose grant is on, else nil.
-func deviceAuthorizer(p Provider) DeviceAuthorizer {
-	if d, ok := p.(DeviceAuthorizer); ok && d.SupportsDeviceAuth() {
+// deviceAuthorizerOf is p as a deviceAuthorizer whose grant is on, else nil.
+func deviceAuthorizerOf(p Provider) deviceAuthorizer {
+	if d, ok := p.(deviceAuthorizer); ok && d.SupportsDeviceAuth() {
 		return d
 	}
 	return nil
 }
 
-func callDeviceAuth(ctx context.Context, d DeviceAuthorizer, scopes []string) (a *DeviceAuthorization, err error) {
+func callDeviceAuth(ctx context.Context, d deviceAuthorizer, scopes []string) (a *DeviceAuthorization, err error) {
 	defer errs.Recover(&err, "provider DeviceAuth")
 	return d.DeviceAuth(ctx, scopes)
 }

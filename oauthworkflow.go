@@ -20,6 +20,11 @@ import (
 
 // The OAuth workflow, its states, transitions and prompt document.
 const (
+	// OAuthWorkflowName is the OAuth workflow's name; its arguments are
+	// [OAuthWorkflowArgs]. Its run ends completed with the result JSON
+	// {"authenticated": true} once the user is connected, or failed with
+	// {"authenticated": false}: the Result a parent's callback transition
+	// reads in its [ChildResult], and [Run].Result.
 	OAuthWorkflowName     = "oauth"
 	StateAwaitingAuth     = "awaiting_auth"
 	transitionInitiate    = "initiateOAuth"
@@ -82,8 +87,9 @@ type OAuthWorkflowArgs struct {
 	ReturnTo string `json:"returnTo,omitempty"`
 }
 
-// OAuthWorkflowResult is what the OAuth workflow returns.
-type OAuthWorkflowResult struct {
+// oauthWorkflowResult is what the OAuth workflow returns (the result JSON
+// documented on OAuthWorkflowName).
+type oauthWorkflowResult struct {
 	Authenticated bool `json:"authenticated"`
 }
 
@@ -251,11 +257,11 @@ func (o *oauthWorkflow) exchangeTransition(ctx context.Context, tc *TransitionCo
 	}
 	var kept signInKept
 	_, err := o.exchangeCode(withSignInKept(withCallbackFields(ctx, in.Fields), &kept), ToolContext{UserID: tc.Run.UserID, RunID: tc.Run.ID, Session: sessionFrom(ctx)},
-		ExchangeOAuthTokenArgs{Provider: data.Provider, Code: in.Code, State: in.State, ExpectedState: data.ExpectedState, Iss: in.Iss})
+		exchangeOAuthTokenArgs{Provider: data.Provider, Code: in.Code, State: in.State, ExpectedState: data.ExpectedState, Iss: in.Iss})
 	if err != nil {
 		return o.failFlow(ctx, tc, data.Provider, err)
 	}
-	if err := tc.SetResult(OAuthWorkflowResult{Authenticated: true}); err != nil {
+	if err := tc.SetResult(oauthWorkflowResult{Authenticated: true}); err != nil {
 		return err
 	}
 	endData(tc)
@@ -294,7 +300,7 @@ func (o *oauthWorkflow) reportErrorTransition(ctx context.Context, tc *Transitio
 // failed so the parent hears status "failed".
 func (o *oauthWorkflow) failFlow(ctx context.Context, tc *TransitionContext, provider string, err error) error {
 	msg := flowFailureMessage(err)
-	if serr := tc.SetResult(OAuthWorkflowResult{Authenticated: false}); serr != nil {
+	if serr := tc.SetResult(oauthWorkflowResult{Authenticated: false}); serr != nil {
 		return errors.Join(err, serr)
 	}
 	endData(tc)
@@ -569,7 +575,7 @@ var errCompletionAbandoned = errors.New("oauthflow: the completion did not end i
 // in the run, schedules the first poll and the code's expiry, and saves the
 // prompt with the code to show.
 func (o *oauthWorkflow) initiateDevice(ctx context.Context, tc *TransitionContext, args OAuthWorkflowArgs, p Provider) error {
-	d := deviceAuthorizer(p)
+	d := deviceAuthorizerOf(p)
 	if d == nil {
 		return o.failFlow(ctx, tc, args.Provider, &FlowError{Message: "This provider does not offer sign-in with a code.", Err: ErrDeviceAuthUnsupported})
 	}
@@ -712,7 +718,7 @@ func (o *oauthWorkflow) callDeviceToken(ctx context.Context, runID, provider str
 	if err != nil {
 		return nil, err
 	}
-	da := deviceAuthorizer(p)
+	da := deviceAuthorizerOf(p)
 	if da == nil {
 		return nil, &FlowError{Message: "This provider no longer offers sign-in with a code.", Err: ErrDeviceAuthUnsupported}
 	}
@@ -762,7 +768,7 @@ func (o *oauthWorkflow) deviceApproved(ctx context.Context, tc *TransitionContex
 	if err != nil {
 		return o.failFlow(ctx, tc, data.Provider, err)
 	}
-	if err := tc.SetResult(OAuthWorkflowResult{Authenticated: true}); err != nil {
+	if err := tc.SetResult(oauthWorkflowResult{Authenticated: true}); err != nil {
 		return err
 	}
 	endData(tc)
@@ -785,7 +791,7 @@ var deviceBackoff = Backoff{First: 5 * time.Second, Max: time.Minute, Jitter: 0.
 // are sealed, bound to the run, when encryption is on.
 type deviceRun struct {
 	Code       string `json:"code"`
-	Key        string `json:"key,omitempty"` // the key the grant will be bound to (DPoPProvider)
+	Key        string `json:"key,omitempty"` // the key the grant will be bound to (a Provider's UsesDPoP)
 	Interval   int64  `json:"interval"`      // seconds between polls, raised by slow_down
 	ExpiresAt  int64  `json:"expiresAt"`     // Unix ms: the code is dead then
 	NextPollAt int64  `json:"nextPollAt"`    // Unix ms: no poll before it

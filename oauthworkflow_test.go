@@ -60,7 +60,8 @@ func TestToolWorkflow(t *testing.T) {
 	run = env.run(run.ID)
 	assert.Equal(t, oauthflow.RunCompleted, run.Status)
 	assert.Len(t, run.Children, 2, "two sign-ins, not a third")
-	assert.True(t, oauthflow.IsUnauthorized(run.Result), "%s", run.Result)
+	_, unauthorized := oauthflow.UnauthorizedResult(run.Result)
+	assert.True(t, unauthorized, "%s", run.Result)
 }
 
 // hookedProvider runs hook once the provider has answered the code exchange.
@@ -522,7 +523,7 @@ func TestSignInFailedLeavesNoWatch(t *testing.T) {
 func TestAbandonedSignInLeavesNothingLong(t *testing.T) {
 	t.Parallel()
 	clock := fakeclock.New(epoch)
-	kv := oauthflow.NewMemoryKV(oauthflow.WithMemoryClock(clock.Now))
+	kv := oauthflow.NewMemoryKVOn(clock.Now)
 	m, err := oauthflow.New(ctx, oauthflow.Config{KV: kv, Now: clock.Now, WorkerInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = m.Close() })
@@ -551,7 +552,7 @@ func TestAbandonedSignInLeavesNothingLong(t *testing.T) {
 func TestChildSignInWaitsAsLongAsItsParent(t *testing.T) {
 	t.Parallel()
 	clock := fakeclock.New(epoch)
-	kv := oauthflow.NewMemoryKV(oauthflow.WithMemoryClock(clock.Now))
+	kv := oauthflow.NewMemoryKVOn(clock.Now)
 	f := newSignInFixtureWith(t, newFakeProvider("acme"), oauthflow.Config{KV: kv, Now: clock.Now, WorkerInterval: time.Hour,
 		Logger: slog.New(slog.DiscardHandler)})
 	for _, k := range []string{"oauth:run:" + f.child, "oauth:run:" + f.parent.ID} {

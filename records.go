@@ -184,7 +184,7 @@ func encodeStoredTokens(t StoredTokens) []byte {
 	return b
 }
 
-// decodeStoredTokens decodes a stored token record, wrapping ErrCorruptRecord on
+// decodeStoredTokens decodes a stored token record, wrapping errCorruptRecord on
 // anything that is not exactly one valid record.
 func decodeStoredTokens(b []byte) (StoredTokens, error) {
 	if t, ok := fastDecodeStoredTokens(b); ok {
@@ -204,7 +204,7 @@ func decodeStoredTokens(b []byte) (StoredTokens, error) {
 		return StoredTokens{}, err
 	}
 	if raw.AccessToken == nil || raw.ExpiresAt == nil || raw.Scope == nil {
-		return StoredTokens{}, fmt.Errorf("%w: token record lacks accessToken, expiresAt or scope", ErrCorruptRecord)
+		return StoredTokens{}, fmt.Errorf("%w: token record lacks accessToken, expiresAt or scope", errCorruptRecord)
 	}
 	t := StoredTokens{AccessToken: *raw.AccessToken, ExpiresAt: *raw.ExpiresAt, Scope: *raw.Scope}
 	if raw.RefreshToken != nil {
@@ -225,10 +225,10 @@ func decodeStoredTokens(b []byte) (StoredTokens, error) {
 	return t, nil
 }
 
-// strictUnmarshal decodes a stored record, wrapping ErrCorruptRecord on failure.
+// strictUnmarshal decodes a stored record, wrapping errCorruptRecord on failure.
 func strictUnmarshal(b []byte, v any) error {
 	if err := strictDecode(b, v); err != nil {
-		return fmt.Errorf("%w: %w", ErrCorruptRecord, err)
+		return fmt.Errorf("%w: %w", errCorruptRecord, err)
 	}
 	return nil
 }

@@ -30,8 +30,8 @@ func FuzzDecodeStoredTokens(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		got, err := decodeStoredTokens(b)
 		if err != nil {
-			if !errors.Is(err, ErrCorruptRecord) {
-				t.Fatalf("error %v does not wrap ErrCorruptRecord", err)
+			if !errors.Is(err, errCorruptRecord) {
+				t.Fatalf("error %v does not wrap errCorruptRecord", err)
 			}
 			return
 		}
@@ -62,8 +62,8 @@ func FuzzDecodeSession(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := decodeSession(b)
 		if err != nil {
-			if !errors.Is(err, ErrCorruptRecord) {
-				t.Fatalf("error %v does not wrap ErrCorruptRecord", err)
+			if !errors.Is(err, errCorruptRecord) {
+				t.Fatalf("error %v does not wrap errCorruptRecord", err)
 			}
 			return
 		}

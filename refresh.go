@@ -88,7 +88,7 @@ func (rf *refresher) refreshRejected(ctx context.Context, userID, providerID, re
 // to within the skew).
 type refreshWhen struct {
 	rejected string // an access token an API refused: due, whatever its expiry
-	ahead    bool   // due though valid, unless rewritten since it was seen (WithRefreshAhead)
+	ahead    bool   // due though valid, unless rewritten since it was seen (withRefreshAhead)
 }
 
 // runRefresh is refresh, where a record is also due as when says.
@@ -630,7 +630,7 @@ func (rf *refresher) unwrittenErr() error {
 // and, while refreshes fail transiently, how often they failed in a row, the
 // last error (as the logs give it: never a token or a response body) and when
 // the next attempt may call the provider. Until then a refresh answers a
-// RefreshFailingError at once instead of calling a provider that is down, so a
+// refreshFailingError at once instead of calling a provider that is down, so a
 // dead provider is not hammered by every read; a read of an access token that
 // is still valid never looks at the record.
 //
@@ -754,7 +754,7 @@ func (rf *refresher) coolingDown(m connMeta, base StoredTokens, providerID strin
 	if m.Failures == 0 || !m.about(fingerprint(base)) || rf.now().UnixMilli() >= m.NextAttempt {
 		return nil
 	}
-	return &RefreshFailingError{ProviderID: providerID, Attempts: m.Failures, LastError: m.LastError,
+	return &refreshFailingError{ProviderID: providerID, Attempts: m.Failures, LastError: m.LastError,
 		NextAttempt: time.UnixMilli(m.NextAttempt)}
 }
 

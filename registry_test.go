@@ -19,6 +19,20 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// providers.OAuth2 has the optional methods of a Provider that the module
+// finds with a type assertion, with the signatures it asserts.
+var (
+	_ oauthflow.PKCESupporter     = (*providers.OAuth2)(nil)
+	_ oauthflow.IssuerReporter    = (*providers.OAuth2)(nil)
+	_ oauthflow.DisplayNamer      = (*providers.OAuth2)(nil)
+	_ oauthflow.DeadGrantCoder    = (*providers.OAuth2)(nil)
+	_ oauthflow.VerifierExchanger = (*providers.OAuth2)(nil)
+	_ oauthflow.AccountReader     = (*providers.OAuth2)(nil)
+	_ oauthflow.CallbackFielder   = (*providers.OAuth2)(nil)
+	_ oauthflow.DPoPProvider      = (*providers.OAuth2)(nil)
+	_ oauthflow.DeviceAuthorizer  = (*providers.OAuth2)(nil)
+)
+
 type panickyProvider struct{ fakeProvider }
 
 func (*panickyProvider) ProviderID() string { panic("no ID") }
@@ -157,7 +171,7 @@ func TestUnknownProviderIsNotASignIn(t *testing.T) {
 			return s.GetValidAccessToken(ctx, tc.UserID, "githbu")
 		})
 	res, err := tool.Call(ctx, oauthflow.ToolContext{UserID: "alice"}, []byte(`{}`))
-	if oauthflow.IsUnauthorized(res) || !errors.Is(err, oauthflow.ErrUnknownProvider) {
+	if _, unauthorized := oauthflow.UnauthorizedResult(res); unauthorized || !errors.Is(err, oauthflow.ErrUnknownProvider) {
 		t.Errorf("a tool reading an unknown provider's token: %s, %v; want ErrUnknownProvider, not unauthorized", res, err)
 	}
 }

@@ -167,7 +167,7 @@ func decodeSession(b []byte) (*Session, error) {
 		}
 	}
 	if s.UserID == "" || s.Provider == "" {
-		return nil, fmt.Errorf("%w: session lacks userId or provider", ErrCorruptRecord)
+		return nil, fmt.Errorf("%w: session lacks userId or provider", errCorruptRecord)
 	}
 	return s, nil
 }

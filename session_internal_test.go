@@ -39,8 +39,8 @@ func FuzzSessionFastPath(f *testing.F) {
 			t.Fatalf("%q: decodeSession err %v, strict decoder err %v", b, err, refErr)
 		}
 		if err != nil {
-			if !errors.Is(err, ErrCorruptRecord) {
-				t.Fatalf("error %v does not wrap ErrCorruptRecord", err)
+			if !errors.Is(err, errCorruptRecord) {
+				t.Fatalf("error %v does not wrap errCorruptRecord", err)
 			}
 			return
 		}
@@ -60,7 +60,7 @@ func strictSession(b []byte) (*Session, error) {
 		return nil, err
 	}
 	if s.UserID == "" || s.Provider == "" {
-		return nil, ErrCorruptRecord
+		return nil, errCorruptRecord
 	}
 	return &s, nil
 }

@@ -17,9 +17,9 @@ import (
 	"golang.org/x/oauth2"
 )
 
-// ErrIssuerMismatch means a callback's iss is not the issuer the sign-in was
+// errIssuerMismatch means a callback's iss is not the issuer the sign-in was
 // started with (RFC 9207 mix-up defence).
-var ErrIssuerMismatch = errors.New("oauthflow: authorization response from an unexpected issuer")
+var errIssuerMismatch = errors.New("oauthflow: authorization response from an unexpected issuer")
 
 // signIns runs the steps of a sign-in that speak to its provider and its
 // stores: it builds the authorization URL and registers the pending
@@ -57,13 +57,13 @@ type BuildOAuthURLResult struct {
 	AuthURL string `json:"authUrl"`
 	State   string `json:"state"`
 	// Binding is the sign-in's secret when [Config.BindSignIns] is set: the
-	// oauth-prompt widget posts it to /api/v1/oauth/start ([Module.StartHandler]).
+	// oauth-prompt widget posts it to /api/v1/oauth/start ([Module.Mount]).
 	Binding string `json:"binding,omitempty"`
 }
 
-// ExchangeOAuthTokenArgs are exchange_oauth_token's arguments. Iss is the
+// exchangeOAuthTokenArgs are exchange_oauth_token's arguments. Iss is the
 // callback's RFC 9207 issuer, required when the provider announces one.
-type ExchangeOAuthTokenArgs struct {
+type exchangeOAuthTokenArgs struct {
 	Provider      string `json:"provider"`
 	Code          string `json:"code"`
 	State         string `json:"state"`
@@ -71,18 +71,18 @@ type ExchangeOAuthTokenArgs struct {
 	Iss           string `json:"iss,omitempty"`
 }
 
-// ExchangeOAuthTokenResult is exchange_oauth_token's result.
-type ExchangeOAuthTokenResult struct {
+// exchangeOAuthTokenResult is exchange_oauth_token's result.
+type exchangeOAuthTokenResult struct {
 	AccessToken  string `json:"accessToken"`
 	RefreshToken string `json:"refreshToken,omitempty"`
 	ExpiresIn    int64  `json:"expiresIn,omitempty"`
 	Scope        string `json:"scope,omitempty"`
 }
 
-// ExchangeOAuthTokenReceipt is exchange_oauth_token's result under
+// exchangeOAuthTokenReceipt is exchange_oauth_token's result under
 // Config.WithholdTokens: the user is connected to Provider with Scope, for
 // ExpiresIn seconds (0: not reported), and no token is in it.
-type ExchangeOAuthTokenReceipt struct {
+type exchangeOAuthTokenReceipt struct {
 	Connected bool   `json:"connected"`
 	Provider  string `json:"provider"`
 	Scope     string `json:"scope,omitempty"`
@@ -112,7 +112,7 @@ func (si *signIns) tools() (build, exchange *Tool) {
 			return si.buildAuthURL(ctx, tc, a, "")
 		})
 	exchange = NewTool(toolExchangeOAuthToken, si.exchangeDescription(),
-		exchangeOAuthTokenSchema, func(ctx context.Context, tc ToolContext, a ExchangeOAuthTokenArgs) (any, error) {
+		exchangeOAuthTokenSchema, func(ctx context.Context, tc ToolContext, a exchangeOAuthTokenArgs) (any, error) {
 			res, err := si.exchangeCode(ctx, tc, a)
 			if err != nil || !si.withhold {
 				return res, err
@@ -139,12 +139,12 @@ func (si *signIns) exchangeDescription() string {
 }
 
 // withheld is res without its tokens.
-func withheld(tc ToolContext, a ExchangeOAuthTokenArgs, res *ExchangeOAuthTokenResult) *ExchangeOAuthTokenReceipt {
+func withheld(tc ToolContext, a exchangeOAuthTokenArgs, res *exchangeOAuthTokenResult) *exchangeOAuthTokenReceipt {
 	provider := a.Provider
 	if tc.Session != nil {
 		provider = tc.Session.Provider
 	}
-	return &ExchangeOAuthTokenReceipt{Connected: true, Provider: provider, Scope: res.Scope, ExpiresIn: res.ExpiresIn}
+	return &exchangeOAuthTokenReceipt{Connected: true, Provider: provider, Scope: res.Scope, ExpiresIn: res.ExpiresIn}
 }
 
 // buildAuthURL makes the state, a PKCE verifier when the provider takes one, and
@@ -224,9 +224,9 @@ func callBuildAuthURL(p Provider, scopes []string, state string, opts []oauth2.A
 // exchangeCode checks the state in constant time, takes the pending sign-in
 // (once), checks the issuer, exchanges the code and stores the tokens for the
 // sign-in's user. On a state mismatch nothing is exchanged or stored.
-func (si *signIns) exchangeCode(ctx context.Context, tc ToolContext, a ExchangeOAuthTokenArgs) (*ExchangeOAuthTokenResult, error) {
+func (si *signIns) exchangeCode(ctx context.Context, tc ToolContext, a exchangeOAuthTokenArgs) (*exchangeOAuthTokenResult, error) {
 	if a.State == "" || subtle.ConstantTimeCompare([]byte(a.State), []byte(a.ExpectedState)) != 1 {
-		return nil, &FlowError{Message: "The sign-in response did not match this sign-in.", Err: ErrStateMismatch}
+		return nil, &FlowError{Message: "The sign-in response did not match this sign-in.", Err: errStateMismatch}
 	}
 	s := tc.Session
 	if s == nil {
@@ -253,15 +253,15 @@ func (si *signIns) exchangeCode(ctx context.Context, tc ToolContext, a ExchangeO
 		return nil, err
 	}
 	keepAccount(ctx, ts.Account)
-	return &ExchangeOAuthTokenResult{AccessToken: ts.AccessToken, RefreshToken: ts.RefreshToken,
+	return &exchangeOAuthTokenResult{AccessToken: ts.AccessToken, RefreshToken: ts.RefreshToken,
 		ExpiresIn: ts.ExpiresIn, Scope: ts.Scope}, nil
 }
 
 // checkSession ties the consumed sign-in to the call: same provider, same user,
 // and the issuer the provider announced (RFC 9207), compared exactly.
-func checkSession(s *Session, tc ToolContext, a ExchangeOAuthTokenArgs) error {
+func checkSession(s *Session, tc ToolContext, a exchangeOAuthTokenArgs) error {
 	if s.Provider != a.Provider {
-		return &FlowError{Message: "The sign-in response did not match this sign-in.", Err: ErrStateMismatch}
+		return &FlowError{Message: "The sign-in response did not match this sign-in.", Err: errStateMismatch}
 	}
 	if tc.UserID != "" && tc.UserID != s.UserID {
 		return ErrForbidden
@@ -277,7 +277,7 @@ func checkIss(s *Session, iss string) error {
 	if s.Issuer == "" || iss == s.Issuer || iss == "" && s.IssOptional {
 		return nil
 	}
-	return &FlowError{Message: "The sign-in response came from an unexpected issuer.", Err: ErrIssuerMismatch}
+	return &FlowError{Message: "The sign-in response came from an unexpected issuer.", Err: errIssuerMismatch}
 }
 
 func (si *signIns) callExchange(ctx context.Context, s *Session, code string) (ts *TokenSet, err error) {
@@ -303,7 +303,7 @@ func (si *signIns) callExchange(ctx context.Context, s *Session, code string) (t
 
 // exchangeWith trades code at p, with the sign-in's PKCE verifier when it has one.
 func exchangeWith(ctx context.Context, p Provider, code, verifier string) (*TokenSet, error) {
-	if ve, ok := p.(VerifierExchanger); ok {
+	if ve, ok := p.(verifierExchanger); ok {
 		return ve.ExchangeCodeVerifier(ctx, code, verifier)
 	}
 	if verifier == "" {
@@ -341,7 +341,7 @@ func (si *signIns) storeSignIn(ctx context.Context, userID, provider string, ts 
 }
 
 func supportsPKCE(p Provider) bool {
-	if s, ok := p.(PKCESupporter); ok {
+	if s, ok := p.(pkceSupporter); ok {
 		return s.SupportsPKCE()
 	}
 	return true
@@ -350,7 +350,7 @@ func supportsPKCE(p Provider) bool {
 // issuerOf is the issuer p's sign-ins are sent to, and whether a callback
 // may omit iss (the server does not advertise RFC 9207).
 func issuerOf(p Provider) (issuer string, optional bool) {
-	if r, ok := p.(IssuerReporter); ok {
+	if r, ok := p.(issuerReporter); ok {
 		issuer, advertised := r.AuthorizationIssuer()
 		return issuer, issuer != "" && !advertised
 	}
@@ -360,12 +360,12 @@ func issuerOf(p Provider) (issuer string, optional bool) {
 	return "", false
 }
 
-// issuerNamer is the older form of IssuerReporter: the issuer alone, taken
+// issuerNamer is the older form of AuthorizationIssuer: the issuer alone, taken
 // as advertised.
 type issuerNamer interface{ Issuer() string }
 
 func displayName(p Provider) string {
-	if d, ok := p.(DisplayNamer); ok && d.DisplayName() != "" {
+	if d, ok := p.(displayNamer); ok && d.DisplayName() != "" {
 		return d.DisplayName()
 	}
 	return p.ProviderID()
@@ -377,19 +377,13 @@ func displayName(p Provider) string {
 // token record (StoredTokens.Account) and listed by Connections; it is never
 // read on a token read, and a failure to learn it never fails the sign-in.
 
-// Optional interfaces a Provider may implement for what a sign-in keeps.
+// The optional methods of a Provider for what a sign-in keeps (documented on
+// [Provider]), each as the interface its type assertion names.
 type (
-	// AccountReader names the account a new grant is for: it calls the
-	// provider's user-info endpoint with client, which authenticates each
-	// request with the grant's access token (as Tokens.Client does, a proof
-	// included for a DPoP-bound one). "" means the provider did not say.
-	AccountReader interface {
+	accountReader interface {
 		ReadAccount(ctx context.Context, client *http.Client) (string, error)
 	}
-	// CallbackFielder names the query parameters of the provider's redirect
-	// that are kept with the tokens, in StoredTokens.Metadata (QuickBooks'
-	// realmId names the company the grant is for).
-	CallbackFielder interface{ CallbackFields() []string }
+	callbackFielder interface{ CallbackFields() []string }
 )
 
 // Bounds of what a sign-in keeps.
@@ -403,7 +397,7 @@ const (
 // answer named it already. It waits at most accountTimeout, and a failure
 // is logged and otherwise ignored.
 func (si *signIns) readAccount(ctx context.Context, p Provider, ts *TokenSet, key string) {
-	r, ok := p.(AccountReader)
+	r, ok := p.(accountReader)
 	if !ok || ts.Account != "" {
 		return
 	}
@@ -431,7 +425,7 @@ func (si *signIns) readAccount(ctx context.Context, p Provider, ts *TokenSet, ke
 	ts.Account = account
 }
 
-func callReadAccount(ctx context.Context, r AccountReader, c *http.Client) (account string, err error) {
+func callReadAccount(ctx context.Context, r accountReader, c *http.Client) (account string, err error) {
 	defer errs.Recover(&err, "provider ReadAccount")
 	return r.ReadAccount(ctx, c)
 }

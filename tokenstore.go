@@ -31,7 +31,7 @@ const (
 type TokenStore struct {
 	tokenRecords              // its records, shared with the refresher and refresh ahead
 	refresher    refresher    // refreshes on read, once between processes
-	ahead        refreshAhead // refreshes before expiry (WithRefreshAhead, WithRefreshLimits)
+	ahead        refreshAhead // refreshes before expiry (withRefreshAhead, withRefreshLimits)
 	direct       directKV     // kv without its key prefix, for the hot read
 }
 
@@ -56,8 +56,8 @@ func WithLogger(l *slog.Logger) TokenStoreOption {
 	}
 }
 
-// WithEventHook sets the hook that hears tokens stored, refreshed, refresh failed and deleted.
-func WithEventHook(h EventHook) TokenStoreOption { return func(s *TokenStore) { s.events.hook = h } }
+// withEventHook sets the hook that hears tokens stored, refreshed, refresh failed and deleted.
+func withEventHook(h EventHook) TokenStoreOption { return func(s *TokenStore) { s.events.hook = h } }
 
 // withRefreshTimeout bounds one refresh at the provider, whoever waits for it (default 30 s).
 func withRefreshTimeout(d time.Duration) TokenStoreOption {
@@ -80,7 +80,7 @@ func withLockLease(d time.Duration) TokenStoreOption {
 
 // withRefreshBackoff sets how long a connection whose refresh failed
 // transiently waits before a refresh calls the provider again; until then a
-// refresh fails at once with a [RefreshFailingError].
+// refresh fails at once with a refreshFailingError.
 // A zero field takes the default's: First 2 s, Max 5 min, Jitter 0.2.
 func withRefreshBackoff(b Backoff) TokenStoreOption {
 	return func(s *TokenStore) { s.refresher.backoff = b.orDefault() }
@@ -106,13 +106,13 @@ func WithReplicaAcks(n int, timeout time.Duration) TokenStoreOption {
 	}
 }
 
-// WithRefreshAhead makes the store keep connections that are read due for a
+// withRefreshAhead makes the store keep connections that are read due for a
 // refresh ahead time before their access tokens expire, and refresh them
 // when a Module's worker finds them due (the Module does this for
 // Config.RefreshAhead). ahead is raised to twice the skew when it is less, so
 // that the worker comes before the reads would. A connection not read for
 // idle (0: 7 days) is left to refresh on read.
-func WithRefreshAhead(ahead, idle time.Duration) TokenStoreOption {
+func withRefreshAhead(ahead, idle time.Duration) TokenStoreOption {
 	return func(s *TokenStore) {
 		if ahead <= 0 {
 			s.ahead.before = 0 // off
@@ -130,9 +130,9 @@ func orDefault(d, def time.Duration) time.Duration {
 	return def
 }
 
-// WithRefreshLimits sets the refresh-ahead limits of providers by ID; the
+// withRefreshLimits sets the refresh-ahead limits of providers by ID; the
 // limit under "" applies to every provider not named.
-func WithRefreshLimits(limits map[string]RefreshLimit) TokenStoreOption {
+func withRefreshLimits(limits map[string]RefreshLimit) TokenStoreOption {
 	return func(s *TokenStore) {
 		s.ahead.limiter.limits = limits
 	}
@@ -290,8 +290,13 @@ func (s *TokenStore) GetTokens(ctx context.Context, userID, providerID string) (
 // (possibly wrapping the provider's answer) means the user must sign in; any other
 // error is transient and the stored record is kept. When ctx ends first, its
 // error is returned (errors.Is(err, context.Canceled) holds).
-func (s *TokenStore) GetValidAccessToken(ctx context.Context, userID, providerID string) (string, error) {
-	t, err := s.validToken(ctx, userID, providerID, nil)
+//
+// A caller that needs scopes names them: when the stored grant lacks any of
+// them it returns a *ScopeError (an ErrNoToken) naming them, and does not
+// refresh, since a refresh never widens a grant. A grant whose scope is
+// unknown (stored empty) is taken to have them.
+func (s *TokenStore) GetValidAccessToken(ctx context.Context, userID, providerID string, scopes ...string) (string, error) {
+	t, err := s.validToken(ctx, userID, providerID, scopes)
 	return t.access, err
 }
 
@@ -396,7 +401,7 @@ func (s *TokenStore) deleteRead(ctx context.Context, userID, providerID, key str
 			return true, s.absent(providerID, err) // nothing stored for a provider nobody registered: a typo
 		}
 		return true, nil
-	case err != nil && !errors.Is(err, ErrCorruptRecord):
+	case err != nil && !errors.Is(err, errCorruptRecord):
 		return false, err
 	}
 	t, corrupt := v.tokens(), err != nil
@@ -477,14 +482,16 @@ func (d directKV) memoryToken(s *TokenStore, userID, providerID string) (*tokenM
 }
 
 // Scope step-up. A tool that needs scopes reads its token with
-// GetValidAccessTokenFor; when the stored grant lacks some, the read fails
+// GetValidAccessToken, naming them; when the stored grant lacks some, the read fails
 // with a *ScopeError (which is ErrNoToken), the tool answers unauthorized with
 // the scopes to ask for, and the consumer launches the "oauth" workflow with
 // them: the union of what was granted and what is missing, so the new grant
 // keeps the old one's reach. The record stores what the provider granted.
 
-// ScopeError is a stored grant that lacks scopes a caller needs. It matches
-// ErrNoToken with errors.Is: the user must sign in again, asking for Scopes().
+// ScopeError is a stored grant that lacks scopes a caller needs: what
+// [TokenStore.GetValidAccessToken] returns when given scopes the grant lacks.
+// It matches ErrNoToken with errors.Is: the user must sign in again, asking
+// for Scopes().
 type ScopeError struct {
 	ProviderID string
 	Granted    []string // the stored grant's scopes
@@ -500,16 +507,6 @@ func (e *ScopeError) Unwrap() error { return ErrNoToken }
 
 // Scopes is what a new sign-in should ask for: the granted scopes, then the missing ones.
 func (e *ScopeError) Scopes() []string { return slices.Concat(e.Granted, e.Missing) }
-
-// GetValidAccessTokenFor is GetValidAccessToken for a caller that needs
-// scopes: when the stored grant lacks any of them it returns a *ScopeError
-// (an ErrNoToken) naming them, and does not refresh, since a refresh never
-// widens a grant. A grant whose scope is unknown (stored empty) is taken to
-// have them.
-func (s *TokenStore) GetValidAccessTokenFor(ctx context.Context, userID, providerID string, scopes []string) (string, error) {
-	t, err := s.validToken(ctx, userID, providerID, scopes)
-	return t.access, err
-}
 
 // lacking returns the error for a grant with scope (space-separated) read by a
 // caller that needs need, or nil when nothing is missing.

@@ -50,14 +50,6 @@ type Property struct {
 // the signal a consumer workflow uses to launch the "oauth" sub-workflow.
 var resultUnauthorized = json.RawMessage(`{"error":"unauthorized"}`)
 
-// IsUnauthorized reports whether a tool result is {"error":"unauthorized"}.
-func IsUnauthorized(result json.RawMessage) bool {
-	var r struct {
-		Error string `json:"error"`
-	}
-	return json.Unmarshal(result, &r) == nil && r.Error == "unauthorized"
-}
-
 // NewTool makes a tool whose arguments decode into A. When fn fails with an
 // error wrapping ErrNoToken, the tool returns {"error":"unauthorized"} instead
 // of failing: a consumer tool just reads its token with GetValidAccessToken and

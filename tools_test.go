@@ -130,8 +130,10 @@ func TestConsumerToolReportsUnauthorized(t *testing.T) {
 	res, err := tool.Call(context.Background(), oauthflow.ToolContext{UserID: "nobody"}, json.RawMessage(`{}`))
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"error":"unauthorized"}`, string(res))
-	assert.True(t, oauthflow.IsUnauthorized(res))
-	assert.False(t, oauthflow.IsUnauthorized(json.RawMessage(`[{"name":"x"}]`)))
+	_, ok := oauthflow.UnauthorizedResult(res)
+	assert.True(t, ok)
+	_, ok = oauthflow.UnauthorizedResult(json.RawMessage(`[{"name":"x"}]`))
+	assert.False(t, ok)
 }
 
 // The whole flow never writes a token, a code or a verifier to the log.

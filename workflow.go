@@ -23,8 +23,8 @@ const (
 	RunFailed    = "failed"    // a transition failed; the run ended
 )
 
-// ShowInline is the default RunOptions.Show: the run renders inside its parent's view.
-const ShowInline = "inline"
+// showInline is the default RunOptions.Show: the run renders inside its parent's view.
+const showInline = "inline"
 
 // defaultRunTTL is how long runs and their documents are kept.
 const defaultRunTTL = 30 * 24 * time.Hour
@@ -33,8 +33,8 @@ const defaultRunTTL = 30 * 24 * time.Hour
 const defaultFinishedRunTTL = 24 * time.Hour
 
 var (
-	// ErrUnknownWorkflow is returned for a workflow name no one registered.
-	ErrUnknownWorkflow = errors.New("oauthflow: unknown workflow")
+	// errUnknownWorkflow is returned for a workflow name no one registered.
+	errUnknownWorkflow = errors.New("oauthflow: unknown workflow")
 	// ErrRunNotFound is returned for a run ID that is unknown or expired.
 	ErrRunNotFound = errors.New("oauthflow: run not found")
 	// ErrTransitionNotAllowed is returned when a transition cannot fire from the run's state.
@@ -70,7 +70,8 @@ type Callback struct {
 	Transition string `json:"transition"`
 }
 
-// RunOptions are given at launch. Show defaults to "inline".
+// RunOptions are given at launch. Show "" means "inline", the default: the
+// run renders inside its parent's view.
 type RunOptions struct {
 	ParentID string    `json:"parentId,omitempty"`
 	Callback *Callback `json:"callback,omitempty"`

@@ -42,7 +42,7 @@
 // without a request (ErrIssuerChanged), never sent to the new one. An
 // authorization server that takes DPoP proofs (ES256 among its
 // dpop_signing_alg_values_supported) gets grants bound to a key (RFC 9449;
-// see [oauthflow.DPoPProvider]); with the Go SDK's transport, set its
+// see UsesDPoP on [oauthflow.Provider]); with the Go SDK's transport, set its
 // HTTPClient to OAuthHandler.HTTPClient, since the SDK sends every token as
 // Bearer.
 //

@@ -562,6 +562,12 @@ func TestAuthorizeFollowsAMoveOnlyForTheUsersToken(t *testing.T) {
 	noneOf(t, as1, as2)
 }
 
+// verifierExchanger is the optional method of an oauthflow.Provider a
+// completion calls with the sign-in's PKCE verifier as a string.
+type verifierExchanger interface {
+	ExchangeCodeVerifier(ctx context.Context, code, verifier string) (*oauthflow.TokenSet, error)
+}
+
 // A sign-in sent to the old server before the move comes back after it: its
 // code is the old server's and is exchanged nowhere, least of all at the new
 // server, even when its URL is built again after the move (oauthflow's
@@ -606,7 +612,7 @@ func TestSignInToTheOldServerIsNotExchangedAtTheNew(t *testing.T) {
 	if again := p.BuildAuthURL(nil, "again", oauth2.S256ChallengeOption(verifier)); !strings.HasPrefix(again, as2.srv.URL) {
 		t.Fatalf("the URL built again after the move: %s, want the new server's", again)
 	}
-	if _, err := p.(oauthflow.VerifierExchanger).ExchangeCodeVerifier(ctx, code.Get("code"), verifier); !errors.Is(err, mcpauth.ErrIssuerChanged) {
+	if _, err := p.(verifierExchanger).ExchangeCodeVerifier(ctx, code.Get("code"), verifier); !errors.Is(err, mcpauth.ErrIssuerChanged) {
 		t.Errorf("the old server's code after its URL was built again: %v, want ErrIssuerChanged", err)
 	}
 	if n := as2.called("/token"); n != 0 {

@@ -137,7 +137,7 @@ func (p *serverProvider) UsesDPoP() bool          { return p.lastInner().UsesDPo
 func (p *serverProvider) Issuer() string          { return p.lastInner().Issuer() }
 
 // AuthorizationIssuer: every sign-in records its authorization server's
-// issuer, advertised or not (oauthflow.IssuerReporter, the mix-up defence).
+// issuer, advertised or not (see [oauthflow.Provider]; the mix-up defence).
 func (p *serverProvider) AuthorizationIssuer() (string, bool) {
 	return p.lastInner().AuthorizationIssuer()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -53,15 +54,16 @@ func (s *secretRegistrations) RoundTrip(req *http.Request) (*http.Response, erro
 	return resp, nil
 }
 
-func newKey(id string) oauthflow.EncryptionKey {
-	k := oauthflow.EncryptionKey{ID: id, Key: make([]byte, 32)}
-	_, _ = rand.Read(k.Key)
-	return k
+// newKey is a fresh key named id, as a ring's text holds it: "id:base64key".
+func newKey(id string) string {
+	k := make([]byte, 32)
+	_, _ = rand.Read(k)
+	return id + ":" + base64.StdEncoding.EncodeToString(k)
 }
 
-func newRing(t *testing.T, keys ...oauthflow.EncryptionKey) *oauthflow.KeyRing {
+func newRing(t *testing.T, keys ...string) *oauthflow.KeyRing {
 	t.Helper()
-	ring, err := oauthflow.NewKeyRing(keys...)
+	ring, err := oauthflow.ParseKeyRing(strings.Join(keys, ","))
 	if err != nil {
 		t.Fatal(err)
 	}

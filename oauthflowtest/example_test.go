@@ -101,29 +101,26 @@ func ExampleServer_ApproveDevice() {
 	if err := mod.Registry.Register(idp.Provider("local", "http://127.0.0.1:8080"+oauthflow.CallbackPath)); err != nil {
 		log.Fatal(err)
 	}
-	done := make(chan *oauthflow.Run, 1)
-	mod.Engine.OnRunDone(func(_ context.Context, r *oauthflow.Run) { done <- r })
 
-	_, prompt, err := mod.StartDeviceSignIn(ctx, "alice", "local")
+	run, prompt, err := mod.StartDeviceSignIn(ctx, "alice", "local")
 	if err != nil {
 		log.Fatal(err)
 	}
 	if err := idp.ApproveDevice(prompt.UserCode); err != nil {
 		log.Fatal(err)
 	}
-	select {
-	case run := <-done:
-		fmt.Println("sign-in", run.Status)
-	case <-ctx.Done():
-		log.Fatal("the sign-in did not end: ", ctx.Err())
+	done, err := mod.WaitSignIn(ctx, run.ID)
+	if err != nil {
+		log.Fatal("the sign-in did not end: ", err)
 	}
+	fmt.Println("sign-in", done.Status)
 	conns, err := mod.Tokens.Connections(ctx, "alice")
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("connected to", conns[0].ProviderID, "as", conns[0].Account)
 	// Output:
-	// sign-in completed
+	// sign-in success
 	// connected to local as demo-user
 }
 

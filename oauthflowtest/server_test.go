@@ -115,9 +115,7 @@ func TestDeviceSignIn(t *testing.T) {
 	for _, allow := range []bool{true, false} {
 		idp := newServer(t, oauthflowtest.Options{})
 		a := newApp(t, idp, oauthflow.Config{})
-		done := make(chan *oauthflow.Run, 1)
-		a.mod.Engine.OnRunDone(func(_ context.Context, r *oauthflow.Run) { done <- r })
-		_, prompt, err := a.mod.StartDeviceSignIn(t.Context(), "alice", "local")
+		run, prompt, err := a.mod.StartDeviceSignIn(t.Context(), "alice", "local")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,10 +126,11 @@ func TestDeviceSignIn(t *testing.T) {
 		if err := answer(prompt.UserCode); err != nil {
 			t.Fatal(err)
 		}
-		run := waitfor.Recv(t, done, "the device sign-in's end")
-		var doc oauthflow.OAuthPromptDocument
-		if err := a.mod.Engine.Document(t.Context(), run.ID, oauthflow.PromptDocumentName, &doc); err != nil || doc.Status != want {
-			t.Fatalf("allow %v: the prompt ended %q, %v; want %q", allow, doc.Status, err, want)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		doc, err := a.mod.WaitSignIn(ctx, run.ID)
+		cancel()
+		if err != nil || doc.Status != want {
+			t.Fatalf("allow %v: the prompt ended %v, %v; want %q", allow, doc, err, want)
 		}
 		if _, err := a.mod.Tokens.GetTokens(t.Context(), "alice", "local"); (err == nil) != allow {
 			t.Fatalf("allow %v: tokens stored: %v", allow, err)

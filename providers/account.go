@@ -10,18 +10,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/oauthflow/oauthflow"
 )
 
 // Who signed in: a provider with Config.UserinfoURL reads, once after each
-// sign-in, the account its new grant is for (oauthflow.AccountReader), and one
-// with Config.CallbackFields keeps those callback parameters with the tokens.
-
-var (
-	_ oauthflow.AccountReader   = (*OAuth2)(nil)
-	_ oauthflow.CallbackFielder = (*OAuth2)(nil)
-)
+// sign-in, the account its new grant is for (ReadAccount, an optional method
+// of oauthflow.Provider), and one with Config.CallbackFields keeps those
+// callback parameters with the tokens (CallbackFields).
 
 // maxUserinfoBody bounds what is read of a user-info answer.
 const maxUserinfoBody = 256 << 10

@@ -43,9 +43,9 @@
 //     access token; with Params["token_type"]="user" scopes are sent as
 //     user_scope and the user token under authed_user is returned. An answer
 //     with only a user token yields the user token either way.
-//   - DeviceAuth and DeviceToken (oauthflow.DeviceAuthorizer) run the RFC
-//     8628 device authorization grant where Config.DeviceAuthURL is set
-//     (SupportsDeviceAuth; Discover reads device_authorization_endpoint);
+//   - DeviceAuth and DeviceToken (optional methods of oauthflow.Provider) run
+//     the RFC 8628 device authorization grant where Config.DeviceAuthURL is
+//     set (SupportsDeviceAuth; Discover reads device_authorization_endpoint);
 //     without it both return ErrDeviceAuthUnsupported. DeviceToken's refusals
 //     are *oauthflow.ProviderError with the provider's code as sent
 //     (authorization_pending, slow_down, access_denied, expired_token;

@@ -17,10 +17,12 @@ import (
 )
 
 // OAuth2 is an oauthflow.Provider over golang.org/x/oauth2. Besides the
-// Provider methods it implements the optional interfaces oauthflow looks for:
-// SupportsPKCE, AuthorizationIssuer, RevokeToken, DisplayName, DeadGrantCodes
-// and the device authorization grant ([oauthflow.DeviceAuthorizer]). It is
-// safe for concurrent use; build it with NewOAuth2, New, FromEnv or Discover.
+// Provider methods it has the optional methods oauthflow looks for (listed
+// on [oauthflow.Provider]): SupportsPKCE, AuthorizationIssuer, RevokeToken,
+// DisplayName, DeadGrantCodes, ExchangeCodeVerifier, UsesDPoP, ReadAccount,
+// CallbackFields and the device authorization grant's SupportsDeviceAuth,
+// DeviceAuth and DeviceToken. It is safe for concurrent use; build it with
+// NewOAuth2, New, FromEnv or Discover.
 type OAuth2 struct {
 	cfg     Config
 	token   *oauth2.Config // code exchange
@@ -29,15 +31,8 @@ type OAuth2 struct {
 }
 
 var (
-	_ oauthflow.Provider         = (*OAuth2)(nil)
-	_ oauthflow.PKCESupporter    = (*OAuth2)(nil)
-	_ oauthflow.IssuerReporter   = (*OAuth2)(nil)
-	_ oauthflow.Revoker          = (*OAuth2)(nil)
-	_ oauthflow.DisplayNamer     = (*OAuth2)(nil)
-	_ oauthflow.DeadGrantCoder   = (*OAuth2)(nil)
-	_ oauthflow.DeviceAuthorizer = (*OAuth2)(nil)
-
-	_ oauthflow.VerifierExchanger = (*OAuth2)(nil)
+	_ oauthflow.Provider = (*OAuth2)(nil)
+	_ oauthflow.Revoker  = (*OAuth2)(nil)
 )
 
 // NewOAuth2 builds a provider from a plain config and the app's credentials.
@@ -119,7 +114,7 @@ func (p *OAuth2) DefaultScopes() []string { return slices.Clone(p.cfg.Scopes) }
 func (p *OAuth2) SupportsPKCE() bool { return p.cfg.PKCE != PKCEUnsupported }
 
 // UsesDPoP reports whether the provider's grants are bound to a key
-// (Config.DPoP; oauthflow.DPoPProvider).
+// (Config.DPoP; the optional UsesDPoP of [oauthflow.Provider]).
 func (p *OAuth2) UsesDPoP() bool { return p.cfg.DPoP }
 
 // RequiresPKCE reports whether the provider refuses a flow without PKCE (X).
@@ -140,7 +135,7 @@ func (p *OAuth2) Issuer() string {
 }
 
 // AuthorizationIssuer returns Config.Issuer and whether the server
-// advertises RFC 9207 (oauthflow.IssuerReporter): a callback's iss must be
+// advertises RFC 9207 (see [oauthflow.Provider]): a callback's iss must be
 // the issuer, and may be absent only when it is not advertised.
 func (p *OAuth2) AuthorizationIssuer() (issuer string, advertised bool) {
 	return p.cfg.Issuer, p.cfg.Issuer != "" && !p.cfg.IssOptional

@@ -143,7 +143,7 @@ func TestWebRunWaitsForSignInThenListsRepos(t *testing.T) {
 	assert.Equal(t, oauthflow.RunWaiting, v.Status)
 	assert.Equal(t, oauthflow.StateAwaitingAuth, v.State)
 	require.NotNil(t, v.Child, "the run launched the oauth child")
-	assert.Equal(t, oauthflow.ShowInline, v.Child.Show)
+	assert.Equal(t, "inline", v.Child.Show)
 	require.NotNil(t, v.Prompt, "the child's prompt is shown inline")
 	assert.Equal(t, oauthflow.PromptPending, v.Prompt.Status)
 	assert.Equal(t, "demo", v.Prompt.Provider)

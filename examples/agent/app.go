@@ -110,7 +110,7 @@ func (a *app) registerProviders(mux *http.ServeMux, cfg appConfig) error {
 
 func displayName(reg *oauthflow.Registry, id string) string {
 	if p, err := reg.Get(id); err == nil {
-		if d, ok := p.(oauthflow.DisplayNamer); ok {
+		if d, ok := p.(interface{ DisplayName() string }); ok { // an optional method of a Provider
 			return d.DisplayName()
 		}
 	}
@@ -124,7 +124,7 @@ func offersDevice(reg *oauthflow.Registry, id string) bool {
 	if err != nil {
 		return false
 	}
-	d, ok := p.(oauthflow.DeviceAuthorizer)
+	d, ok := p.(interface{ SupportsDeviceAuth() bool }) // an optional method of a Provider
 	return ok && d.SupportsDeviceAuth()
 }
 

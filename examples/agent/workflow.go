@@ -157,7 +157,7 @@ func listRepos(ctx context.Context, tc *oauthflow.TransitionContext, tool *oauth
 	if err != nil {
 		return err
 	}
-	if oauthflow.IsUnauthorized(res) {
+	if _, unauthorized := oauthflow.UnauthorizedResult(res); unauthorized {
 		tc.GoTo(oauthflow.StateAwaitingAuth)
 		_, err := tc.Launch(ctx, oauthflow.OAuthWorkflowName, oauthflow.OAuthWorkflowArgs{Provider: args.Provider, Grant: args.Grant},
 			oauthflow.RunOptions{Callback: &oauthflow.Callback{Transition: transitionAuthed}})

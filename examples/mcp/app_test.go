@@ -44,7 +44,7 @@ func TestAgentSignsInToTheMCPServer(t *testing.T) {
 	if page.StatusCode != http.StatusOK || page.URL.Path != oauthflow.CallbackPath {
 		t.Fatalf("the sign-in ended at %s with HTTP %d: %s", page.URL, page.StatusCode, page.Body)
 	}
-	run, err = a.mod.Engine.Get(ctx, run.ID)
+	run, err = waitRun(ctx, a.mod.Engine, run.ID, time.Minute) // as main waits for it
 	if err != nil {
 		t.Fatal(err)
 	}

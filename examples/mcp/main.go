@@ -52,12 +52,6 @@ func run() error {
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 
-	done := make(chan *oauthflow.Run, 1)
-	a.mod.Engine.OnRunDone(func(_ context.Context, r *oauthflow.Run) {
-		if r.Workflow == "agent" {
-			done <- r
-		}
-	})
 	fmt.Printf("The agent asks the MCP server at %s who you are.\n", a.server)
 	r, err := a.mod.Engine.Launch(ctx, "you", "agent", nil, oauthflow.RunOptions{})
 	if err != nil {
@@ -69,10 +63,8 @@ func run() error {
 			return err
 		}
 		fmt.Printf("The server wants you to sign in. Open this link in your browser (Ctrl-C to stop):\n\n  %s\n\n", link)
-		select {
-		case r = <-done:
-		case <-ctx.Done():
-			return ctx.Err()
+		if r, err = waitRun(ctx, a.mod.Engine, r.ID, signInWait); err != nil {
+			return err
 		}
 	}
 	if r.Status != oauthflow.RunCompleted {
@@ -80,6 +72,34 @@ func run() error {
 	}
 	fmt.Printf("The agent resumed. The MCP server answered: %s\n", r.Result)
 	return nil
+}
+
+// signInWait is how long the agent waits for you to sign in.
+const signInWait = 15 * time.Minute
+
+// waitRun polls the store until run id has ended (completed or failed) and
+// returns it, or returns an error once ctx ends or wait has passed. The run
+// may resume on any instance that serves the callback, so its end is read
+// from the store rather than heard in this process.
+func waitRun(ctx context.Context, e *oauthflow.Engine, id string, wait time.Duration) (*oauthflow.Run, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		r, err := e.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if r.Status == oauthflow.RunCompleted || r.Status == oauthflow.RunFailed {
+			return r, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for the agent's run: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
 }
 
 // portFromEnv returns PORT when it is a port number, def otherwise.

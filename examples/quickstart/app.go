@@ -152,10 +152,10 @@ func (a *app) session(w http.ResponseWriter, r *http.Request, user string) {
 	for _, id := range a.mod.Registry.IDs() {
 		p, _ := a.mod.Registry.Get(id)
 		v := providerView{ID: id, Name: id, Refreshes: a.refreshCount(user, id)}
-		if d, ok := p.(oauthflow.DisplayNamer); ok {
+		if d, ok := p.(interface{ DisplayName() string }); ok { // optional methods of a Provider
 			v.Name = d.DisplayName()
 		}
-		if d, ok := p.(oauthflow.DeviceAuthorizer); ok {
+		if d, ok := p.(interface{ SupportsDeviceAuth() bool }); ok {
 			v.Device = d.SupportsDeviceAuth()
 		}
 		if t, err := a.mod.Tokens.GetTokens(r.Context(), user, id); err == nil {

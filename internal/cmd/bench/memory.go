@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/kv"
 )
 
 // heap is the live heap after a full collection.
@@ -72,9 +73,10 @@ func reclaim(n int) (float64, float64, error) {
 	ctx := context.Background()
 	var now atomic.Int64
 	now.Store(time.Now().UnixNano())
-	kv := oauthflow.NewMemoryKV(oauthflow.WithMemoryClock(func() time.Time { return time.Unix(0, now.Load()) }))
-	defer func() { _ = kv.Close() }()
-	ss := oauthflow.NewSessionService(kv)
+	// MemoryKV's own store, on a clock the measure moves.
+	store := kv.NewMemory(func() time.Time { return time.Unix(0, now.Load()) })
+	defer func() { _ = store.Close() }()
+	ss := oauthflow.NewSessionService(store)
 	base := heap()
 	for range n {
 		if err := ss.Register(ctx, randomState(), benchSession()); err != nil {
@@ -83,21 +85,21 @@ func reclaim(n int) (float64, float64, error) {
 	}
 	peak := heap()
 	now.Add(int64(time.Hour))
-	if err := triggerReclaim(ctx, kv, now.Load()); err != nil {
+	if err := triggerReclaim(ctx, store, now.Load()); err != nil {
 		return 0, 0, err
 	}
 	after := heap()
-	runtime.KeepAlive(kv)
+	runtime.KeepAlive(store)
 	return after / base, peak / base, nil
 }
 
 // triggerReclaim does what a Module's life does to an idle store: one write and
 // the background worker's Claim (MemoryKV sweeps, and rebuilds its map after
 // heavy expiry, on either).
-func triggerReclaim(ctx context.Context, kv *oauthflow.MemoryKV, nowNs int64) error {
-	if err := kv.Set(ctx, "bench:poke", []byte("1"), time.Second); err != nil {
+func triggerReclaim(ctx context.Context, store *kv.Memory, nowNs int64) error {
+	if err := store.Set(ctx, "bench:poke", []byte("1"), time.Second); err != nil {
 		return err
 	}
-	_, err := kv.Claim(ctx, "bench:due", time.Unix(0, nowNs), time.Second, 1)
+	_, err := store.Claim(ctx, "bench:due", time.Unix(0, nowNs), time.Second, 1)
 	return err
 }

@@ -222,8 +222,14 @@ func memoryReads(e *env) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	ahead := oauthflow.NewTokenStore(kv, oauthflow.NewRegistry(), oauthflow.WithLogger(e.log),
-		oauthflow.WithRefreshAhead(10*time.Minute, 0)) // reads mark the connection, once per idle/8
+	// A Module's store with refresh ahead on: reads mark the connection, once
+	// per idle/8. Its worker looks for due work once an hour only.
+	mod, err := oauthflow.New(ctx, oauthflow.Config{KV: kv, Logger: e.log, RefreshAhead: 10 * time.Minute, WorkerInterval: time.Hour})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = mod.Close() }()
+	ahead := mod.Tokens
 	if _, err := ahead.GetValidAccessToken(ctx, userID, provID); err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -108,12 +109,21 @@ func parallel(n int, do func(i int) error) error {
 	return first
 }
 
+// scaleKey is one encryption key of the mode: its ID and its 32 bytes.
+type scaleKey struct {
+	ID  string
+	Key []byte
+}
+
+// String is the key as a ring's text holds it (ParseKeyRing): "kid:base64key".
+func (k scaleKey) String() string { return k.ID + ":" + base64.StdEncoding.EncodeToString(k.Key) }
+
 // scaleKeys are the encryption keys of the mode: the first seals, the second
 // is what Reencrypt moves records to, the third what the by-hand limit does.
-func scaleKeys() [3]oauthflow.EncryptionKey {
-	var ks [3]oauthflow.EncryptionKey
+func scaleKeys() [3]scaleKey {
+	var ks [3]scaleKey
 	for i := range ks {
-		ks[i] = oauthflow.EncryptionKey{ID: "k" + strconv.Itoa(i+1), Key: []byte(strings.Repeat(strconv.Itoa(i+1), 32))}
+		ks[i] = scaleKey{ID: "k" + strconv.Itoa(i+1), Key: []byte(strings.Repeat(strconv.Itoa(i+1), 32))}
 	}
 	return ks
 }
@@ -125,7 +135,7 @@ func scaleModule(ctx context.Context, kv oauthflow.KV, prefix string, cfg scaleC
 	c := oauthflow.Config{KV: kv, KeyPrefix: prefix, Registry: reg, Logger: slog.New(slog.DiscardHandler), WorkerInterval: time.Hour}
 	if cfg.encrypted {
 		ks := scaleKeys()
-		ring, err := oauthflow.NewKeyRing(ks[0])
+		ring, err := oauthflow.ParseKeyRing(ks[0].String())
 		if err != nil {
 			return nil, err
 		}

@@ -26,7 +26,7 @@ type reencryptCost struct {
 // library's Reencrypt, then from the second to the third by hand.
 func (s *scaler) reencrypt(ctx context.Context, mod *oauthflow.Module, n int) (reencryptCost, error) {
 	ks := scaleKeys()
-	ring, err := oauthflow.NewKeyRing(ks[1], ks[0])
+	ring, err := oauthflow.ParseKeyRing(ks[1].String() + "," + ks[0].String())
 	if err != nil {
 		return reencryptCost{}, err
 	}
@@ -53,7 +53,7 @@ func (s *scaler) reencrypt(ctx context.Context, mod *oauthflow.Module, n int) (r
 // (KEEPTTL) per batch of 500 keys instead of a read, a TTL and a
 // compare-and-swap for each record. It is not safe beside writers: the floor,
 // not an alternative.
-func (s *scaler) resealByHand(ctx context.Context, from, to oauthflow.EncryptionKey) (int, error) {
+func (s *scaler) resealByHand(ctx context.Context, from, to scaleKey) (int, error) {
 	open, seal := gcmOf(from.Key), gcmOf(to.Key)
 	done := 0
 	var cursor uint64

@@ -672,7 +672,7 @@ func moduleMutants() []mutant {
 		{
 			Name: "device/unsupported-launched",
 			File: "module.go",
-			Old:  "\tif deviceAuthorizer(p) == nil {\n\t\treturn nil, nil, fmt.Errorf(",
+			Old:  "\tif deviceAuthorizerOf(p) == nil {\n\t\treturn nil, nil, fmt.Errorf(",
 			New:  "\tif _ = p; false {\n\t\treturn nil, nil, fmt.Errorf(",
 			Run:  "^(TestDevice.*|TestStartDeviceSignIn.*)$",
 			Why:  "a provider without the grant is refused before a run is made",
@@ -746,7 +746,7 @@ func oauthMutants() []mutant {
 			Old:  "return ok && code != \"\" && slices.Contains(dc.DeadGrantCodes(), code)",
 			New:  "return code != \"\" || ok && slices.Contains(dc.DeadGrantCodes(), code)",
 			Run:  "^(TestRefreshKeepsRecordUnlessGrantIsDead)$",
-			Why:  "a provider's own dead-grant codes count only when it lists them (DeadGrantCoder)",
+			Why:  "a provider's own dead-grant codes count only when it lists them (DeadGrantCodes)",
 		},
 		{
 			Name: "grant/provider-codes-ignored",
@@ -1535,9 +1535,9 @@ func signinMutants() []mutant {
 		{
 			Name: "mix-up/reporter-ignored",
 			File: "signin.go",
-			Old:  "if r, ok := p.(IssuerReporter); ok {",
-			New:  "if r, ok := p.(IssuerReporter); false && ok {",
-			Why:  "a sign-in records the issuer a provider names through IssuerReporter, advertised or not",
+			Old:  "if r, ok := p.(issuerReporter); ok {",
+			New:  "if r, ok := p.(issuerReporter); false && ok {",
+			Why:  "a sign-in records the issuer a provider names through AuthorizationIssuer, advertised or not",
 			Run:  "TestCallbackIssIsCheckedOnBothPaths",
 		},
 		{

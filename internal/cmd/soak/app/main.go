@@ -75,10 +75,10 @@ func run() error {
 		answer(w, http.StatusOK, map[string]string{"state": doc.State, "authUrl": doc.AuthURL})
 	})
 	mux.HandleFunc("GET /soak/token", func(w http.ResponseWriter, r *http.Request) {
-		tok, err := m.Tokens.GetValidAccessToken(r.Context(), r.URL.Query().Get("user"), "demo")
-		var failing *oauthflow.RefreshFailingError
+		user := r.URL.Query().Get("user")
+		tok, err := m.Tokens.GetValidAccessToken(r.Context(), user, "demo")
 		switch {
-		case errors.As(err, &failing):
+		case oauthflow.IsTransient(err) && refreshFailing(r.Context(), m, user):
 			answer(w, http.StatusServiceUnavailable, map[string]string{"error": "refresh_failing", "message": err.Error()})
 		case errors.Is(err, oauthflow.ErrNoToken):
 			answer(w, http.StatusNotFound, map[string]string{"error": "no_token", "message": err.Error()})
@@ -107,4 +107,20 @@ func answer(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// refreshFailing reports whether user's demo connection is in a refresh
+// backoff (its refreshes have been failing and the next attempt is not due),
+// as TokenStore.Connections lists it.
+func refreshFailing(ctx context.Context, m *oauthflow.Module, user string) bool {
+	conns, err := m.Tokens.Connections(ctx, user)
+	if err != nil {
+		return false
+	}
+	for _, c := range conns {
+		if c.ProviderID == "demo" {
+			return c.Health == oauthflow.HealthRefreshFailing
+		}
+	}
+	return false
 }
