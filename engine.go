@@ -241,7 +241,7 @@ func (e *Engine) fire(ctx context.Context, runID, transition string, input json.
 func (e *Engine) advance(ctx context.Context, w *Workflow, r *Run, t *Transition, input json.RawMessage) (*Run, error) {
 	for steps := 0; t != nil; t, steps = w.autoFrom(r.State), steps+1 {
 		r.Status = RunRunning
-		next, err := e.step(ctx, w, r, t, input)
+		next, err := w.step(ctx, t, &TransitionContext{Run: r, Input: input, engine: e})
 		if err == nil && steps >= maxAutoSteps {
 			err = fmt.Errorf("oauthflow: workflow %q did not come to rest after %d steps", w.Name, steps)
 		}
@@ -263,22 +263,6 @@ func (e *Engine) advance(ctx context.Context, w *Workflow, r *Run, t *Transition
 		r.Status = RunCompleted
 	}
 	return r, e.saveLast(ctx, r)
-}
-
-// step runs t and returns the state it leads to: t.To, or the one it chose with GoTo.
-func (e *Engine) step(ctx context.Context, w *Workflow, r *Run, t *Transition, input json.RawMessage) (next string, err error) {
-	defer errs.Recover(&err, "transition "+t.Name)
-	tc := &TransitionContext{Run: r, Input: input, engine: e}
-	if err := t.Do(ctx, tc); err != nil {
-		return "", err
-	}
-	if tc.next == "" {
-		return t.To, nil
-	}
-	if !slices.Contains(w.States, tc.next) {
-		return "", fmt.Errorf("oauthflow: transition %q went to undeclared state %q", t.Name, tc.next)
-	}
-	return tc.next, nil
 }
 
 // TransitionContext is what a transition's function works with.
@@ -565,10 +549,15 @@ func (ch *callChain) drain(ctx context.Context) {
 
 // Get returns the run runID, or ErrRunNotFound.
 func (e *Engine) Get(ctx context.Context, runID string) (*Run, error) {
+	return e.get(xcontext.OrBackground(ctx), runID)
+}
+
+// get is Get for the engine's own calls, whose ctx is never nil.
+func (e *Engine) get(ctx context.Context, runID string) (*Run, error) {
 	if !keyspace.IssuedRunID(runID) {
 		return nil, fmt.Errorf("%w: %q", ErrRunNotFound, runID)
 	}
-	b, err := e.kv.Get(xcontext.OrBackground(ctx), keyspace.Run(runID))
+	b, err := e.kv.Get(ctx, keyspace.Run(runID))
 	return e.decodeRun(ctx, runID, b, err)
 }
 
@@ -623,7 +612,7 @@ func reportsToParent(r *Run) bool {
 // waiting for it) is dropped with a warning. It keeps the entry itself
 // (rescheduled) while the child's end is not saved yet.
 func (e *Engine) deliver(ctx context.Context, child string) (rescheduled bool, err error) {
-	r, err := e.Get(ctx, child)
+	r, err := e.get(ctx, child)
 	if errors.Is(err, ErrRunNotFound) {
 		return false, e.removeDelivery(ctx, child)
 	}

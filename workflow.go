@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/errs"
@@ -155,6 +157,22 @@ func (w *Workflow) find(name string) *Transition {
 		}
 	}
 	return nil
+}
+
+// step runs t with tc and returns the state it leads to: t.To, or the one
+// it chose with GoTo, which must be one of w's. A panic in t is its error.
+func (w *Workflow) step(ctx context.Context, t *Transition, tc *TransitionContext) (next string, err error) {
+	defer errs.Recover(&err, "transition "+t.Name)
+	if err := t.Do(ctx, tc); err != nil {
+		return "", err
+	}
+	if tc.next == "" {
+		return t.To, nil
+	}
+	if !slices.Contains(w.States, tc.next) {
+		return "", fmt.Errorf("oauthflow: transition %q went to undeclared state %q", t.Name, tc.next)
+	}
+	return tc.next, nil
 }
 
 // autoFrom returns the transition that runs on its own from state, if any.
