@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"io"
 	"log/slog"
@@ -192,22 +193,33 @@ func declaredFields(prov Provider, p callbackParams) map[string]string {
 	return out
 }
 
+// exchangeSession hands the provider's answer to the engine that owns the
+// sign-in s and returns once it has finished it.
 func (e *endpoints) exchangeSession(ctx context.Context, s *Session, p callbackParams) error {
-	if s.WorkflowID != "" {
-		_, err := e.engine.Fire(withSession(ctx, s), s.WorkflowID, transitionExchange,
-			exchangeInput{Code: p.Code, State: p.State, Iss: p.Iss, Fields: p.Fields}, s.UserID)
+	owner, err := e.ownerOf(s)
+	if err != nil {
 		return err
 	}
-	ctx = withCallbackFields(ctx, p.Fields)
-	// A sign-in started by calling build_oauth_url directly, outside a workflow.
-	_, err := e.exchangeCode(ctx, ToolContext{UserID: s.UserID, Session: s},
-		exchangeOAuthTokenArgs{Provider: s.Provider, Code: p.Code, State: p.State, ExpectedState: p.State, Iss: p.Iss})
-	kind := EventConnected
-	if err != nil {
-		kind = EventFlowFailed
+	return owner.CompleteSignIn(ctx, s, CallbackAnswer{Code: p.Code, State: p.State, Iss: p.Iss, Fields: p.Fields})
+}
+
+// ownerOf is the engine that finishes s: one of Config.SignInOwners when s
+// names it, else the module's own (its run, or at once for a sign-in built
+// outside a workflow). A sign-in whose owner this instance does not have
+// fails: its state is spent, and nothing is exchanged.
+func (e *endpoints) ownerOf(s *Session) (SignInOwner, error) {
+	switch {
+	case s.Owner != "":
+		if o, ok := e.owners[s.Owner]; ok {
+			return o, nil
+		}
+		err := fmt.Errorf("oauthflow: sign-in owner %q is not one of Config.SignInOwners", clip.To(s.Owner, 64))
+		e.log.Error("oauthflow: a sign-in's owner is missing on this instance; the sign-in fails", "error", err)
+		return nil, &FlowError{Message: "This sign-in cannot be completed by this service. Start it again from the app.", Err: err}
+	case s.WorkflowID != "":
+		return runOwner{e.oauthWorkflow}, nil
 	}
-	e.events.emit(ctx, Event{Kind: kind, UserID: s.UserID, ProviderID: s.Provider, Err: err})
-	return err
+	return directOwner{e.oauthWorkflow}, nil
 }
 
 // verify checks, when the module verifies completions, that r may complete

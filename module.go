@@ -120,6 +120,11 @@ type Config struct {
 	// fleet's refreshes ahead of its tokens for 30 seconds. Refreshes on
 	// read are never held back.
 	RefreshLimits map[string]RefreshLimit
+	// SignInOwners are engines of the app's that finish sign-ins, by name:
+	// a sign-in built with ToolContext.Owner set to a name here is finished
+	// by that owner once its callback has been checked ([SignInOwner]). Every
+	// instance that serves the callback endpoints has the same owners.
+	SignInOwners map[string]SignInOwner
 }
 
 // Module is the whole library wired together: the services, the two OAuth tools,
@@ -157,6 +162,11 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	origins, err := parseFrontendOrigins(cfg.FrontendOrigins)
 	if err != nil {
 		return nil, err
+	}
+	for name, o := range cfg.SignInOwners {
+		if name == "" || errs.IsNil(o) {
+			return nil, errs.Invalid("Config.SignInOwners[%q]: want a non-empty name and an owner", name)
+		}
 	}
 	ring, err := moduleKeyRing(cfg)
 	if err != nil {
@@ -206,7 +216,7 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 func (m *Module) newSignIns(cfg Config, log *slog.Logger) *signIns {
 	s := &signIns{registry: m.Registry, tokens: m.Tokens, sessions: m.Sessions, log: log, httpClient: cfg.HTTPClient,
 		bindSignIns: cfg.BindSignIns, withhold: cfg.WithholdTokens,
-		completionTimeout: orDefault(cfg.CompletionTimeout, defaultCompletionTimeout)}
+		completionTimeout: orDefault(cfg.CompletionTimeout, defaultCompletionTimeout), owners: cfg.SignInOwners}
 	if s.httpClient == nil {
 		s.httpClient = outbound.Client(defaultHTTPTimeout)
 	}
@@ -289,6 +299,20 @@ func (m *Module) StartSignIn(ctx context.Context, userID, provider string, scope
 		return nil, nil, err
 	}
 	return m.flow.launch(ctx, userID, OAuthWorkflowArgs{Provider: provider, Scopes: scopes})
+}
+
+// ExchangeSignIn finishes the sign-in s, which the callback endpoints
+// consumed and handed to its owner ([SignInOwner]), with the provider's
+// answer a: it exchanges the code (with the sign-in's PKCE verifier and
+// DPoP key), checks the issuer, stores the tokens for the sign-in's user
+// and emits EventConnected or EventFlowFailed. A code is good for one
+// exchange: an owner calls it once per answer, and never again after an
+// error. The error's *FlowError Message, when it has one, is for the user.
+func (m *Module) ExchangeSignIn(ctx context.Context, s *Session, a CallbackAnswer) error {
+	if s == nil || a.Code == "" {
+		return errs.Invalid("ExchangeSignIn needs a sign-in and its answer's code")
+	}
+	return m.flow.exchangeSignIn(ctx, s, a, m.flow.events)
 }
 
 // SignInStatus reports how the sign-in run runID stands: its prompt, whose

@@ -170,6 +170,10 @@ type Session struct {
 	Binding      string   `json:"binding,omitempty"`     // SHA-256 (hex) of the secret a bound sign-in's browser holds (Config.BindSignIns)
 	DPoPKey      string   `json:"dpopKey,omitempty"`     // the key the grant will be bound to (a Provider's UsesDPoP), encoded; it never leaves the server
 	ReturnTo     string   `json:"returnTo,omitempty"`    // where a full-page sign-in returns once it ends (OAuthWorkflowArgs.ReturnTo), checked
+	// Owner names the engine that finishes the sign-in, one of
+	// [Config.SignInOwners]; "" is the module's own: the run WorkflowID, or
+	// none for a sign-in built outside a workflow.
+	Owner string `json:"owner,omitempty"`
 }
 
 // Sentinel errors callers branch on with errors.Is.

@@ -119,6 +119,24 @@ type oauthRunData struct {
 
 type sessionCtxKey struct{}
 
+// runOwner is the module's engine as a sign-in's owner: the answer fires the
+// exchange on the sign-in's run, as its user.
+type runOwner struct{ o *oauthWorkflow }
+
+func (r runOwner) CompleteSignIn(ctx context.Context, s *Session, a CallbackAnswer) error {
+	_, err := r.o.engine.Fire(withSession(ctx, s), s.WorkflowID, transitionExchange,
+		exchangeInput{Code: a.Code, State: a.State, Iss: a.Iss, Fields: a.Fields}, s.UserID)
+	return err
+}
+
+// directOwner finishes a sign-in built by calling build_oauth_url outside a
+// workflow: the answer is exchanged at once.
+type directOwner struct{ o *oauthWorkflow }
+
+func (d directOwner) CompleteSignIn(ctx context.Context, s *Session, a CallbackAnswer) error {
+	return d.o.exchangeSignIn(ctx, s, a, d.o.events)
+}
+
 // withSession hands a consumed sign-in to the exchangeToken transition.
 func withSession(ctx context.Context, s *Session) context.Context {
 	return context.WithValue(ctx, sessionCtxKey{}, s)

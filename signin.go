@@ -38,6 +38,7 @@ type signIns struct {
 	// returnOrigin reports whether a sign-in may return to origin
 	// (Config.FrontendOrigins); the API's own is checked apart.
 	returnOrigin func(origin string) bool
+	owners       map[string]SignInOwner // the engines of the app's that finish sign-ins (Config.SignInOwners)
 }
 
 // The two OAuth tools' names.
@@ -166,7 +167,10 @@ func (si *signIns) buildAuthURL(ctx context.Context, tc ToolContext, a BuildOAut
 		return nil, &FlowError{Message: "The sign-in's return address is not one of this app's.",
 			Err: errs.Invalid("return address %q: want an absolute http(s) URL on the API's own origin or one of Config.FrontendOrigins", clip.To(returnTo, 256))}
 	}
-	s := Session{WorkflowID: tc.RunID, UserID: tc.UserID, Provider: p.ProviderID(), Scopes: scopes, ReturnTo: returnTo}
+	if _, ok := si.owners[tc.Owner]; tc.Owner != "" && !ok {
+		return nil, errs.Invalid("sign-in owner %q is not one of Config.SignInOwners", clip.To(tc.Owner, 64))
+	}
+	s := Session{WorkflowID: tc.RunID, UserID: tc.UserID, Provider: p.ProviderID(), Scopes: scopes, ReturnTo: returnTo, Owner: tc.Owner}
 	s.Issuer, s.IssOptional = issuerOf(p)
 	if supportsPKCE(p) {
 		s.CodeVerifier = oauth2.GenerateVerifier()
@@ -255,6 +259,48 @@ func (si *signIns) exchangeCode(ctx context.Context, tc ToolContext, a exchangeO
 	keepAccount(ctx, ts.Account)
 	return &exchangeOAuthTokenResult{AccessToken: ts.AccessToken, RefreshToken: ts.RefreshToken,
 		ExpiresIn: ts.ExpiresIn, Scope: ts.Scope}, nil
+}
+
+// SignInOwner is an engine that finishes sign-ins: the callback endpoints
+// consume a sign-in's state exactly as for any other (once, its user and
+// browser checked, its iss compared), then hand the provider's answer to the
+// engine that owns the sign-in ([Session.Owner]) and wait for it. The
+// module's own engine is one SignInOwner; an engine of the app's (a Temporal
+// workflow) is another, named in [Config.SignInOwners].
+type SignInOwner interface {
+	// CompleteSignIn finishes the sign-in s with the provider's answer a,
+	// on whichever instance its engine runs it, and returns once it has
+	// ended: nil when the user is connected, else the error the callback
+	// page reports (a *FlowError's Message is shown to the user; an
+	// ErrSessionNotFound is "expired or already used"). The owner
+	// exchanges the code once, with [Module.ExchangeSignIn]. ctx is the
+	// server's, not the browser's: it lasts Config.CompletionTimeout.
+	CompleteSignIn(ctx context.Context, s *Session, a CallbackAnswer) error
+}
+
+// CallbackAnswer is a provider's answer to a sign-in as its callback brought
+// it: the code, the state it answers, the issuer it names (RFC 9207) and the
+// parameters the provider keeps with the tokens. The code is a secret until
+// it is exchanged.
+type CallbackAnswer struct {
+	Code   string
+	State  string
+	Iss    string
+	Fields map[string]string
+}
+
+// exchangeSignIn exchanges a's code for the consumed sign-in s and stores the
+// tokens for its user, then tells the event hook how it went.
+func (si *signIns) exchangeSignIn(ctx context.Context, s *Session, a CallbackAnswer, events notifier) error {
+	ctx = withCallbackFields(ctx, a.Fields)
+	_, err := si.exchangeCode(ctx, ToolContext{UserID: s.UserID, Session: s},
+		exchangeOAuthTokenArgs{Provider: s.Provider, Code: a.Code, State: a.State, ExpectedState: a.State, Iss: a.Iss})
+	kind := EventConnected
+	if err != nil {
+		kind = EventFlowFailed
+	}
+	events.emit(ctx, Event{Kind: kind, UserID: s.UserID, ProviderID: s.Provider, Err: err})
+	return err
 }
 
 // checkSession ties the consumed sign-in to the call: same provider, same user,

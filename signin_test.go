@@ -3,11 +3,14 @@ package oauthflow_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -429,3 +432,124 @@ type callbackError struct {
 }
 
 func (e *callbackError) Error() string { return http.StatusText(e.status) + ": " + e.body }
+
+// queueOwner is an engine of the app's that owns sign-ins
+// (Config.SignInOwners): it hears each checked answer and finishes the
+// sign-in with mod, which may be another instance's module.
+type queueOwner struct {
+	mod     *oauthflow.Module
+	refuse  error // when set, the owner fails the sign-in without exchanging
+	mu      sync.Mutex
+	heard   []oauthflow.CallbackAnswer
+	signIns []oauthflow.Session
+}
+
+func (q *queueOwner) CompleteSignIn(ctx context.Context, s *oauthflow.Session, a oauthflow.CallbackAnswer) error {
+	q.mu.Lock()
+	q.heard, q.signIns = append(q.heard, a), append(q.signIns, *s)
+	q.mu.Unlock()
+	if q.refuse != nil {
+		return q.refuse
+	}
+	return q.mod.ExchangeSignIn(ctx, s, a)
+}
+
+// A sign-in built for an owner of the app's is checked by the callback
+// endpoint like any other, then handed to that owner, once, which finishes
+// it on another instance; the page tells the owner's real outcome.
+func TestSignInOwnerFinishesItsSignIns(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		refuse error
+		page   string
+	}{
+		{name: "exchanged", page: "account connected"},
+		{name: "refused by its owner", refuse: &oauthflow.FlowError{Message: "The queue refused this sign-in.", Err: errors.New("queue full")},
+			page: "The queue refused this sign-in."},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			owner := &queueOwner{refuse: tt.refuse}
+			env := newFlowEnv(t, envOptions{replicas: 2, config: func(c *oauthflow.Config) {
+				c.SignInOwners = map[string]oauthflow.SignInOwner{"queue": owner}
+			}})
+			owner.mod = env.mod(1)
+			ctx := context.Background()
+			res, err := env.mod(0).BuildOAuthURL.Call(ctx, oauthflow.ToolContext{UserID: "alice", RunID: "wf-7", Owner: "queue"},
+				json.RawMessage(`{"provider":"demo","scopes":[]}`))
+			require.NoError(t, err)
+			var built oauthflow.BuildOAuthURLResult
+			require.NoError(t, json.Unmarshal(res, &built))
+
+			callback := env.consent(built.AuthURL, 0)
+			_, body, _ := get(t, callback)
+			assert.Contains(t, body, tt.page)
+			require.Len(t, owner.heard, 1, "the owner hears the answer once")
+			a, s := owner.heard[0], owner.signIns[0]
+			assert.Equal(t, built.State, a.State)
+			assert.NotEmpty(t, a.Code)
+			assert.Equal(t, oauthflow.Session{WorkflowID: "wf-7", UserID: "alice", Provider: "demo", Owner: "queue"},
+				oauthflow.Session{WorkflowID: s.WorkflowID, UserID: s.UserID, Provider: s.Provider, Owner: s.Owner})
+
+			_, err = env.mod(0).Tokens.GetTokens(ctx, "alice", "demo")
+			if tt.refuse != nil {
+				assert.ErrorIs(t, err, oauthflow.ErrNoToken, "a refused sign-in stores nothing")
+				assert.Zero(t, env.as.Stats().TokenRequests, "a refused sign-in's code is not exchanged")
+			} else {
+				require.NoError(t, err)
+				_, ok := env.events.last(oauthflow.EventConnected)
+				assert.True(t, ok, "EventConnected was not emitted")
+			}
+
+			// The state is spent: the same answer again reaches no owner.
+			_, body, _ = get(t, callback)
+			assert.Contains(t, body, "expired or was already used")
+			assert.Len(t, owner.heard, 1, "a replayed answer reached the owner")
+		})
+	}
+}
+
+// An owner is named when the sign-in is built, and must be one of the
+// module's; a callback reaching an instance that lacks the sign-in's owner
+// ends that sign-in with a clear page and exchanges nothing.
+func TestSignInOwnerUnknown(t *testing.T) {
+	t.Parallel()
+	owner := &queueOwner{}
+	env := newFlowEnv(t, envOptions{config: func(c *oauthflow.Config) {
+		c.SignInOwners = map[string]oauthflow.SignInOwner{"queue": owner}
+	}})
+	owner.mod = env.mod(0)
+	ctx := context.Background()
+	_, err := env.mod(0).BuildOAuthURL.Call(ctx, oauthflow.ToolContext{UserID: "alice", RunID: "wf-1", Owner: "nope"},
+		json.RawMessage(`{"provider":"demo","scopes":[]}`))
+	assert.ErrorIs(t, err, oauthflow.ErrInvalidArgument)
+
+	res, err := env.mod(0).BuildOAuthURL.Call(ctx, oauthflow.ToolContext{UserID: "alice", RunID: "wf-1", Owner: "queue"},
+		json.RawMessage(`{"provider":"demo","scopes":[]}`))
+	require.NoError(t, err)
+	var built oauthflow.BuildOAuthURLResult
+	require.NoError(t, json.Unmarshal(res, &built))
+
+	// An instance of the app that was started without the owner.
+	lacking := env.newModule(env.replicas[0].api.URL+oauthflow.CallbackPath, nil)
+	mux := http.NewServeMux()
+	lacking.Mount(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	callback, err := url.Parse(env.consent(built.AuthURL, 0))
+	require.NoError(t, err)
+	callback.Host = strings.TrimPrefix(srv.URL, "http://")
+	status, body, _ := get(t, callback.String())
+	assert.Equal(t, http.StatusBadRequest, status, body)
+	assert.Contains(t, body, "cannot be completed by this service")
+	assert.Empty(t, owner.heard)
+	assert.Zero(t, env.as.Stats().TokenRequests, "the code was exchanged")
+	_, err = env.mod(0).Tokens.GetTokens(ctx, "alice", "demo")
+	assert.ErrorIs(t, err, oauthflow.ErrNoToken)
+
+	for _, bad := range []map[string]oauthflow.SignInOwner{{"": owner}, {"queue": nil}, {"queue": (*queueOwner)(nil)}} {
+		_, err := oauthflow.New(ctx, oauthflow.Config{KV: oauthflow.NewMemoryKV(), SignInOwners: bad})
+		assert.ErrorIs(t, err, oauthflow.ErrInvalidArgument, "SignInOwners %v", bad)
+	}
+}

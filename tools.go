@@ -29,6 +29,10 @@ type ToolContext struct {
 	UserID  string
 	RunID   string   // the workflow run calling the tool, if any
 	Session *Session // the sign-in being completed, once consumed (exchange_oauth_token)
+	// Owner, for build_oauth_url, names the engine that will finish the
+	// sign-in (one of [Config.SignInOwners]; "" for the module's own) and
+	// RunID its workflow there.
+	Owner string
 }
 
 // Schema is the subset of JSON Schema our tools use: an object of typed properties.

@@ -413,6 +413,14 @@ func eventsMutants() []mutant {
 // handlersMutants guards the code of handlers.go.
 func handlersMutants() []mutant {
 	return []mutant{
+		{
+			Name: "owner/missing-owner-not-refused",
+			File: "handlers.go",
+			Old:  "\tcase s.Owner != \"\":\n\t\tif o, ok := e.owners[s.Owner]; ok {\n\t\t\treturn o, nil\n\t\t}\n",
+			New:  "\tcase s.Owner != \"\" && false:\n\t\tif o, ok := e.owners[s.Owner]; ok {\n\t\t\treturn o, nil\n\t\t}\n",
+			Run:  "^(TestSignInOwnerFinishesItsSignIns|TestSignInOwnerUnknown)$",
+			Why:  "a sign-in whose owner is an engine of the app's is finished by that owner, never by the module's own engine, and fails on an instance that lacks it",
+		},
 		// The public endpoints.
 		{
 			Name: "pages/post-message-to-any-origin",
@@ -535,14 +543,6 @@ func handlersMutants() []mutant {
 			New:  "\tif out, ok := e.verify(r, p.State); false && !ok {\n",
 			Why:  "a sign-in finished without script keeps VerifyUser and the binding cookie",
 			Run:  "TestSignInWithoutJavaScriptKeepsVerifyUser|TestSignInWithoutJavaScriptKeepsTheBindingCookie",
-		},
-		{
-			Name: "errtext/code-exchange-a-dead-grant",
-			File: "handlers.go",
-			Old:  "ProviderID: s.Provider, Err: err})",
-			New:  "ProviderID: s.Provider, Err: err, GrantDead: IsGrantDead(err)})",
-			Run:  "^TestFailedCodeExchangeIsNoDeadGrant$",
-			Why:  "a refused code exchange is no dead grant: none existed",
 		},
 		{
 			Name: "redirect/unserved-path-silent",
@@ -669,6 +669,14 @@ func kvMutants() []mutant {
 // moduleMutants guards the code of module.go.
 func moduleMutants() []mutant {
 	return []mutant{
+		{
+			Name: "owner/nil-owner-accepted",
+			File: "module.go",
+			Old:  "\t\tif name == \"\" || errs.IsNil(o) {\n",
+			New:  "\t\tif name == \"\" || o == nil {\n",
+			Run:  "^TestSignInOwnerUnknown$",
+			Why:  "a nil owner is refused by New, not met by the first callback it owns",
+		},
 		{
 			Name: "device/unsupported-launched",
 			File: "module.go",
@@ -1436,6 +1444,22 @@ func sessionMutants() []mutant {
 // signinMutants guards the code of signin.go.
 func signinMutants() []mutant {
 	return []mutant{
+		{
+			Name: "errtext/code-exchange-a-dead-grant",
+			File: "signin.go",
+			Old:  "ProviderID: s.Provider, Err: err})",
+			New:  "ProviderID: s.Provider, Err: err, GrantDead: IsGrantDead(err)})",
+			Run:  "^TestFailedCodeExchangeIsNoDeadGrant$",
+			Why:  "a refused code exchange is no dead grant: none existed",
+		},
+		{
+			Name: "owner/unknown-owner-built",
+			File: "signin.go",
+			Old:  "\tif _, ok := si.owners[tc.Owner]; tc.Owner != \"\" && !ok {\n",
+			New:  "\tif _, ok := si.owners[tc.Owner]; false && tc.Owner != \"\" && !ok {\n",
+			Run:  "^TestSignInOwnerUnknown$",
+			Why:  "a sign-in is built only for an owner the module has, so its callback can reach it",
+		},
 		{
 			Name: "catalog/account-read-under-callers-ctx",
 			File: "signin.go",
