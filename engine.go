@@ -29,7 +29,6 @@ type Engine struct {
 	lease   time.Duration
 	mu      sync.RWMutex
 	flows   map[string]*Workflow
-	onDone  []func(ctx context.Context, r *Run)
 }
 
 // engineOption configures an Engine. A Module sets its engine's clock,
@@ -113,15 +112,6 @@ func (e *Engine) Register(w *Workflow) error {
 	}
 	e.flows[w.Name] = w
 	return nil
-}
-
-// onRunDone registers fn to be called whenever a run reaches end (completed
-// or failed) in this process: it misses the runs that end on other
-// instances, so a host polls Get instead.
-func (e *Engine) onRunDone(fn func(ctx context.Context, r *Run)) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.onDone = append(e.onDone, fn)
 }
 
 func (e *Engine) workflow(name string) (*Workflow, error) {
@@ -321,16 +311,10 @@ func (tc *TransitionContext) Launch(ctx context.Context, workflow string, args a
 	return child, err
 }
 
-// finished tells the onRunDone hooks and the parent (through its callback
+// finished tells the parent (through its callback
 // transition, as the run's user) that r has ended. The parent's delivery was
 // owed before r's end was saved (saveOps); this is its first try.
 func (e *Engine) finished(ctx context.Context, ch *callChain, r *Run) {
-	e.mu.RLock()
-	hooks := e.onDone
-	e.mu.RUnlock()
-	for _, h := range hooks {
-		h(ctx, r)
-	}
 	if !reportsToParent(r) {
 		return
 	}
@@ -348,7 +332,7 @@ func (e *Engine) finished(ctx context.Context, ch *callChain, r *Run) {
 }
 
 // locked runs fn while holding run id's lock, then reports the run's end to its
-// parent and the onRunDone hooks once the lock is released. A run's
+// parent once the lock is released. A run's
 // transitions step under its lock, and the lock is released with the run's
 // last save in one batch (runstore.Hold.Release).
 func (e *Engine) locked(ctx context.Context, id string, readRun bool, fn func(ctx context.Context, read *kv.Op) (*Run, error)) (*Run, error) {
