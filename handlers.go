@@ -271,14 +271,10 @@ func (e *endpoints) completeProviderError(r *http.Request, p callbackParams) out
 	}
 	tellRefused(ctx, out.provider, p.Error, p.ErrorDescription) // e.g. an MCP server's provider re-registers a refused client
 	out.returnTo = s.ReturnTo
-	if s.WorkflowID != "" {
-		in := providerErrorInput{Error: p.Error, ErrorDescription: p.ErrorDescription, ErrorURI: p.ErrorURI}
+	if owner, err := e.ownerOf(s); err == nil {
 		ctx, cancel := e.serverOwned(ctx) // the denial is recorded even when the browser left
 		defer cancel()
-		if _, err := e.engine.Fire(ctx, s.WorkflowID, transitionReportError, in, s.UserID); err != nil {
-			e.log.WarnContext(ctx, "oauthflow: recording a provider error redirect failed",
-				"run", s.WorkflowID, "error", logSafeError(err))
-		}
+		owner.SignInRefused(ctx, s, redirectError(s.Provider, p.Error, p.ErrorDescription, p.ErrorURI))
 	}
 	return out
 }

@@ -129,6 +129,16 @@ func (r runOwner) CompleteSignIn(ctx context.Context, s *Session, a CallbackAnsw
 	return err
 }
 
+// SignInRefused records the refusal on the sign-in's prompt, where the
+// user may try the same link again.
+func (r runOwner) SignInRefused(ctx context.Context, s *Session, refusal *ProviderError) {
+	in := providerErrorInput{Error: refusal.Code, ErrorDescription: refusal.Description, ErrorURI: refusal.URI}
+	if _, err := r.o.engine.Fire(ctx, s.WorkflowID, transitionReportError, in, s.UserID); err != nil {
+		r.o.log.WarnContext(ctx, "oauthflow: recording a provider error redirect failed",
+			"run", s.WorkflowID, "error", logSafeError(err))
+	}
+}
+
 // directOwner finishes a sign-in built by calling build_oauth_url outside a
 // workflow: the answer is exchanged at once.
 type directOwner struct{ o *oauthWorkflow }
@@ -136,6 +146,10 @@ type directOwner struct{ o *oauthWorkflow }
 func (d directOwner) CompleteSignIn(ctx context.Context, s *Session, a CallbackAnswer) error {
 	return d.o.exchangeSignIn(ctx, s, a, d.o.events)
 }
+
+// SignInRefused does nothing: a sign-in outside a workflow has no prompt to
+// record a refusal on, and the page tells its user.
+func (directOwner) SignInRefused(context.Context, *Session, *ProviderError) {}
 
 // withSession hands a consumed sign-in to the exchangeToken transition.
 func withSession(ctx context.Context, s *Session) context.Context {

@@ -276,6 +276,12 @@ type SignInOwner interface {
 	// exchanges the code once, with [Module.ExchangeSignIn]. ctx is the
 	// server's, not the browser's: it lasts Config.CompletionTimeout.
 	CompleteSignIn(ctx context.Context, s *Session, a CallbackAnswer) error
+	// SignInRefused hears that the provider's authorization page refused
+	// the sign-in s (the user denied it, say), from an error redirect that
+	// passed the same checks. The browser brought it: it is a claim, not a
+	// fact, so the sign-in stays open until it lapses, and the user may try
+	// the same link again. The owner records it where the user sees it.
+	SignInRefused(ctx context.Context, s *Session, refusal *ProviderError)
 }
 
 // CallbackAnswer is a provider's answer to a sign-in as its callback brought

@@ -437,11 +437,18 @@ func (e *callbackError) Error() string { return http.StatusText(e.status) + ": "
 // (Config.SignInOwners): it hears each checked answer and finishes the
 // sign-in with mod, which may be another instance's module.
 type queueOwner struct {
-	mod     *oauthflow.Module
-	refuse  error // when set, the owner fails the sign-in without exchanging
-	mu      sync.Mutex
-	heard   []oauthflow.CallbackAnswer
-	signIns []oauthflow.Session
+	mod      *oauthflow.Module
+	refuse   error // when set, the owner fails the sign-in without exchanging
+	mu       sync.Mutex
+	heard    []oauthflow.CallbackAnswer
+	signIns  []oauthflow.Session
+	refusals []string // the error codes of the refusals it heard
+}
+
+func (q *queueOwner) SignInRefused(_ context.Context, s *oauthflow.Session, refusal *oauthflow.ProviderError) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.refusals = append(q.refusals, refusal.Code)
 }
 
 func (q *queueOwner) CompleteSignIn(ctx context.Context, s *oauthflow.Session, a oauthflow.CallbackAnswer) error {
@@ -552,4 +559,30 @@ func TestSignInOwnerUnknown(t *testing.T) {
 		_, err := oauthflow.New(ctx, oauthflow.Config{KV: oauthflow.NewMemoryKV(), SignInOwners: bad})
 		assert.ErrorIs(t, err, oauthflow.ErrInvalidArgument, "SignInOwners %v", bad)
 	}
+}
+
+// A provider's error redirect for an owned sign-in, once checked like an
+// answer, reaches the sign-in's owner and leaves the sign-in open.
+func TestSignInOwnerHearsARefusal(t *testing.T) {
+	t.Parallel()
+	owner := &queueOwner{}
+	env := newFlowEnv(t, envOptions{config: func(c *oauthflow.Config) {
+		c.SignInOwners = map[string]oauthflow.SignInOwner{"queue": owner}
+	}})
+	owner.mod = env.mod(0)
+	res, err := env.mod(0).BuildOAuthURL.Call(context.Background(), oauthflow.ToolContext{UserID: "alice", RunID: "wf-2", Owner: "queue"},
+		json.RawMessage(`{"provider":"demo","scopes":[]}`))
+	require.NoError(t, err)
+	var built oauthflow.BuildOAuthURLResult
+	require.NoError(t, json.Unmarshal(res, &built))
+	env.as.DenyNext()
+	_, body, _ := get(t, env.consent(built.AuthURL, 0))
+	assert.Contains(t, body, "Sign-in not completed")
+	assert.Equal(t, []string{"access_denied"}, owner.refusals)
+	assert.Empty(t, owner.heard)
+
+	// The sign-in is still open: the same link, tried again, completes it.
+	_, body, _ = get(t, env.consent(built.AuthURL, 0))
+	assert.Contains(t, body, "account connected")
+	assert.Len(t, owner.heard, 1)
 }
