@@ -20,8 +20,18 @@ type authRequest struct {
 }
 
 // handleAuthorize answers GET /authorize (RFC 6749 §4.1.1).
+// A request naming a request_uri is one pushed before (RFC 9126 §4); with
+// Options.RequirePAR every other one is refused.
 func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	switch {
+	case q.Has("request_uri"):
+		s.authorizePushed(w, r, q)
+		return
+	case s.opts.RequirePAR:
+		s.refuseUnpushed(w, r, q)
+		return
+	}
 	req, msg := s.identifyClient(q)
 	if req == nil {
 		writeErrorPage(w, http.StatusBadRequest, msg)
@@ -31,6 +41,12 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		s.redirect(w, r, req, errorParams(err), http.StatusFound)
 		return
 	}
+	s.answerAuthorize(w, r, req, q)
+}
+
+// answerAuthorize answers the checked authorization request req, whose
+// parameters are q: a forced denial, the consent page, or a code.
+func (s *Server) answerAuthorize(w http.ResponseWriter, r *http.Request, req *authRequest, q url.Values) {
 	switch {
 	case s.forcedDenial(q):
 		s.deny(w, r, req, http.StatusFound)

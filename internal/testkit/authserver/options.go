@@ -17,6 +17,7 @@ const (
 	DefaultCodeTTL         = time.Minute         // authorization-code lifetime
 	DefaultDeviceCodeTTL   = 10 * time.Minute    // device-code and user-code lifetime (RFC 8628)
 	DefaultDeviceInterval  = 5 * time.Second     // least time between two polls of one device code
+	DefaultRequestURITTL   = time.Minute         // lifetime of a pushed request's request_uri (RFC 9126)
 )
 
 // defaultRedirectPaths are the callback paths DefaultClients accept on a loopback host.
@@ -116,6 +117,21 @@ type Options struct {
 	// entry matched; nil means answer normally. It must be safe for concurrent use.
 	OnToken func(grant string) *Failure
 
+	// PAR serves the pushed authorization request endpoint, POST /par (RFC 9126),
+	// and announces it in the metadata (pushed_authorization_request_endpoint). The
+	// client authenticates there as at the token endpoint and pushes the parameters
+	// of an authorization request; the answer's request_uri, sent to /authorize with
+	// client_id and nothing else, stands for them once, until it expires. A DPoP
+	// proof on the push (when the server does DPoP) binds the code to its key, as
+	// dpop_jkt does (RFC 9449 §10.1).
+	PAR bool
+	// RequirePAR refuses every authorization request that was not pushed, and says
+	// so in the metadata (require_pushed_authorization_requests, RFC 9126 §5). It
+	// implies PAR.
+	RequirePAR bool
+	// RequestURITTL is the lifetime of a request_uri (default DefaultRequestURITTL).
+	RequestURITTL time.Duration
+
 	// DPoP binds tokens to the client's key (RFC 9449) and announces ES256 in the
 	// metadata. A token request with a DPoP proof gets a token bound to the proof's key
 	// (token_type DPoP), which the protected endpoints then take only with a proof of
@@ -156,7 +172,11 @@ func (o Options) withDefaults() Options {
 	if o.DeviceInterval <= 0 {
 		o.DeviceInterval = DefaultDeviceInterval
 	}
+	if o.RequestURITTL <= 0 {
+		o.RequestURITTL = DefaultRequestURITTL
+	}
 	o.DPoP = o.DPoP || o.RequireDPoP || o.DPoPNonces
+	o.PAR = o.PAR || o.RequirePAR
 	return o
 }
 

@@ -4,7 +4,7 @@
 // It runs the authorization-code grant with PKCE (RFC 7636), refresh tokens with or
 // without rotation, revocation (RFC 7009), introspection (RFC 7662), server metadata
 // (RFC 8414), the iss response parameter (RFC 9207), the device authorization grant
-// (RFC 8628) and, when asked, DPoP-bound tokens and server nonces (RFC 9449), and
+// (RFC 8628), pushed authorization requests (RFC 9126) and, when asked, DPoP-bound tokens and server nonces (RFC 9449), and
 // serves two protected endpoints: a demo API, GET /api/me, and user info, GET
 // /userinfo. State lives in memory on the Server value.
 //
@@ -40,6 +40,8 @@ const (
 	PathUserinfo   = "/userinfo"
 	PathMetadata   = "/.well-known/oauth-authorization-server"
 
+	PathPAR = "/par" // RFC 9126 §2
+
 	PathDeviceAuthorization = "/device_authorization" // RFC 8628 §3.1
 	PathDevice              = "/device"               // the verification URI, where the user enters the user code
 )
@@ -54,6 +56,7 @@ type Server struct {
 
 	store        store
 	failures     failureQueue
+	parFailures  failureQueue // FailNextPAR
 	denyNext     atomic.Int64
 	slowDownNext atomic.Int64
 	stats        counters
@@ -117,6 +120,9 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET "+PathAPI, s.handleAPI)
 	mux.HandleFunc("GET "+PathUserinfo, s.handleUserinfo)
 	mux.HandleFunc("GET "+PathMetadata, s.handleMetadata)
+	if s.opts.PAR {
+		mux.HandleFunc("POST "+PathPAR, s.handlePAR)
+	}
 	if !s.opts.NoDeviceGrant {
 		mux.HandleFunc("POST "+PathDeviceAuthorization, s.handleDeviceAuthorization)
 		mux.HandleFunc("GET "+PathDevice, s.handleDevicePage)

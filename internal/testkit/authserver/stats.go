@@ -22,6 +22,11 @@ type Stats struct {
 	APICalls        int64 // GET /api/me answered 200
 	UserinfoCalls   int64 // GET /userinfo answered 200
 
+	// Pushed authorization requests (RFC 9126).
+	PARRequests         int64 // every POST /par, scripted failures included
+	RequestURIsRedeemed int64 // authorization requests that used a pushed request's request_uri
+	RequestURIsRefused  int64 // authorization requests refused over a request_uri (unknown, used, expired, with other parameters) or for want of one (RequirePAR)
+
 	// The device authorization grant (RFC 8628). A poll of a code its client holds
 	// that no script answers counts once among DevicePending, DeviceSlowDowns,
 	// DeviceExpiries, DeviceRedeemedPolls and DeviceTokens, unless it is answered
@@ -40,6 +45,7 @@ type Stats struct {
 	// Invalid, Replayed and NonceChallenges; an accepted one may then be of the wrong
 	// key (KeyMismatches).
 	DPoPTokenRequests   int64 // POST /token with a DPoP header, whether or not the server does DPoP
+	DPoPPARRequests     int64 // POST /par with a DPoP header, whether or not the server does DPoP
 	DPoPProofsAccepted  int64 // proofs accepted at the token endpoint or a protected endpoint
 	DPoPProofsInvalid   int64 // proofs refused by dpop.Verify, or sent two at once
 	DPoPProofsReplayed  int64 // proofs refused because their jti was accepted before
@@ -54,6 +60,8 @@ type counters struct {
 	codesExchanged, refreshes                    atomic.Int64
 	codeReplays, refreshReuses                   atomic.Int64
 	revocations, apiCalls, userinfoCalls         atomic.Int64
+	parRequests, dpopPARRequests                 atomic.Int64
+	requestURIsRedeemed, requestURIsRefused      atomic.Int64
 	deviceAuthorizations, devicePolls            atomic.Int64
 	devicePending, deviceSlowDowns               atomic.Int64
 	deviceApprovals, deviceDenials               atomic.Int64
@@ -82,6 +90,10 @@ func (s *Server) Stats() Stats {
 		APICalls:        c.apiCalls.Load(),
 		UserinfoCalls:   c.userinfoCalls.Load(),
 
+		PARRequests:         c.parRequests.Load(),
+		RequestURIsRedeemed: c.requestURIsRedeemed.Load(),
+		RequestURIsRefused:  c.requestURIsRefused.Load(),
+
 		DeviceAuthorizations: c.deviceAuthorizations.Load(),
 		DevicePolls:          c.devicePolls.Load(),
 		DevicePending:        c.devicePending.Load(),
@@ -93,6 +105,7 @@ func (s *Server) Stats() Stats {
 		DeviceRedeemedPolls:  c.deviceRedeemedPolls.Load(),
 
 		DPoPTokenRequests:   c.dpopTokenRequests.Load(),
+		DPoPPARRequests:     c.dpopPARRequests.Load(),
 		DPoPProofsAccepted:  c.dpopProofsAccepted.Load(),
 		DPoPProofsInvalid:   c.dpopProofsInvalid.Load(),
 		DPoPProofsReplayed:  c.dpopProofsReplayed.Load(),

@@ -47,8 +47,9 @@ type store struct {
 	access    map[string]*token
 	refresh   map[string]*token
 	consents  map[string]*authRequest
-	devices   map[string]*deviceAuth // by device code
-	userCodes map[string]*deviceAuth // the same, by user code
+	devices   map[string]*deviceAuth    // by device code
+	userCodes map[string]*deviceAuth    // the same, by user code
+	pushed    map[string]*pushedRequest // by request_uri (RFC 9126)
 	added     int
 
 	minPollGap  time.Duration // the least time between two polls of one device code
@@ -63,6 +64,7 @@ func newStore() store {
 		consents:  map[string]*authRequest{},
 		devices:   map[string]*deviceAuth{},
 		userCodes: map[string]*deviceAuth{},
+		pushed:    map[string]*pushedRequest{},
 	}
 }
 
@@ -87,6 +89,11 @@ func (st *store) sweepLocked(now time.Time) {
 	for k, r := range st.consents {
 		if !now.Before(r.expires) {
 			delete(st.consents, k)
+		}
+	}
+	for k, p := range st.pushed {
+		if !now.Before(p.expires) {
+			delete(st.pushed, k)
 		}
 	}
 	for k, d := range st.devices {
