@@ -320,7 +320,7 @@ var placeholderRE = regexp.MustCompile(`\{([a-z_]+)\}`)
 
 // templated is the fields of c that may hold {param} placeholders.
 func (c *Config) templated() []*string {
-	return []*string{&c.AuthURL, &c.TokenURL, &c.RefreshURL, &c.RevocationURL, &c.DeviceAuthURL, &c.Issuer, &c.UserinfoURL}
+	return []*string{&c.AuthURL, &c.TokenURL, &c.RefreshURL, &c.RevocationURL, &c.DeviceAuthURL, &c.PushedAuthURL, &c.Issuer, &c.UserinfoURL}
 }
 
 func fillAll(cfg *Config, values map[string]string) error {

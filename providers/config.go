@@ -61,6 +61,17 @@ type Config struct {
 	// DeviceAuthURL is the RFC 8628 device authorization endpoint; empty:
 	// the provider offers no device sign-in (SupportsDeviceAuth is false).
 	DeviceAuthURL string `json:"device_auth_url,omitempty"`
+	// PushedAuthURL is the pushed authorization request endpoint (RFC 9126).
+	// With it every sign-in pushes its authorization request there first
+	// (PushAuthorization), and the browser is sent with client_id and the
+	// answer's request_uri alone; a push that fails fails the sign-in, never
+	// falling back to a request in the URL. Discover sets it from
+	// pushed_authorization_request_endpoint.
+	PushedAuthURL string `json:"pushed_auth_url,omitempty"`
+	// RequirePAR says the server refuses authorization requests that were
+	// not pushed (require_pushed_authorization_requests, RFC 9126 §5). A
+	// provider with it and no PushedAuthURL is refused when built.
+	RequirePAR bool `json:"require_par,omitempty"`
 	// Issuer is the value the server sends as the RFC 9207 "iss" parameter.
 	// Set it only for servers that send it: a non-empty Issuer makes the
 	// callback require and compare iss, unless IssOptional.
@@ -207,7 +218,7 @@ func (c *Config) validate() error {
 	}
 	required := [][2]string{{"AuthURL", c.AuthURL}, {"TokenURL", c.TokenURL}}
 	optional := [][2]string{{"RefreshURL", c.RefreshURL}, {"RevocationURL", c.RevocationURL}, {"DeviceAuthURL", c.DeviceAuthURL},
-		{"UserinfoURL", c.UserinfoURL}}
+		{"UserinfoURL", c.UserinfoURL}, {"PushedAuthURL", c.PushedAuthURL}}
 	for _, f := range required {
 		if err := checkURL(f[0], f[1]); err != nil {
 			return err
@@ -220,6 +231,9 @@ func (c *Config) validate() error {
 		if err := checkURL(f[0], f[1]); err != nil {
 			return err
 		}
+	}
+	if c.RequirePAR && c.PushedAuthURL == "" {
+		return invalid("%s: the server requires pushed authorization requests (RFC 9126 §5) and the provider has no PushedAuthURL", c.ID)
 	}
 	if err := c.validateEnums(); err != nil {
 		return err

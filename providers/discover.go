@@ -24,6 +24,8 @@ type metadata struct {
 	DPoPSigningAlgs             []string `json:"dpop_signing_alg_values_supported"`
 	TokenAuthMethods            []string `json:"token_endpoint_auth_methods_supported"`
 	ScopesSupported             []string `json:"scopes_supported"`
+	PAREndpoint                 string   `json:"pushed_authorization_request_endpoint"` // RFC 9126 §5
+	RequirePAR                  bool     `json:"require_pushed_authorization_requests"` // RFC 9126 §5
 }
 
 // Discover builds a provider from the authorization server's metadata:
@@ -32,8 +34,12 @@ type metadata struct {
 // (/.well-known/openid-configuration, appended to it). Metadata whose
 // "issuer" is not exactly issuer is rejected with ErrIssuerMismatch.
 //
-// From the metadata: the endpoints, revocation_endpoint and
-// device_authorization_endpoint (Config.DeviceAuthURL); PKCE is
+// From the metadata: the endpoints, revocation_endpoint,
+// device_authorization_endpoint (Config.DeviceAuthURL),
+// pushed_authorization_request_endpoint (Config.PushedAuthURL: every sign-in
+// is then pushed) and require_pushed_authorization_requests
+// (Config.RequirePAR: metadata that requires PAR and names no endpoint is
+// refused); PKCE is
 // supported only when code_challenge_methods_supported lists S256; Issuer()
 // is the issuer only when authorization_response_iss_parameter_supported is
 // true (RFC 9207); HTTP Basic unless the server lists only
@@ -112,6 +118,8 @@ func (md *metadata) config(id, issuer string) (Config, error) {
 		TokenURL:      md.TokenEndpoint,
 		RevocationURL: md.RevocationEndpoint,
 		DeviceAuthURL: md.DeviceAuthorizationEndpoint,
+		PushedAuthURL: md.PAREndpoint,
+		RequirePAR:    md.RequirePAR,
 		AuthStyle:     AuthStyleHeader,
 		PKCE:          PKCEUnsupported,
 	}
@@ -146,7 +154,7 @@ func (md *metadata) checkEndpoints(issuer string) error {
 	if !strings.HasPrefix(issuer, "https://") {
 		return nil
 	}
-	for _, e := range []string{md.AuthorizationEndpoint, md.TokenEndpoint, md.RevocationEndpoint, md.DeviceAuthorizationEndpoint} {
+	for _, e := range []string{md.AuthorizationEndpoint, md.TokenEndpoint, md.RevocationEndpoint, md.DeviceAuthorizationEndpoint, md.PAREndpoint} {
 		if e != "" && !strings.HasPrefix(e, "https://") {
 			return fmt.Errorf("%w: %s: endpoint %q is not https", ErrDiscovery, issuer, e)
 		}

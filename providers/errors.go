@@ -27,10 +27,16 @@ var (
 	// authorization endpoint (Config.DeviceAuthURL); SupportsDeviceAuth tells
 	// in advance. It wraps errors.ErrUnsupported.
 	ErrDeviceAuthUnsupported = fmt.Errorf("providers: no device authorization endpoint: %w", oauthflow.ErrDeviceAuthUnsupported)
+	// ErrPARUnsupported: the provider has no RFC 9126 pushed authorization
+	// request endpoint (Config.PushedAuthURL); PushesAuthorization tells in
+	// advance. It wraps errors.ErrUnsupported.
+	ErrPARUnsupported = fmt.Errorf("providers: no pushed authorization request endpoint: %w", errors.ErrUnsupported)
 	// ErrMalformedResponse: the token endpoint answered with a body that is
-	// not a token response (not JSON or form data, or a wrong field type), or
+	// not a token response (not JSON or form data, or a wrong field type),
 	// the device authorization endpoint with one that is not a device
-	// authorization (no device_code, user_code or http(s) verification_uri).
+	// authorization (no device_code, user_code or http(s) verification_uri),
+	// or the pushed authorization request endpoint with one without a usable
+	// request_uri.
 	ErrMalformedResponse = errors.New("providers: malformed token response")
 	// ErrNoAccessToken: a successful-looking token response carried no access_token.
 	ErrNoAccessToken = errors.New("providers: token response without access_token")

@@ -20,8 +20,9 @@ import (
 // Provider methods it has the optional methods oauthflow looks for (listed
 // on [oauthflow.Provider]): SupportsPKCE, AuthorizationIssuer, RevokeToken,
 // DisplayName, DeadGrantCodes, ExchangeCodeVerifier, UsesDPoP, ReadAccount,
-// CallbackFields and the device authorization grant's SupportsDeviceAuth,
-// DeviceAuth and DeviceToken. It is safe for concurrent use; build it with
+// CallbackFields, the device authorization grant's SupportsDeviceAuth,
+// DeviceAuth and DeviceToken, and the pushed authorization requests'
+// PushesAuthorization and PushAuthorization. It is safe for concurrent use; build it with
 // NewOAuth2, New, FromEnv or Discover.
 type OAuth2 struct {
 	cfg     Config

@@ -25,8 +25,11 @@ type answer struct {
 
 // send does req with the provider's client and reads the answer; a failure
 // is a *oauthflow.ProviderError.
-func (p *OAuth2) send(req *http.Request) (*answer, error) {
-	resp, err := p.client.Do(req)
+func (p *OAuth2) send(req *http.Request) (*answer, error) { return p.sendWith(p.client, req) }
+
+// sendWith is send with the client c.
+func (p *OAuth2) sendWith(c *http.Client, req *http.Request) (*answer, error) {
+	resp, err := c.Do(req)
 	if err != nil {
 		return nil, &oauthflow.ProviderError{ProviderID: p.cfg.ID, Err: err}
 	}
