@@ -45,8 +45,9 @@ type proofCall struct {
 
 type proofCallKey struct{}
 
-// withProofs is ctx for a provider's ExchangeCode or RefreshToken whose
-// requests must carry proofs of key; ctx itself when key is nil.
+// withProofs is ctx for a provider's ExchangeCode, RefreshToken or
+// PushAuthorization whose requests must carry proofs of key; ctx itself when
+// key is nil.
 func withProofs(ctx context.Context, key *dpop.Key, nonces *dpop.Nonces) context.Context {
 	if key == nil {
 		return ctx
@@ -56,7 +57,8 @@ func withProofs(ctx context.Context, key *dpop.Key, nonces *dpop.Nonces) context
 
 // DPoPTransport is base (nil: http.DefaultTransport) adding a DPoP proof to
 // each request when ctx is that of a call the library makes to bind a grant:
-// the ExchangeCode or RefreshToken of a provider whose UsesDPoP is true. A
+// the ExchangeCode, RefreshToken or PushAuthorization of a provider whose
+// UsesDPoP is true. A
 // provider that sends its own token requests wraps their transport with it;
 // for any other ctx it is base.
 // A proof goes only to the origin of the request made, never with a redirect

@@ -555,9 +555,9 @@ func (e *endpoints) serveStart(w http.ResponseWriter, r *http.Request) {
 	state := r.PostFormValue("state")
 	ttl := e.signInTTL - e.now().Sub(time.UnixMilli(s.CreatedAt))
 	http.SetCookie(w, bindingCookie(r, state, r.PostFormValue("binding"), ttl))
-	authURL, err := e.startURL(s, state)
+	authURL, err := e.startURL(r.Context(), s, state)
 	if err != nil {
-		e.renderPage(w, outcome{kind: outcomeInternal, message: "The sign-in could not be started."}, "")
+		e.renderPage(w, startFailure(err), "")
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
@@ -599,13 +599,24 @@ func (e *endpoints) sameOrAllowedOrigin(r *http.Request) bool {
 
 // startURL builds the authorization URL of the pending sign-in s again, as
 // build_oauth_url made it: the same provider, scopes, state, PKCE challenge
-// and dpop_jkt.
-func (e *endpoints) startURL(s *Session, state string) (string, error) {
+// and dpop_jkt; a provider that pushes is pushed the request anew, since a
+// request_uri is good for one use.
+func (e *endpoints) startURL(ctx context.Context, s *Session, state string) (string, error) {
 	p, err := e.registry.Get(s.Provider)
 	if err != nil {
 		return "", err
 	}
-	return e.authURLOf(p, s, state)
+	return e.authURLOf(ctx, p, s, state)
+}
+
+// startFailure is the page of a POST /start whose URL could not be built: a
+// push the provider failed is "try again later" (502), anything else an
+// internal failure.
+func startFailure(err error) outcome {
+	if errors.Is(err, errPush) {
+		return outcome{kind: outcomeUnavailable, message: publicMessage(err)}
+	}
+	return outcome{kind: outcomeInternal, message: "The sign-in could not be started."}
 }
 
 // The callback page: html/template escapes everything; the only script is the

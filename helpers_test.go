@@ -145,6 +145,7 @@ type flowEnv struct {
 	dpop     bool                    // the demo provider binds its grants to a key
 	device   bool                    // the demo provider offers the device grant
 	demo     func(*providers.Config) // changes the demo provider's Config
+	demoOpts []providers.Option      // the demo provider's options
 }
 
 type replica struct {
@@ -161,6 +162,7 @@ type envOptions struct {
 	dpop     bool                      // the demo provider binds its grants to a key (providers.Config.DPoP)
 	device   bool                      // the demo provider offers the device grant (providers.Config.DeviceAuthURL)
 	demo     func(*providers.Config)   // changes the demo provider's Config
+	demoOpts []providers.Option        // the demo provider's options (its HTTP client, say)
 }
 
 func newFlowEnv(t *testing.T, o envOptions) *flowEnv {
@@ -174,7 +176,8 @@ func newFlowEnv(t *testing.T, o envOptions) *flowEnv {
 	if base == nil {
 		base = sharedRedisAny(t)
 	}
-	env := &flowEnv{t: t, as: as, kv: &switchKV{KV: base}, events: &eventLog{}, dpop: o.dpop, device: o.device, demo: o.demo}
+	env := &flowEnv{t: t, as: as, kv: &switchKV{KV: base}, events: &eventLog{}, dpop: o.dpop, device: o.device, demo: o.demo,
+		demoOpts: o.demoOpts}
 	// Every replica's provider redirects to the first replica's callback; the
 	// test may deliver the redirect to any replica.
 	mux0 := http.NewServeMux()
@@ -207,7 +210,7 @@ func (env *flowEnv) newModule(redirect string, setup func(*oauthflow.Module), co
 		env.demo(&pcfg)
 	}
 	demo, err := providers.NewOAuth2(pcfg,
-		providers.Credentials{ClientID: authserver.DefaultClientID, ClientSecret: "demo-secret", RedirectURL: redirect})
+		providers.Credentials{ClientID: authserver.DefaultClientID, ClientSecret: "demo-secret", RedirectURL: redirect}, env.demoOpts...)
 	require.NoError(t, err)
 	reg := oauthflow.NewRegistry()
 	require.NoError(t, reg.Register(demo))

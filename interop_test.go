@@ -8,9 +8,11 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -187,6 +189,49 @@ func TestInteropTamperedIssuerRejected(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, status)
 	assert.Contains(t, body, "unexpected issuer")
 	assert.Equal(t, oauthflow.PromptPending, app.prompt(t, run.ID).Status)
+}
+
+// Interop with pushed authorization requests (RFC 9126): oidc-provider
+// configured to require them, found by discovery. The sign-in pushes its
+// request (the peer refuses any other) and sends the browser with client_id
+// and request_uri alone; the grant it makes is refreshed and revoked
+// through the library like any other.
+func TestInteropPARRequired(t *testing.T) {
+	t.Parallel()
+	peer := oidcpeer.Start(t, oidcpeer.Options{PAR: oidcpeer.PARRequired, RTRotate: oidcpeer.RotateAlways})
+	app := newPeerApp(t, peer, oidcpeer.BasicClient, oidcpeer.BasicSecret, "")
+	p, err := app.mod.Registry.Get("peer")
+	require.NoError(t, err)
+	cfg := p.(*providers.OAuth2).Config()
+	require.Equal(t, peer.Issuer()+"/request", cfg.PushedAuthURL, "discovery found the PAR endpoint")
+	require.True(t, cfg.RequirePAR, "and that the peer requires it")
+
+	run, doc, redirect := app.signIn(t, "alice")
+	u, err := url.Parse(doc.AuthURL)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"client_id", "request_uri"}, slices.Collect(maps.Keys(u.Query())),
+		"the browser carries client_id and request_uri only: %s", doc.AuthURL)
+	require.Equal(t, doc.State, redirect.Query().Get("state"), "the pushed state came back")
+	status, body, _ := get(t, redirect.String())
+	require.Equal(t, http.StatusOK, status, "%s\npeer log:\n%s", body, peer.Output())
+	require.Equal(t, oauthflow.PromptSuccess, app.prompt(t, run.ID).Status)
+
+	before, err := app.mod.Tokens.GetTokens(t.Context(), "alice", "peer")
+	require.NoError(t, err)
+	access, err := app.mod.Tokens.GetValidAccessToken(t.Context(), "alice", "peer") // 5 s tokens: inside the skew
+	require.NoError(t, err, "peer log:\n%s", peer.Output())
+	require.NotEqual(t, before.AccessToken, access, "refreshed")
+	after, err := app.mod.Tokens.GetTokens(t.Context(), "alice", "peer")
+	require.NoError(t, err)
+	require.True(t, peer.Introspect(t, after.RefreshToken, oidcpeer.BasicClient, oidcpeer.BasicSecret))
+
+	require.NoError(t, app.mod.Tokens.DeleteTokens(t.Context(), "alice", "peer"))
+	require.False(t, peer.Introspect(t, after.RefreshToken, oidcpeer.BasicClient, oidcpeer.BasicSecret), "revoked at the peer")
+	require.NotContains(t, app.events.kinds(), oauthflow.EventRevokeFailed)
+
+	front := p.BuildAuthURL([]string{"openid"}, "s")
+	refused := peer.Authorize(t, front, app.api.URL+oauthflow.CallbackPath)
+	require.Equal(t, "invalid_request", refused.Query().Get("error"), "the peer refuses a request that was not pushed: %v", refused)
 }
 
 // Interop with the device authorization grant (RFC 8628): oidc-provider
@@ -480,7 +525,7 @@ func testInteropDPoP(t *testing.T, tc dpopCase) {
 
 	challenges := 0
 	if tc.dpop == oidcpeer.DPoPNonce {
-		challenges = 1 // A's code exchange; B's first call to userinfo
+		challenges = 1 // A's first request (its push, or its code exchange); B's first call to userinfo
 	}
 	a.wire.requireAnswered(t, challenges, "A")
 	b.wire.requireAnswered(t, challenges, "B") // the peer's log is printed if the test failed (oidcpeer.Start)
@@ -560,15 +605,27 @@ func dpopProvider(t *testing.T, peer *oidcpeer.Peer, tc dpopCase, creds provider
 }
 
 // signIn runs alice's sign-in through the peer's login and consent to this
-// instance's callback, and returns the dpop_jkt the authorization request
-// carried ("" for none).
+// instance's callback, and returns the thumbprint of the key the
+// authorization request named ("" for none): its dpop_jkt, in the pushed
+// request for a discovered provider (the peer offers PAR, and the push also
+// proves the key), in the URL for the catalog one.
 func (a *dpopApp) signIn(t *testing.T) string {
 	t.Helper()
 	run, doc, err := a.mod.StartSignIn(context.Background(), "alice", "peer", "openid", "offline_access")
 	require.NoError(t, err)
 	authURL, err := url.Parse(doc.AuthURL)
 	require.NoError(t, err)
-	jkt := authURL.Query().Get("dpop_jkt")
+	pending, err := oauthflow.PeekSession(a.mod.Sessions, context.Background(), doc.State)
+	require.NoError(t, err)
+	var jkt string
+	if pending.DPoPKey != "" {
+		jkt = thumbprintOf(t, pending.DPoPKey)
+	}
+	if authURL.Query().Has("request_uri") {
+		require.Equal(t, jkt != "", a.wire.count(http.MethodPost, "/request") > 0, "the push proved the key")
+	} else {
+		require.Equal(t, jkt, authURL.Query().Get("dpop_jkt"), "the URL names the key")
+	}
 	redirect := a.peer.Authorize(t, doc.AuthURL, a.api.URL+oauthflow.CallbackPath)
 	status, body, _ := get(t, redirect.String())
 	require.Equal(t, http.StatusOK, status, "%s\npeer log:\n%s", body, a.peer.Output())
@@ -798,7 +855,8 @@ func (w *dpopWire) requireAnswered(t *testing.T, want int, instance string) {
 	challenged := 0
 	for i, c := range w.calls {
 		if c.challenge == "" {
-			require.Equal(t, http.StatusOK, c.status, "%s: %s %s was refused", instance, c.method, c.path)
+			require.True(t, c.status == http.StatusOK || c.status == http.StatusCreated, // 201: a PAR answer
+				"%s: %s %s was refused (%d)", instance, c.method, c.path, c.status)
 			continue
 		}
 		challenged++

@@ -80,6 +80,23 @@ import (
 //     §3.4). While the user has not acted it fails with a *ProviderError
 //     whose Code is "authorization_pending" or "slow_down"; "access_denied"
 //     and "expired_token" end the sign-in (§3.5).
+//   - PushesAuthorization() bool reports whether the provider's sign-ins are
+//     pushed (RFC 9126): its server has a pushed authorization request
+//     endpoint. With it, PushAuthorization builds every sign-in's URL in
+//     place of BuildAuthURL; the two come together.
+//   - PushAuthorization(ctx context.Context, scopes []string, state string, opts ...oauth2.AuthCodeOption) (authURL string, err error)
+//     sends the authorization request BuildAuthURL(scopes, state, opts...)
+//     would put in its URL to the pushed authorization request endpoint, in
+//     a POST that authenticates the client as its token requests do, and
+//     returns the URL the browser is sent to, which carries client_id and
+//     the answer's request_uri only. Its requests go through
+//     [DPoPTransport] with ctx: for a sign-in bound to a key, the push proves
+//     the key, which binds the code to it (RFC 9449 §10.1). A sign-in's
+//     request is pushed each time its URL is built (build_oauth_url, the
+//     "oauth" workflow, POST /api/v1/oauth/start), never reused: a
+//     request_uri is good for one use. A failure, reported as a
+//     *ProviderError, fails the sign-in with a message for the user;
+//     nothing falls back to BuildAuthURL.
 //
 // A provider that can revoke a token is also a [Revoker].
 type Provider interface {
@@ -106,6 +123,10 @@ type (
 	deadGrantCoder    interface{ DeadGrantCodes() []string }
 	verifierExchanger interface {
 		ExchangeCodeVerifier(ctx context.Context, code, verifier string) (*TokenSet, error)
+	}
+	authorizationPusher interface {
+		PushesAuthorization() bool
+		PushAuthorization(ctx context.Context, scopes []string, state string, opts ...oauth2.AuthCodeOption) (authURL string, err error)
 	}
 )
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/clip"
+	"github.com/oauthflow/oauthflow/internal/dpop"
 	"github.com/oauthflow/oauthflow/internal/errs"
 	"github.com/oauthflow/oauthflow/internal/xcontext"
 	"golang.org/x/oauth2"
@@ -182,7 +183,7 @@ func (si *signIns) buildAuthURL(ctx context.Context, tc ToolContext, a BuildOAut
 		}
 		s.DPoPKey = enc
 	}
-	authURL, err := si.authURLOf(p, &s, state)
+	authURL, err := si.authURLOf(ctx, p, &s, state)
 	if err != nil {
 		return nil, err
 	}
@@ -199,19 +200,26 @@ func (si *signIns) buildAuthURL(ctx context.Context, tc ToolContext, a BuildOAut
 // authURLOf builds the authorization URL of the sign-in s under state: its
 // scopes, its PKCE challenge and, when it has a DPoP key, the key's
 // thumbprint as dpop_jkt, which binds the code to the key (RFC 9449 §10).
-// build_oauth_url and POST /start both build through it, so a sign-in
-// opened either way asks for the same thing.
-func (si *signIns) authURLOf(p Provider, s *Session, state string) (string, error) {
+// build_oauth_url (the tool, the "oauth" workflow) and POST /start all build
+// through it, so a sign-in opened any way asks for the same thing. A
+// provider that pushes its authorization requests (RFC 9126) is sent them
+// here, with a proof of the sign-in's key when it has one.
+func (si *signIns) authURLOf(ctx context.Context, p Provider, s *Session, state string) (string, error) {
 	var opts []oauth2.AuthCodeOption
 	if s.CodeVerifier != "" {
 		opts = append(opts, oauth2.S256ChallengeOption(s.CodeVerifier))
 	}
+	var key *dpop.Key
 	if s.DPoPKey != "" {
-		key, err := si.tokens.keys.get(s.DPoPKey) // kept parsed: the exchange signs with it
-		if err != nil {
+		var err error
+		if key, err = si.tokens.keys.get(s.DPoPKey); err != nil { // kept parsed: the exchange signs with it
 			return "", err
 		}
 		opts = append(opts, oauth2.SetAuthURLParam("dpop_jkt", key.Thumbprint()))
+	}
+	if ap := pusherOf(p); ap != nil {
+		ctx = withProofs(context.WithValue(ctx, oauth2.HTTPClient, si.httpClient), key, &si.tokens.nonces)
+		return si.pushAuthURL(ctx, ap, p.ProviderID(), s.Scopes, state, opts)
 	}
 	return callBuildAuthURL(p, s.Scopes, state, opts)
 }
@@ -223,6 +231,51 @@ func callBuildAuthURL(p Provider, scopes []string, state string, opts []oauth2.A
 		return "", fmt.Errorf("oauthflow: provider %s built an empty authorization URL", p.ProviderID())
 	}
 	return u, nil
+}
+
+// Pushed authorization requests (RFC 9126). A provider whose
+// PushesAuthorization is true has every sign-in's authorization request
+// pushed to its server, and the browser carries only what stands for it.
+// The push is the sign-in's one way in: when it fails, the sign-in fails,
+// and nothing falls back to a request in the URL, which the server may
+// refuse anyway and which would carry what the push keeps out of the
+// browser.
+
+// pusherOf is p as an authorizationPusher whose sign-ins are pushed, else nil.
+func pusherOf(p Provider) authorizationPusher {
+	if ap, ok := p.(authorizationPusher); ok && ap.PushesAuthorization() {
+		return ap
+	}
+	return nil
+}
+
+// errPush marks the failure of a sign-in's pushed authorization request;
+// pushFailedMessage is what the user is told of it.
+var errPush = errors.New("oauthflow: the pushed authorization request failed")
+
+const pushFailedMessage = "The provider could not start the sign-in. Try again later."
+
+// pushAuthURL pushes the authorization request of a sign-in of provider
+// through ap and returns the URL the browser is sent to. A failure is
+// logged, safely, and fails the sign-in with a message for the user.
+func (si *signIns) pushAuthURL(ctx context.Context, ap authorizationPusher, provider string, scopes []string, state string,
+	opts []oauth2.AuthCodeOption) (string, error) {
+	u, err := callPushAuthorization(ctx, ap, scopes, state, opts)
+	if err == nil && u == "" {
+		err = &ProviderError{ProviderID: provider, Err: errors.New("the pushed authorization request named no URL")}
+	}
+	if err != nil {
+		si.log.WarnContext(ctx, "oauthflow: a sign-in's pushed authorization request failed; the sign-in is not started",
+			"provider", provider, "error", logSafeError(err))
+		return "", &FlowError{Message: pushFailedMessage, Err: fmt.Errorf("%w: %w", errPush, err)}
+	}
+	return u, nil
+}
+
+func callPushAuthorization(ctx context.Context, ap authorizationPusher, scopes []string, state string,
+	opts []oauth2.AuthCodeOption) (u string, err error) {
+	defer errs.Recover(&err, "provider PushAuthorization")
+	return ap.PushAuthorization(ctx, scopes, state, opts...)
 }
 
 // exchangeCode checks the state in constant time, takes the pending sign-in

@@ -719,8 +719,11 @@ func TestInteropScopeStepUp(t *testing.T) {
 	require.Equal(t, oauthflow.StateAwaitingAuth, parent.State, "the grant lacks write: the parent waits for a sign-in")
 	require.Len(t, parent.Children, 1)
 	doc := app.prompt(t, parent.Children[0])
-	asked := strings.Fields(mustQuery(t, doc.AuthURL, "scope"))
-	assert.ElementsMatch(t, append(strings.Fields(before.Scope), "write"), asked, "the union of granted and missing")
+	// The peer offers PAR, so the scopes asked for are in the pushed request,
+	// which the pending sign-in records, not in the URL.
+	pending, err := oauthflow.PeekSession(app.mod.Sessions, context.Background(), doc.State)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, append(strings.Fields(before.Scope), "write"), pending.Scopes, "the union of granted and missing")
 
 	status, _, _ = get(t, peer.Authorize(t, doc.AuthURL, app.api.URL+oauthflow.CallbackPath).String())
 	require.Equal(t, http.StatusOK, status)

@@ -70,6 +70,15 @@ func providersCatalogMutants() []mutant {
 func providersConfigMutants() []mutant {
 	return []mutant{
 		{
+			Name: "par/required-without-endpoint-built",
+			File: "providers/config.go",
+			Old:  "\tif c.RequirePAR && c.PushedAuthURL == \"\" {\n",
+			New:  "\tif false && c.RequirePAR && c.PushedAuthURL == \"\" {\n",
+			Pkg:  "./providers",
+			Run:  "^(TestRequirePARNeedsAnEndpoint|TestDiscoverPAR)$",
+			Why:  "a provider whose server requires PAR and that has no PAR endpoint is refused when built",
+		},
+		{
 			Name: "dpop/any-provider-takes-dpop",
 			File: "providers/config.go",
 			Old:  "|| c.DPoP && strings.EqualFold(t, \"DPoP\")",
@@ -84,6 +93,15 @@ func providersConfigMutants() []mutant {
 // providersDiscoverMutants guards the code of providers/discover.go.
 func providersDiscoverMutants() []mutant {
 	return []mutant{
+		{
+			Name: "par/discover-ignores-endpoint",
+			File: "providers/discover.go",
+			Old:  "\t\tPushedAuthURL: md.PAREndpoint,\n",
+			New:  "",
+			Pkg:  "./providers",
+			Run:  "^TestDiscoverPAR$",
+			Why:  "Discover reads pushed_authorization_request_endpoint, so a server that offers PAR gets pushed requests",
+		},
 		{
 			Name: "dpop/discover-any-alg",
 			File: "providers/discover.go",
@@ -101,6 +119,47 @@ func providersDiscoverMutants() []mutant {
 			Pkg:  "./providers",
 			Run:  "TestDiscoverCapabilities",
 			Why:  "a discovered provider records its issuer even when the server does not send iss (SEP-2468)",
+		},
+	}
+}
+
+// providersParMutants guards the code of providers/par.go.
+func providersParMutants() []mutant {
+	return []mutant{
+		{
+			Name: "par/browser-url-carries-the-request",
+			File: "providers/par.go",
+			Old:  "\treturn p.pushedURL(uri), nil\n",
+			New:  "\treturn p.BuildAuthURL(scopes, state, opts...) + \"&request_uri=\" + url.QueryEscape(uri), nil\n",
+			Pkg:  "./providers",
+			Run:  "^TestPushAuthorizationRequest$",
+			Why:  "the URL the browser is sent to carries client_id and request_uri only (RFC 9126 §4)",
+		},
+		{
+			Name: "par/browser-url-carries-the-request-root",
+			File: "providers/par.go",
+			Old:  "\tq.Set(\"request_uri\", requestURI)\n",
+			New:  "\tq.Set(\"request_uri\", requestURI)\n\tq.Set(\"scope\", strings.Join(p.cfg.Scopes, \" \"))\n",
+			Run:  "^(TestPARSignInOnTwoInstances)$",
+			Why:  "the URL the browser is sent to carries client_id and request_uri only, through the library (RFC 9126 §4)",
+		},
+		{
+			Name: "par/push-without-client-auth",
+			File: "providers/par.go",
+			Old:  "req, err := p.clientRequest(ctx, p.cfg.PushedAuthURL, form, p.knownStyle())",
+			New:  "req, err := p.clientRequest(ctx, p.cfg.PushedAuthURL, form, oauth2.AuthStyleInParams)",
+			Pkg:  "./providers",
+			Run:  "^TestPushAuthorizationRequest$",
+			Why:  "the client authenticates at the PAR endpoint as at the token endpoint (RFC 9126 §2)",
+		},
+		{
+			Name: "par/answer-unchecked",
+			File: "providers/par.go",
+			Old:  "if pa.RequestURI == \"\" || len(pa.RequestURI) > maxRequestURILen ||",
+			New:  "if false && pa.RequestURI == \"\" || len(pa.RequestURI) > maxRequestURILen ||",
+			Pkg:  "./providers",
+			Run:  "^TestPushAuthorizationFailures$",
+			Why:  "a PAR answer without a request_uri fails the push",
 		},
 	}
 }

@@ -579,8 +579,8 @@ func handlersMutants() []mutant {
 		{
 			Name: "pages/start-drops-dpop-jkt",
 			File: "handlers.go",
-			Old:  "\treturn e.authURLOf(p, s, state)\n",
-			New:  "\tunbound := *s\n\tunbound.DPoPKey = \"\"\n\treturn e.authURLOf(p, &unbound, state)\n",
+			Old:  "\treturn e.authURLOf(ctx, p, s, state)\n",
+			New:  "\tunbound := *s\n\tunbound.DPoPKey = \"\"\n\treturn e.authURLOf(ctx, p, &unbound, state)\n",
 			Run:  "^(TestBoundSignInStartKeepsDPoPKeyThumbprint)$",
 			Why:  "a sign-in opened through POST /start names its key's thumbprint as dpop_jkt, like build_oauth_url (RFC 9449 §10)",
 		},
@@ -1444,6 +1444,30 @@ func sessionMutants() []mutant {
 // signinMutants guards the code of signin.go.
 func signinMutants() []mutant {
 	return []mutant{
+		{
+			Name: "par/endpoint-known-not-pushed",
+			File: "signin.go",
+			Old:  "if ap, ok := p.(authorizationPusher); ok && ap.PushesAuthorization() {",
+			New:  "if ap, ok := p.(authorizationPusher); false && ok && ap.PushesAuthorization() {",
+			Run:  "^(TestPARSignInOnTwoInstances|TestPAREachSignInPushesItsOwn|TestPARFailureFailsTheSignIn)$",
+			Why:  "a provider with a PAR endpoint has every sign-in pushed (RFC 9126), never sent in the URL",
+		},
+		{
+			Name: "par/push-failure-falls-back",
+			File: "signin.go",
+			Old:  "\t\treturn si.pushAuthURL(ctx, ap, p.ProviderID(), s.Scopes, state, opts)\n",
+			New:  "\t\tif u, err := si.pushAuthURL(ctx, ap, p.ProviderID(), s.Scopes, state, opts); err == nil {\n\t\t\treturn u, nil\n\t\t}\n",
+			Run:  "^(TestPARFailureFailsTheSignIn|TestPARFailureAtStart)$",
+			Why:  "a push that fails fails the sign-in: nothing falls back to a request in the URL",
+		},
+		{
+			Name: "par/push-unproved",
+			File: "signin.go",
+			Old:  "ctx = withProofs(context.WithValue(ctx, oauth2.HTTPClient, si.httpClient), key, &si.tokens.nonces)",
+			New:  "ctx = context.WithValue(ctx, oauth2.HTTPClient, si.httpClient)",
+			Run:  "^(TestPARSignInWithDPoP|TestPARBoundSignInStartPushes)$",
+			Why:  "a DPoP sign-in's push proves its key, which binds the code to it (RFC 9449 §10.1)",
+		},
 		{
 			Name: "errtext/code-exchange-a-dead-grant",
 			File: "signin.go",

@@ -70,6 +70,17 @@ const (
 	PKCERequired = "required" // required of every client
 )
 
+// Pushed authorization request policies (Options.PAR), RFC 9126.
+const (
+	// PAROptional takes pushed authorization requests at the peer's PAR
+	// endpoint, named in its metadata, and still serves a request in the
+	// authorization URL (the default, as oidc-provider 9 does).
+	PAROptional = "optional"
+	// PARRequired serves only pushed requests, and says so in the metadata
+	// (require_pushed_authorization_requests).
+	PARRequired = "required"
+)
+
 // DPoP policies (Options.DPoP), RFC 9449.
 const (
 	// DPoPOptional binds a token to the key of the proof its request carried
@@ -96,6 +107,7 @@ type Options struct {
 	Registration  bool          // open dynamic client registration (RFC 7591)
 	Resources     []string      // extra resource indicators tokens may be issued for (an MCP server's URL)
 	DPoP          string        // DPoPOptional, DPoPNonce, DPoPOff; "": optional
+	PAR           string        // PAROptional, PARRequired; "": optional
 	// UserinfoTokens gives a grant that includes the openid scope access
 	// tokens for the peer's userinfo endpoint (Peer.UserinfoURL), which
 	// checks them, DPoP binding included, instead of tokens for the
@@ -133,6 +145,7 @@ func (o Options) env() []string {
 	add("REDIRECT_PATHS", strings.Join(o.RedirectPaths, ","))
 	add("RESOURCES", strings.Join(o.Resources, ","))
 	add("DPOP", o.DPoP)
+	add("PAR", o.PAR)
 	add("DEVICE_TTL", seconds(o.DeviceCodeTTL))
 	add("DEVICE_INTERVAL", seconds(o.DeviceInterval))
 	add("DEVICE_ANNOUNCED_INTERVAL", seconds(o.DeviceAnnouncedInterval))
@@ -156,7 +169,7 @@ func seconds(d time.Duration) string {
 // settingKeys are the variables Options own; inherited values are dropped so
 // the peer runs with exactly the options given.
 var settingKeys = []string{"PORT", "AT_TTL", "RT_TTL", "RT_ROTATE", "PKCE", "REDIRECT_PATHS", "RESOURCES", "REGISTRATION",
-	"DPOP", "USERINFO_TOKENS", "DEVICE_TTL", "DEVICE_INTERVAL", "DEVICE_ANNOUNCED_INTERVAL"}
+	"DPOP", "PAR", "USERINFO_TOKENS", "DEVICE_TTL", "DEVICE_INTERVAL", "DEVICE_ANNOUNCED_INTERVAL"}
 
 func childEnv(o Options) []string {
 	var env []string
