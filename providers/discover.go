@@ -36,10 +36,12 @@ type metadata struct {
 //
 // From the metadata: the endpoints, revocation_endpoint,
 // device_authorization_endpoint (Config.DeviceAuthURL),
+// require_pushed_authorization_requests (Config.RequirePAR) with
 // pushed_authorization_request_endpoint (Config.PushedAuthURL: every sign-in
-// is then pushed) and require_pushed_authorization_requests
-// (Config.RequirePAR: metadata that requires PAR and names no endpoint is
-// refused); PKCE is
+// is then pushed; metadata that requires PAR and names no endpoint is
+// refused). An endpoint the server offers without requiring it is left
+// unused: a pushed request lives about a minute and a sign-in's link ten,
+// so set Config.PushedAuthURL to push anyway; PKCE is
 // supported only when code_challenge_methods_supported lists S256; Issuer()
 // is the issuer only when authorization_response_iss_parameter_supported is
 // true (RFC 9207); HTTP Basic unless the server lists only
@@ -118,13 +120,15 @@ func (md *metadata) config(id, issuer string) (Config, error) {
 		TokenURL:      md.TokenEndpoint,
 		RevocationURL: md.RevocationEndpoint,
 		DeviceAuthURL: md.DeviceAuthorizationEndpoint,
-		PushedAuthURL: md.PAREndpoint,
 		RequirePAR:    md.RequirePAR,
 		AuthStyle:     AuthStyleHeader,
 		PKCE:          PKCEUnsupported,
 	}
 	if err := md.checkEndpoints(issuer); err != nil {
 		return Config{}, err
+	}
+	if md.RequirePAR {
+		cfg.PushedAuthURL = md.PAREndpoint
 	}
 	if slices.Contains(md.CodeChallengeMethods, "S256") {
 		cfg.PKCE = PKCESupported

@@ -96,11 +96,11 @@ func providersDiscoverMutants() []mutant {
 		{
 			Name: "par/discover-ignores-endpoint",
 			File: "providers/discover.go",
-			Old:  "\t\tPushedAuthURL: md.PAREndpoint,\n",
-			New:  "",
+			Old:  "\tif md.RequirePAR {\n\t\tcfg.PushedAuthURL = md.PAREndpoint\n\t}\n",
+			New:  "\tcfg.PushedAuthURL = md.PAREndpoint\n",
 			Pkg:  "./providers",
 			Run:  "^TestDiscoverPAR$",
-			Why:  "Discover reads pushed_authorization_request_endpoint, so a server that offers PAR gets pushed requests",
+			Why:  "Discover pushes to the PAR endpoint of a server that requires it, and leaves an optional one unused, whose short-lived requests would outlive few links",
 		},
 		{
 			Name: "dpop/discover-any-alg",
