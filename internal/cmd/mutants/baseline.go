@@ -58,12 +58,13 @@ func (r *runner) baseline(ctx context.Context, m mutant) (b baseline) {
 	start := time.Now()
 	b = baseline{key: baselineKey(m), skip: r.cfg.skip}
 	defer func() { b.took = time.Since(start) }()
-	c := testCmd{pkg: m.pkg(), run: m.Run, skip: r.cfg.skip, timeout: r.cfg.timeout}
-	first, o1, _ := r.unmutated(ctx, c)
+	dir, pkg := m.module(r.root)
+	c := testCmd{pkg: pkg, run: m.Run, skip: r.cfg.skip, timeout: r.cfg.timeout}
+	first, o1, _ := r.unmutated(ctx, dir, c)
 	if o1 == survived {
 		return b
 	}
-	second, o2, why := r.unmutated(ctx, c)
+	second, o2, why := r.unmutated(ctx, dir, c)
 	switch {
 	case second == nil && o2 != survived:
 		b.broken = fmt.Sprintf("unmutated package %s: %s", o2, why)
@@ -77,10 +78,10 @@ func (r *runner) baseline(ctx context.Context, m mutant) (b baseline) {
 	return b
 }
 
-// unmutated runs c and returns the failing leaf tests: none when the tests
+// unmutated runs c in dir and returns the failing leaf tests: none when the tests
 // passed, or when the run failed outside any test (it did not build).
-func (r *runner) unmutated(ctx context.Context, c testCmd) ([]string, outcome, string) {
-	tr, err := goTest(ctx, r.root, c)
+func (r *runner) unmutated(ctx context.Context, dir string, c testCmd) ([]string, outcome, string) {
+	tr, err := goTest(ctx, dir, c)
 	o, why := verdict(tr, err)
 	if o == killed && len(tr.failed) > 0 {
 		return tr.leaves(), o, why

@@ -88,11 +88,11 @@ func (c testCmd) args() []string {
 	return append(args, c.pkg)
 }
 
-// goTest runs c in root. Its error is nil when the tests pass, and says why
+// goTest runs c in dir, the directory of the module under test. Its error is nil when the tests pass, and says why
 // they did not when the go command gave no test events to tell it.
-func goTest(ctx context.Context, root string, c testCmd) (*testRun, error) {
+func goTest(ctx context.Context, dir string, c testCmd) (*testRun, error) {
 	cmd := exec.CommandContext(ctx, "go", c.args()...)
-	cmd.Dir = root
+	cmd.Dir = dir
 	if c.overlay != "" {
 		// A test that builds a program of the module itself (the MCP
 		// conformance client) builds it mutated too: go build reads GOFLAGS.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // mutant is one deliberate bug: Old, found exactly once in File, becomes New.
@@ -14,7 +15,7 @@ import (
 type mutant struct {
 	Name string // unique; -run selects on it
 	File string // slash-separated, relative to the module root
-	Pkg  string // the package pattern go test runs; "" means "."
+	Pkg  string // the package pattern go test runs, relative to the module root; "" means "."
 	Old  string // exact text, present exactly once in File
 	New  string
 	Run  string // go test -run pattern; "" runs every test of Pkg
@@ -26,6 +27,23 @@ func (m mutant) pkg() string {
 		return "."
 	}
 	return m.Pkg
+}
+
+// module is where m's tests run: the directory of the module File belongs
+// to (the nearest go.mod above it, a nested module such as temporal/ when it
+// has one, else root) and m's package pattern relative to that directory.
+func (m mutant) module(root string) (dir, pkg string) {
+	dir = filepath.Dir(filepath.Join(root, filepath.FromSlash(m.File)))
+	for ; dir != root && strings.HasPrefix(dir, root+string(filepath.Separator)); dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			rel, err := filepath.Rel(dir, filepath.Join(root, filepath.FromSlash(m.pkg())))
+			if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+				return dir, m.pkg() // a pattern outside the nested module: go test says so
+			}
+			return dir, "./" + filepath.ToSlash(rel)
+		}
+	}
+	return root, m.pkg()
 }
 
 // errStale means the table no longer matches the code: Old is not in File exactly once.

@@ -168,6 +168,40 @@ func TestOverlayLeavesTheTreeAlone(t *testing.T) {
 	}
 }
 
+// TestNestedModuleMutantRunsInItsModule: a mutant of a file in a module of
+// its own under the root (temporal/, otelevents/) runs go test in that
+// module, whose packages the root's go command does not see; its baseline too.
+func TestNestedModuleMutantRunsInItsModule(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	root := t.TempDir()
+	write(t, root, "go.mod", "module example.com/a\n\ngo 1.22\n")
+	write(t, root, "a.go", "package a\n")
+	if err := os.MkdirAll(filepath.Join(root, "sub", "inner"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, root, "sub/go.mod", "module example.com/a/sub\n\ngo 1.22\n")
+	write(t, root, "sub/inner/b.go", "package inner\n\nfunc B() int { return 1 }\n")
+	write(t, root, "sub/inner/b_test.go", "package inner\n\nimport \"testing\"\n\nfunc TestB(t *testing.T) {\n\tif B() != 1 {\n\t\tt.Fatal(B())\n\t}\n}\n")
+	m := mutant{Name: "b", File: "sub/inner/b.go", Pkg: "./sub/inner", Old: "return 1", New: "return 2", Why: "w"}
+	if dir, pkg := m.module(root); dir != filepath.Join(root, "sub") || pkg != "./inner" {
+		t.Fatalf("module = %s, %s", dir, pkg)
+	}
+	if dir, pkg := (mutant{File: "a.go"}).module(root); dir != root || pkg != "." {
+		t.Fatalf("module of a root file = %s, %s", dir, pkg)
+	}
+	r := &runner{cfg: config{timeout: time.Minute, workers: 1, baseline: true}, root: root, tmp: t.TempDir(), out: io.Discard}
+	b := r.baseline(context.Background(), m)
+	if b.broken != "" || len(b.failing) > 0 {
+		t.Fatalf("baseline = %+v", b)
+	}
+	if res := r.runMutant(context.Background(), 0, m, b); res.outcome != killed || res.detail != "TestB" {
+		t.Fatalf("mutant %s: %s", res.outcome, res.detail)
+	}
+}
+
 func runOne(t *testing.T, root string, m mutant) outcome {
 	t.Helper()
 	path, src, err := m.mutate(root)

@@ -89,7 +89,8 @@ func (r *runner) test(ctx context.Context, i int, m mutant, b baseline, path str
 	}
 	tctx, cancel := context.WithTimeout(ctx, r.cfg.timeout+2*time.Minute) // build time on top of the tests'
 	defer cancel()
-	tr, err := goTest(tctx, r.root, testCmd{pkg: m.pkg(), run: m.Run, skip: b.skip, overlay: overlay, timeout: r.cfg.timeout})
+	mod, pkg := m.module(r.root)
+	tr, err := goTest(tctx, mod, testCmd{pkg: pkg, run: m.Run, skip: b.skip, overlay: overlay, timeout: r.cfg.timeout})
 	o, detail := verdict(tr, err)
 	switch {
 	case o == killed && b.onlyFlaky(tr.leaves()):
