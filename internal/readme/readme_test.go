@@ -80,12 +80,14 @@ func (s snippet) program() bool { return strings.HasPrefix(s.body, "package main
 // names in scope, and a whole program as a package of its own.
 func TestSnippetsCompile(t *testing.T) {
 	var fragments, programs []snippet
-	others := map[string]int{}
+	others, temporal := map[string]int{}, map[string]int{}
 	for _, p := range manual(t) {
 		for _, s := range p.snippets() {
 			switch {
 			case strings.Contains(s.body, "otelevents."):
 				others[s.page]++
+			case strings.Contains(s.body, "oauthtemporal."):
+				temporal[s.page]++
 			case s.program():
 				programs = append(programs, s)
 			default:
@@ -98,6 +100,9 @@ func TestSnippetsCompile(t *testing.T) {
 	}
 	if len(others) != 1 || others["README.md"] != 1 {
 		t.Fatalf("blocks that use the otelevents module: %v; want one, in README.md, which that module's own test compiles", others)
+	}
+	if len(temporal) != 1 || temporal["docs/temporal.md"] != 1 {
+		t.Fatalf("blocks that use the temporal module: %v; want one, in docs/temporal.md, which that module's own test compiles", temporal)
 	}
 	src, starts := fragmentFile(fragments)
 	for _, line := range strings.Split(compile(t, "snippets.go", src), "\n") {
