@@ -39,11 +39,14 @@ type PendingSignIn struct {
 // Unauthorized is the error a tool activity returns when its user must sign
 // in to provider (for scopes, none meaning the provider's defaults): a
 // non-retryable [temporal.ApplicationError] of type [UnauthorizedType] whose
-// details are a [SignInNeeded]. [AsUnauthorized] reads it back, through the
-// ActivityError a workflow receives.
+// details are a [SignInNeeded]. It is benign
+// ([temporal.ApplicationErrorCategoryBenign]): the worker logs it as the
+// expected answer it is, not as an activity's failure. [AsUnauthorized]
+// reads it back, through the ActivityError a workflow receives.
 func Unauthorized(provider string, scopes ...string) error {
-	return temporal.NewNonRetryableApplicationError("oauthtemporal: the user must sign in to "+provider,
-		UnauthorizedType, nil, SignInNeeded{Provider: provider, Scopes: scopes})
+	return temporal.NewApplicationErrorWithOptions("oauthtemporal: the user must sign in to "+provider, UnauthorizedType,
+		temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{SignInNeeded{Provider: provider, Scopes: scopes}},
+			Category: temporal.ApplicationErrorCategoryBenign})
 }
 
 // AsUnauthorized reports whether err is, or wraps, an [Unauthorized] error,

@@ -17,7 +17,7 @@ func TestUnauthorizedReadsBack(t *testing.T) {
 		t.Fatalf("AsUnauthorized = %+v, %v", need, ok)
 	}
 	var app *temporal.ApplicationError
-	if !errors.As(err, &app) || !app.NonRetryable() || app.Type() != UnauthorizedType {
+	if !errors.As(err, &app) || !app.NonRetryable() || app.Type() != UnauthorizedType || app.Category() != temporal.ApplicationErrorCategoryBenign {
 		t.Fatalf("%v: want a non-retryable %s", err, UnauthorizedType)
 	}
 	for _, other := range []error{nil, errors.New("x"), temporal.NewApplicationError("x", "Other", SignInNeeded{Provider: "p"})} {
