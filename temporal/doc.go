@@ -27,5 +27,6 @@
 // must sign in; the workflow runs the tool through [CallWithSignIn], which
 // runs [SignIn] as a child workflow on that error and calls the tool once
 // more when the user signed in. The app shows the sign-in's link from
-// [Integration.Prompt].
+// [Integration.Prompt]. [DeviceSignIn] signs a user in with a code instead
+// (the device grant), for an agent without a browser.
 package oauthtemporal

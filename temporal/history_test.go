@@ -133,15 +133,17 @@ func saveHistory(t *testing.T, name string, h *historypb.History) {
 	}
 }
 
-// TestRecordedHistoriesReplay replays the histories the end-to-end test
-// recorded (testdata, rewritten with -update) on the code as it is: a change
-// that would break workflows already running fails here.
+// TestRecordedHistoriesReplay replays the histories the end-to-end test and
+// the device sign-in's test recorded (testdata, rewritten with -update) on
+// the code as it is: a change that would break workflows already running
+// fails here.
 func TestRecordedHistoriesReplay(t *testing.T) {
 	t.Parallel()
 	rp := worker.NewWorkflowReplayer()
 	rp.RegisterWorkflowWithOptions(SignIn, workflow.RegisterOptions{Name: SignInWorkflowName})
 	rp.RegisterWorkflowWithOptions(agentWorkflow, workflow.RegisterOptions{Name: "test.Agent"})
-	for name, id := range map[string]string{"agent.json": e2eAgentID, "signin.json": e2eSignInID} {
+	rp.RegisterWorkflowWithOptions(DeviceSignIn, workflow.RegisterOptions{Name: DeviceSignInWorkflowName})
+	for name, id := range map[string]string{"agent.json": e2eAgentID, "signin.json": e2eSignInID, "device.json": "device"} {
 		f, err := os.Open(filepath.Join("testdata", name))
 		if err != nil {
 			t.Fatal(err)

@@ -94,12 +94,16 @@ func (i *Integration) module() (*oauthflow.Module, error) {
 	return nil, errUnbound
 }
 
-// Register registers the [SignIn] workflow (as [SignInWorkflowName]) and its
-// activities on w, a worker of the task queue the sign-ins run on.
+// Register registers the [SignIn] and [DeviceSignIn] workflows (as
+// [SignInWorkflowName] and [DeviceSignInWorkflowName]) and their activities
+// on w, a worker of the task queue the sign-ins run on.
 func (i *Integration) Register(w worker.Registry) {
 	w.RegisterWorkflowWithOptions(SignIn, workflow.RegisterOptions{Name: SignInWorkflowName})
 	w.RegisterActivityWithOptions(i.buildSignIn, activity.RegisterOptions{Name: buildActivityName})
 	w.RegisterActivityWithOptions(i.exchangeSignIn, activity.RegisterOptions{Name: exchangeActivityName})
+	w.RegisterWorkflowWithOptions(DeviceSignIn, workflow.RegisterOptions{Name: DeviceSignInWorkflowName})
+	w.RegisterActivityWithOptions(i.startDevice, activity.RegisterOptions{Name: startDeviceActivityName})
+	w.RegisterActivityWithOptions(i.pollDevice, activity.RegisterOptions{Name: pollDeviceActivityName})
 }
 
 // Setup builds a module from cfg with a new integration over c among its

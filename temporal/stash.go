@@ -67,11 +67,22 @@ func (s stash) put(ctx context.Context, v any) (string, error) {
 
 // take redeems handle into v: of any number of callers, one gets it.
 func (s stash) take(ctx context.Context, handle string, v any) error {
+	return s.open(ctx, handle, v, s.kv.GetDel)
+}
+
+// read opens handle's record into v and leaves it in place: a device code
+// is polled until it is redeemed.
+func (s stash) read(ctx context.Context, handle string, v any) error {
+	return s.open(ctx, handle, v, s.kv.Get)
+}
+
+// open fetches handle's record with fetch and opens it into v.
+func (s stash) open(ctx context.Context, handle string, v any, fetch func(context.Context, string) ([]byte, error)) error {
 	if !validHandle(handle) {
 		return errStashGone
 	}
 	key := stashKey(handle)
-	raw, err := s.kv.GetDel(ctx, key)
+	raw, err := fetch(ctx, key)
 	if errors.Is(err, oauthflow.ErrNotFound) {
 		return errStashGone
 	}

@@ -27,6 +27,30 @@ func temporalActivitiesMutants() []mutant {
 	}
 }
 
+// temporalDeviceMutants guards the code of temporal/device.go.
+func temporalDeviceMutants() []mutant {
+	return []mutant{
+		{
+			Name: "temporal/device-slow-down-ignored",
+			File: "temporal/device.go",
+			Pkg:  "./temporal",
+			Old:  "\t\t\tinterval = min(interval+slowDownStep, maxDeviceInterval)\n",
+			New:  "\t\t\tinterval = min(interval, maxDeviceInterval)\n",
+			Run:  "^(TestDeviceSignInSlowsDownAndSurvivesARestart)$",
+			Why:  "a slow_down lengthens the device sign-in's interval by 5 seconds for good (RFC 8628 §3.5)",
+		},
+		{
+			Name: "temporal/device-token-in-history",
+			File: "temporal/device.go",
+			Pkg:  "./temporal",
+			Old:  "\treturn devicePoll{Status: pollConnected, Account: ts.Account}, nil\n",
+			New:  "\treturn devicePoll{Status: pollConnected, Account: ts.AccessToken}, nil\n",
+			Run:  "^(TestDeviceSignInSlowsDownAndSurvivesARestart)$",
+			Why:  "the device grant's tokens never enter the workflow's history (the poll's result)",
+		},
+	}
+}
+
 // temporalOwnerMutants guards the code of temporal/owner.go.
 func temporalOwnerMutants() []mutant {
 	return []mutant{
@@ -82,8 +106,8 @@ func temporalStashMutants() []mutant {
 			Name: "temporal/stash-redeemed-twice",
 			File: "temporal/stash.go",
 			Pkg:  "./temporal",
-			Old:  "\traw, err := s.kv.GetDel(ctx, key)\n",
-			New:  "\traw, err := s.kv.Get(ctx, key)\n",
+			Old:  "\treturn s.open(ctx, handle, v, s.kv.GetDel)\n",
+			New:  "\treturn s.open(ctx, handle, v, s.kv.Get)\n",
 			Run:  "^(TestStashRedeemsOnce|TestAnswerForAnotherWorkflowIsRefused)$",
 			Why:  "a stashed answer is taken once (GETDEL): a retried activity finds it gone and cannot exchange the code again",
 		},
