@@ -48,6 +48,15 @@ func temporalDeviceMutants() []mutant {
 			Run:  "^(TestDeviceSignInSlowsDownAndSurvivesARestart)$",
 			Why:  "the device grant's tokens never enter the workflow's history (the poll's result)",
 		},
+		{
+			Name: "temporal/device-poll-any-workflow",
+			File: "temporal/device.go",
+			Pkg:  "./temporal",
+			Old:  "\tcase d.WorkflowID != activity.GetInfo(ctx).WorkflowExecution.ID:\n",
+			New:  "\tcase false:\n",
+			Run:  "^(TestDevicePollRefusesAnotherWorkflowsCode)$",
+			Why:  "a poll given another workflow's device code does not send it to the server",
+		},
 	}
 }
 
@@ -108,7 +117,7 @@ func temporalStashMutants() []mutant {
 			Pkg:  "./temporal",
 			Old:  "\treturn s.open(ctx, handle, v, s.kv.GetDel)\n",
 			New:  "\treturn s.open(ctx, handle, v, s.kv.Get)\n",
-			Run:  "^(TestStashRedeemsOnce|TestAnswerForAnotherWorkflowIsRefused)$",
+			Run:  "^(TestStashRedeemsOnce|TestAnswerForAnotherWorkflowIsRefused|TestExchangeRetryFindsTheAnswerGone)$",
 			Why:  "a stashed answer is taken once (GETDEL): a retried activity finds it gone and cannot exchange the code again",
 		},
 		{
