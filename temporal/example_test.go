@@ -2,6 +2,7 @@ package oauthtemporal_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -36,6 +37,15 @@ func ExampleSetup() {
 	if err := w.Run(worker.InterruptCh()); err != nil {
 		panic(err)
 	}
+}
+
+// A tool activity says its user must sign in; the workflow, which receives
+// the error wrapped in an ActivityError, reads back which sign-in.
+func ExampleAsUnauthorized() {
+	err := fmt.Errorf("list repositories: %w", oauthtemporal.Unauthorized("github", "repo"))
+	need, ok := oauthtemporal.AsUnauthorized(err)
+	fmt.Println(ok, need.Provider, need.Scopes)
+	// Output: true github [repo]
 }
 
 // TestManualShowsTheExample: the manual's one block that uses this module
