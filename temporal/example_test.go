@@ -11,8 +11,10 @@ import (
 
 	"github.com/oauthflow/oauthflow"
 	oauthtemporal "github.com/oauthflow/oauthflow/temporal"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 )
 
 // The manual's example (docs/temporal.md), compiled here: the root module
@@ -39,6 +41,54 @@ func ExampleSetup() {
 	}
 }
 
+// The README's pattern, compiled here: a tool activity that says its user
+// must sign in, and an agent workflow that signs the user in and calls the
+// tool again. It needs a Temporal server, so it has no output to check.
+func ExampleCallWithSignIn() {
+	ctx, mux := context.Background(), http.NewServeMux()
+	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:7233"})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	mod, integ, err := oauthtemporal.Setup(ctx, oauthflow.Config{}, c, oauthtemporal.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer mod.Close()
+	mod.Mount(mux) // the callback endpoints, on every instance of the app
+
+	// The tool, an activity: oauthtemporal.Unauthorized when the user must sign in first.
+	listRepos := func(ctx context.Context, userID string) (string, error) {
+		gh, err := integ.Client(ctx, userID, "github")
+		if err != nil {
+			return "", err
+		}
+		resp, err := gh.Get("https://api.github.com/user/repos")
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		return resp.Status, nil
+	}
+	// The agent, a workflow: on Unauthorized it signs the user in as a child workflow, then calls again.
+	agent := func(ctx workflow.Context, userID string) (string, error) {
+		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
+		var answer string
+		err := oauthtemporal.CallWithSignIn(ctx, userID, func(ctx workflow.Context) error {
+			return workflow.ExecuteActivity(ctx, "listRepos", userID).Get(ctx, &answer)
+		})
+		return answer, err
+	}
+	w := worker.New(c, "agent", worker.Options{})
+	integ.Register(w) // the SignIn workflow and its activities
+	w.RegisterActivityWithOptions(listRepos, activity.RegisterOptions{Name: "listRepos"})
+	w.RegisterWorkflowWithOptions(agent, workflow.RegisterOptions{Name: "agent"})
+	if err := w.Run(worker.InterruptCh()); err != nil {
+		panic(err)
+	}
+}
+
 // A tool activity says its user must sign in; the workflow, which receives
 // the error wrapped in an ActivityError, reads back which sign-in.
 func ExampleAsUnauthorized() {
@@ -49,29 +99,34 @@ func ExampleAsUnauthorized() {
 }
 
 // TestManualShowsTheExample: the manual's one block that uses this module
-// says what ExampleSetup compiles.
+// (docs/temporal.md) says what ExampleSetup compiles, and the README's one
+// block what ExampleCallWithSignIn compiles.
 func TestManualShowsTheExample(t *testing.T) {
 	t.Parallel()
-	page, err := os.ReadFile("../docs/temporal.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var found []string
-	for _, part := range strings.Split(string(page), "```go\n")[1:] {
-		if body, _, _ := strings.Cut(part, "```"); strings.Contains(body, "oauthtemporal.") {
-			found = append(found, body)
-		}
-	}
 	example, err := os.ReadFile("example_test.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(found) != 1 {
-		t.Fatalf("%d blocks of docs/temporal.md use oauthtemporal, want 1", len(found))
-	}
-	for _, line := range strings.Split(strings.TrimSpace(found[0]), "\n") {
-		if line != "" && !strings.Contains(string(example), "\t"+line+"\n") {
-			t.Errorf("the manual's line %q is not in ExampleSetup", line)
+	for page, fn := range map[string]string{"../docs/temporal.md": "ExampleSetup", "../README.md": "ExampleCallWithSignIn"} {
+		text, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var found []string
+		for _, part := range strings.Split(string(text), "```go\n")[1:] {
+			if body, _, _ := strings.Cut(part, "```"); strings.Contains(body, "oauthtemporal.") {
+				found = append(found, body)
+			}
+		}
+		if len(found) != 1 {
+			t.Fatalf("%d blocks of %s use oauthtemporal, want 1", len(found), page)
+		}
+		_, body, _ := strings.Cut(string(example), "func "+fn+"() {\n")
+		body, _, _ = strings.Cut(body, "\n}\n")
+		for _, line := range strings.Split(strings.TrimSpace(found[0]), "\n") {
+			if line != "" && !strings.Contains(body+"\n", "\t"+line+"\n") {
+				t.Errorf("%s's line %q is not in %s", page, line, fn)
+			}
 		}
 	}
 }

@@ -101,8 +101,8 @@ func TestSnippetsCompile(t *testing.T) {
 	if len(others) != 1 || others["README.md"] != 1 {
 		t.Fatalf("blocks that use the otelevents module: %v; want one, in README.md, which that module's own test compiles", others)
 	}
-	if len(temporal) != 1 || temporal["docs/temporal.md"] != 1 {
-		t.Fatalf("blocks that use the temporal module: %v; want one, in docs/temporal.md, which that module's own test compiles", temporal)
+	if len(temporal) != 2 || temporal["docs/temporal.md"] != 1 || temporal["README.md"] != 1 {
+		t.Fatalf("blocks that use the temporal module: %v; want one in README.md and one in docs/temporal.md, which that module's own test compiles", temporal)
 	}
 	src, starts := fragmentFile(fragments)
 	for _, line := range strings.Split(compile(t, "snippets.go", src), "\n") {
