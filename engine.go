@@ -76,15 +76,6 @@ func withFinishedRunTTL(d time.Duration) engineOption {
 	}
 }
 
-// withRunTTL sets how long runs and documents are kept (default 30 days).
-func withRunTTL(d time.Duration) engineOption {
-	return func(e *Engine) {
-		if d > 0 {
-			e.ttl = d
-		}
-	}
-}
-
 // NewEngine returns an engine storing runs in kv.
 func NewEngine(kv KV) *Engine { return newEngine(kv) }
 

@@ -312,7 +312,7 @@ func (m *Module) ExchangeSignIn(ctx context.Context, s *Session, a CallbackAnswe
 	if s == nil || a.Code == "" {
 		return errs.Invalid("ExchangeSignIn needs a sign-in and its answer's code")
 	}
-	return m.flow.exchangeSignIn(ctx, s, a, m.flow.events)
+	return m.flow.exchangeSignIn(ctx, s, a)
 }
 
 // SignInStatus reports how the sign-in run runID stands: its prompt, whose

@@ -144,7 +144,21 @@ func (r runOwner) SignInRefused(ctx context.Context, s *Session, refusal *Provid
 type directOwner struct{ o *oauthWorkflow }
 
 func (d directOwner) CompleteSignIn(ctx context.Context, s *Session, a CallbackAnswer) error {
-	return d.o.exchangeSignIn(ctx, s, a, d.o.events)
+	return d.o.exchangeSignIn(ctx, s, a)
+}
+
+// exchangeSignIn exchanges a's code for the consumed sign-in s and stores the
+// tokens for its user, then tells the event hook how it went.
+func (o *oauthWorkflow) exchangeSignIn(ctx context.Context, s *Session, a CallbackAnswer) error {
+	ctx = withCallbackFields(ctx, a.Fields)
+	_, err := o.exchangeCode(ctx, ToolContext{UserID: s.UserID, Session: s},
+		exchangeOAuthTokenArgs{Provider: s.Provider, Code: a.Code, State: a.State, ExpectedState: a.State, Iss: a.Iss})
+	kind := EventConnected
+	if err != nil {
+		kind = EventFlowFailed
+	}
+	o.events.emit(ctx, Event{Kind: kind, UserID: s.UserID, ProviderID: s.Provider, Err: err})
+	return err
 }
 
 // SignInRefused does nothing: a sign-in outside a workflow has no prompt to

@@ -348,20 +348,6 @@ type CallbackAnswer struct {
 	Fields map[string]string
 }
 
-// exchangeSignIn exchanges a's code for the consumed sign-in s and stores the
-// tokens for its user, then tells the event hook how it went.
-func (si *signIns) exchangeSignIn(ctx context.Context, s *Session, a CallbackAnswer, events notifier) error {
-	ctx = withCallbackFields(ctx, a.Fields)
-	_, err := si.exchangeCode(ctx, ToolContext{UserID: s.UserID, Session: s},
-		exchangeOAuthTokenArgs{Provider: s.Provider, Code: a.Code, State: a.State, ExpectedState: a.State, Iss: a.Iss})
-	kind := EventConnected
-	if err != nil {
-		kind = EventFlowFailed
-	}
-	events.emit(ctx, Event{Kind: kind, UserID: s.UserID, ProviderID: s.Provider, Err: err})
-	return err
-}
-
 // checkSession ties the consumed sign-in to the call: same provider, same user,
 // and the issuer the provider announced (RFC 9207), compared exactly.
 func checkSession(s *Session, tc ToolContext, a exchangeOAuthTokenArgs) error {

@@ -362,9 +362,6 @@ func (s *TokenStore) storedToken(ctx context.Context, userID, providerID string,
 // unsafeString is b as a string without a copy: b must never be written again.
 func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
-// readOnlyBytes is s as a byte slice without a copy: the result must never be written.
-func readOnlyBytes(s string) []byte { return kv.ReadOnlyBytes(s) }
-
 // DeleteTokens disconnects the user from the provider: the record is deleted,
 // and the provider is asked to revoke the grant where it can (RFC 7009), even
 // when that fails; the failure is reported as EventRevokeFailed. With no

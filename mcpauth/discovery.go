@@ -391,15 +391,6 @@ func getJSON(ctx context.Context, client *http.Client, u string, v any) error {
 	return nil
 }
 
-// hostOf is the host (no port) of the absolute URL u.
-func hostOf(u string) string {
-	p, err := url.Parse(u)
-	if err != nil {
-		return ""
-	}
-	return p.Hostname()
-}
-
 // namedURL checks a URL that the MCP server at server (its canonical URL),
 // or its metadata, names: https, or plain http to a loopback host for a
 // server that is itself plain http on a loopback host (local development);

@@ -827,6 +827,14 @@ func oauthMutants() []mutant {
 // oauthworkflowMutants guards the code of oauthworkflow.go.
 func oauthworkflowMutants() []mutant {
 	return []mutant{
+		{
+			Name: "errtext/code-exchange-a-dead-grant",
+			File: "oauthworkflow.go",
+			Old:  "ProviderID: s.Provider, Err: err})",
+			New:  "ProviderID: s.Provider, Err: err, GrantDead: IsGrantDead(err)})",
+			Run:  "^TestFailedCodeExchangeIsNoDeadGrant$",
+			Why:  "a refused code exchange is no dead grant: none existed",
+		},
 		// The background worker: a sign-in nobody finishes lapses on its own.
 		{
 			Name: "worker/lapse-not-scheduled",
@@ -1467,14 +1475,6 @@ func signinMutants() []mutant {
 			New:  "ctx = context.WithValue(ctx, oauth2.HTTPClient, si.httpClient)",
 			Run:  "^(TestPARSignInWithDPoP|TestPARBoundSignInStartPushes)$",
 			Why:  "a DPoP sign-in's push proves its key, which binds the code to it (RFC 9449 §10.1)",
-		},
-		{
-			Name: "errtext/code-exchange-a-dead-grant",
-			File: "signin.go",
-			Old:  "ProviderID: s.Provider, Err: err})",
-			New:  "ProviderID: s.Provider, Err: err, GrantDead: IsGrantDead(err)})",
-			Run:  "^TestFailedCodeExchangeIsNoDeadGrant$",
-			Why:  "a refused code exchange is no dead grant: none existed",
 		},
 		{
 			Name: "owner/unknown-owner-built",
