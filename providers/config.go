@@ -72,6 +72,11 @@ type Config struct {
 	// not pushed (require_pushed_authorization_requests, RFC 9126 §5). A
 	// provider with it and no PushedAuthURL is refused when built.
 	RequirePAR bool `json:"require_par,omitempty"`
+	// Profile is the security profile the provider keeps to (ProfileFAPI2):
+	// its rules are checked when the provider is built, and one broken is
+	// refused with ErrProfile, naming the rule. Discover sets it when the
+	// server's metadata describes the profile, or as WithProfile says.
+	Profile Profile `json:"profile,omitempty"`
 	// Issuer is the value the server sends as the RFC 9207 "iss" parameter.
 	// Set it only for servers that send it: a non-empty Issuer makes the
 	// callback require and compare iss, unless IssOptional.
@@ -168,6 +173,7 @@ type options struct {
 	client    *http.Client
 	scopes    []string
 	authStyle AuthStyle
+	profile   Profile
 }
 
 // WithHTTPClient sets the client used for every token, revocation and
@@ -187,6 +193,14 @@ func WithScopes(scopes ...string) Option {
 // enforces the method a client registered (client_secret_post, say) needs it.
 func WithAuthStyle(s AuthStyle) Option {
 	return func(o *options) { o.authStyle = s }
+}
+
+// WithProfile makes the provider keep to a security profile (ProfileFAPI2),
+// whatever its configuration or the server's metadata says: Discover then
+// pushes every sign-in even to a server that does not require it, and a
+// configuration that breaks a rule is refused.
+func WithProfile(p Profile) Option {
+	return func(o *options) { o.profile = p }
 }
 
 // DefaultTimeout bounds each request of a provider built without WithHTTPClient.

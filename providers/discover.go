@@ -46,8 +46,13 @@ type metadata struct {
 // is the issuer only when authorization_response_iss_parameter_supported is
 // true (RFC 9207); HTTP Basic unless the server lists only
 // client_secret_post; default scopes ["openid"] when scopes_supported lists
-// it (WithScopes overrides). Pass WithHTTPClient: it serves the discovery
-// request and every later token call.
+// it (WithScopes overrides). Metadata that requires pushed authorization
+// requests, sends iss, binds tokens with DPoP (ES256) and lists only the
+// FAPI 2.0 client authentication methods describes a server that runs that
+// profile: the provider is built under ProfileFAPI2, as under
+// WithProfile(ProfileFAPI2), which also pushes to a PAR endpoint the server
+// does not require. Pass WithHTTPClient: it serves the discovery request and
+// every later token call.
 func Discover(ctx context.Context, id, issuer string, c Credentials, opts ...Option) (*OAuth2, error) {
 	o := collect(opts)
 	if err := checkURL("issuer", issuer); err != nil {
@@ -57,7 +62,11 @@ func Discover(ctx context.Context, id, issuer string, c Credentials, opts ...Opt
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := md.config(id, issuer)
+	if o.profile == ProfileNone && md.advertisesFAPI2() {
+		o.profile = ProfileFAPI2
+		opts = append(opts, WithProfile(ProfileFAPI2))
+	}
+	cfg, err := md.config(id, issuer, o.profile)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +121,7 @@ func getMetadata(ctx context.Context, client *http.Client, u string) (*metadata,
 	return &md, nil
 }
 
-func (md *metadata) config(id, issuer string) (Config, error) {
+func (md *metadata) config(id, issuer string, profile Profile) (Config, error) {
 	cfg := Config{
 		ID:            id,
 		DisplayName:   id,
@@ -127,7 +136,7 @@ func (md *metadata) config(id, issuer string) (Config, error) {
 	if err := md.checkEndpoints(issuer); err != nil {
 		return Config{}, err
 	}
-	if md.RequirePAR {
+	if md.RequirePAR || profile == ProfileFAPI2 {
 		cfg.PushedAuthURL = md.PAREndpoint
 	}
 	if slices.Contains(md.CodeChallengeMethods, "S256") {

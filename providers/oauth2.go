@@ -39,13 +39,20 @@ var (
 // NewOAuth2 builds a provider from a plain config and the app's credentials.
 // It checks both once; the error wraps ErrInvalidConfig.
 func NewOAuth2(cfg Config, c Credentials, opts ...Option) (*OAuth2, error) {
+	o := collect(opts)
+	if o.profile != ProfileNone {
+		cfg.Profile = o.profile
+	}
+	applyProfile(&cfg)
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	if err := c.validate(cfg); err != nil {
 		return nil, err
 	}
-	o := collect(opts)
+	if err := checkProfile(&cfg, c); err != nil {
+		return nil, err
+	}
 	cfg = cloneConfig(cfg)
 	if o.scopes != nil {
 		cfg.Scopes = o.scopes

@@ -192,3 +192,33 @@ func providersTokenresponseMutants() []mutant {
 		},
 	}
 }
+
+// providersFapiMutants guards the code of providers/fapi.go.
+func providersFapiMutants() []mutant {
+	rule := func(name, old, new, why string) mutant {
+		return mutant{Name: "profile/" + name, File: "providers/fapi.go", Pkg: "./providers", Old: old, New: new,
+			Run: "^(TestProfileFAPI2Refusals|TestProfileFAPI2Builds|TestWithProfile|TestDiscoverFAPI2)$", Why: why}
+	}
+	return []mutant{
+		rule("fapi2-unchecked", "\tcase ProfileFAPI2:\n\t\trules = fapi2Rules\n", "\tcase ProfileFAPI2:\n",
+			"a provider under the FAPI 2.0 profile is checked against its rules when built"),
+		rule("par-rule", "\t\tif c.PushedAuthURL == \"\" {\n", "\t\tif false {\n",
+			"a FAPI 2.0 provider without a PAR endpoint is refused, naming the rule"),
+		rule("pkce-rule", "\t\tif c.PKCE == PKCEUnsupported {\n", "\t\tif false {\n",
+			"a FAPI 2.0 provider without PKCE is refused, naming the rule"),
+		rule("iss-rule", "\t\tif c.Issuer == \"\" || c.IssOptional {\n", "\t\tif c.Issuer == \"\" {\n",
+			"a FAPI 2.0 provider whose callbacks may lack iss is refused, naming the rule"),
+		rule("dpop-rule", "\t\tif !c.DPoP {\n", "\t\tif false {\n",
+			"a FAPI 2.0 provider with bearer tokens is refused, naming the rule"),
+		rule("response-type-rule", "\t\t\t\tif v != \"code\" {\n", "\t\t\t\tif false {\n",
+			"a FAPI 2.0 provider whose authorization requests ask for another response type is refused"),
+		rule("redirect-any-http", "\tcase u.Scheme == \"http\" && loopbackHost(u.Hostname()):\n", "\tcase u.Scheme == \"http\":\n",
+			"a FAPI 2.0 provider redirects over http only to a loopback address"),
+		rule("pkce-not-required", "\tif cfg.Profile == ProfileFAPI2 && (cfg.PKCE == PKCEDefault || cfg.PKCE == PKCESupported) {\n", "\tif false {\n",
+			"a FAPI 2.0 provider requires PKCE on every sign-in"),
+		rule("metadata-any-auth-method", "\t\tif !slices.Contains(fapiAuthMethods, m) {\n", "\t\tif !slices.Contains(fapiAuthMethods, m) && false {\n",
+			"metadata that also takes client secrets does not describe a FAPI 2.0 server"),
+		rule("metadata-without-par", "\tif !md.RequirePAR || !md.IssParameterSupported", "\tif !md.IssParameterSupported",
+			"metadata that does not require PAR does not describe a FAPI 2.0 server"),
+	}
+}
