@@ -28,7 +28,7 @@ import (
 const (
 	CallbackPath = "/api/v1/oauth/callback"
 	CompletePath = "/api/v1/oauth/complete"
-	StartPath    = "/api/v1/oauth/start" // the endpoint the widget opens a bound sign-in through
+	StartPath    = "/api/v1/oauth/start" // the widget opens a bound sign-in through it (POST); a pushed sign-in's link (GET)
 )
 
 // maxCompleteBody bounds a POST /complete body.
@@ -561,6 +561,38 @@ func (e *endpoints) serveStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, authURL, http.StatusSeeOther)
+}
+
+// serveStartLink serves GET /api/v1/oauth/start?state=..., the link of a
+// sign-in whose provider pushes its authorization requests (RFC 9126): it
+// pushes the sign-in's request anew and sends the browser to the provider
+// (303), so a link opened after the last pushed request expired, or opened
+// twice, still starts the sign-in. The link stands for the sign-in as the
+// provider's URL did, and brings nothing more: a bound sign-in
+// (Config.BindSignIns) is opened through the POST, with its secret, only.
+func (e *endpoints) serveStartLink(w http.ResponseWriter, r *http.Request) {
+	state := r.URL.Query().Get("state")
+	if !keyspace.IssuedState(state) {
+		e.renderPage(w, outcome{kind: outcomeForbidden, message: "The sign-in's state is not one this service issued."}, "")
+		return
+	}
+	s, err := e.sessions.peek(r.Context(), state)
+	if err != nil {
+		e.renderPage(w, outcome{kind: outcomeForbidden, message: "This sign-in link has expired or was already used."}, "")
+		return
+	}
+	if s.Binding != "" {
+		e.renderPage(w, outcome{kind: outcomeForbidden, message: "This sign-in can only be started from the app."}, "")
+		return
+	}
+	authURL, err := e.startURL(r.Context(), s, state)
+	if err != nil {
+		e.renderPage(w, startFailure(err), "")
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Referrer-Policy", "no-referrer")
 	http.Redirect(w, r, authURL, http.StatusSeeOther)
 }
 

@@ -207,10 +207,10 @@ func TestInteropPARRequired(t *testing.T) {
 	require.True(t, cfg.RequirePAR, "and that the peer requires it")
 
 	run, doc, redirect := app.signIn(t, "alice")
-	u, err := url.Parse(doc.AuthURL)
+	u, err := url.Parse(openLink(t, doc.AuthURL))
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"client_id", "request_uri"}, slices.Collect(maps.Keys(u.Query())),
-		"the browser carries client_id and request_uri only: %s", doc.AuthURL)
+		"the browser carries client_id and request_uri only: %s", u)
 	require.Equal(t, doc.State, redirect.Query().Get("state"), "the pushed state came back")
 	status, body, _ := get(t, redirect.String())
 	require.Equal(t, http.StatusOK, status, "%s\npeer log:\n%s", body, peer.Output())

@@ -383,7 +383,7 @@ func (m *Module) StartDeviceSignIn(ctx context.Context, userID, provider string,
 	return m.flow.launch(ctx, userID, OAuthWorkflowArgs{Provider: provider, Scopes: scopes, Grant: GrantDevice})
 }
 
-// Mount registers the three public endpoints on mux:
+// Mount registers the public endpoints on mux:
 //   - "GET /api/v1/oauth/callback", the provider's redirect target (CallbackHandler),
 //     which also finishes a sign-in sent by the frontend callback page's no-script form;
 //   - "POST /api/v1/oauth/complete" (CompleteHandler), with its CORS preflight
@@ -393,12 +393,18 @@ func (m *Module) StartDeviceSignIn(ctx context.Context, userID, provider string,
 //     through (Config.BindSignIns; form fields state and binding). From the
 //     API's own origin or one of Config.FrontendOrigins only, and with the
 //     sign-in's secret, it sets the sign-in's cookie and sends the browser to
-//     the provider (303).
+//     the provider (303);
+//   - "GET /api/v1/oauth/start?state=...", the link of a sign-in whose
+//     provider pushes its authorization requests (RFC 9126): it pushes the
+//     request when the link is opened and sends the browser on (303), so the
+//     link outlives the minute a pushed request lives. A bound sign-in is
+//     refused there (403): it opens through the POST.
 func (m *Module) Mount(mux *http.ServeMux) {
 	mux.Handle("GET "+CallbackPath, m.CallbackHandler())
 	mux.Handle("POST "+CompletePath, m.CompleteHandler())
 	mux.Handle("OPTIONS "+CompletePath, http.HandlerFunc(m.endpoints.servePreflight))
 	mux.Handle("POST "+StartPath, http.HandlerFunc(m.endpoints.serveStart))
+	mux.Handle("GET "+StartPath, http.HandlerFunc(m.endpoints.serveStartLink))
 }
 
 // FrontendHandler serves the browser side of the flow, as embedded assets with no

@@ -183,7 +183,7 @@ func (si *signIns) buildAuthURL(ctx context.Context, tc ToolContext, a BuildOAut
 		}
 		s.DPoPKey = enc
 	}
-	authURL, err := si.authURLOf(ctx, p, &s, state)
+	authURL, err := si.linkOf(ctx, p, &s, state)
 	if err != nil {
 		return nil, err
 	}
@@ -222,6 +222,33 @@ func (si *signIns) authURLOf(ctx context.Context, p Provider, s *Session, state 
 		return si.pushAuthURL(ctx, ap, p.ProviderID(), s.Scopes, state, opts)
 	}
 	return callBuildAuthURL(p, s.Scopes, state, opts)
+}
+
+// linkOf is the link a new sign-in s is opened with. For a provider that
+// pushes its authorization requests it is the module's own start link
+// (startLink), when the provider redirects to the module's callback: a
+// pushed request lives a minute or so, and a link handed to a user may be
+// opened much later, so the request is pushed when the link is opened, each
+// time it is. Otherwise it is the authorization URL itself (authURLOf).
+func (si *signIns) linkOf(ctx context.Context, p Provider, s *Session, state string) (string, error) {
+	if pusherOf(p) != nil {
+		if link, ok := startLink(p, state); ok {
+			return link, nil
+		}
+	}
+	return si.authURLOf(ctx, p, s, state)
+}
+
+// startLink is the GET link of the module's start endpoint for the sign-in
+// under state, on the origin of p's redirect URI when that is the module's
+// callback (CallbackPath); a provider that redirects elsewhere (the
+// frontend's callback page) has no start link on a known origin.
+func startLink(p Provider, state string) (string, bool) {
+	r, ok := redirectURI(p)
+	if !ok || r.Host == "" || r.Path != CallbackPath {
+		return "", false
+	}
+	return r.Scheme + "://" + r.Host + StartPath + "?" + url.Values{"state": {state}}.Encode(), true
 }
 
 func callBuildAuthURL(p Provider, scopes []string, state string, opts []oauth2.AuthCodeOption) (u string, err error) {

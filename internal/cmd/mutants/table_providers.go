@@ -96,7 +96,7 @@ func providersDiscoverMutants() []mutant {
 		{
 			Name: "par/discover-ignores-endpoint",
 			File: "providers/discover.go",
-			Old:  "\tif md.RequirePAR {\n\t\tcfg.PushedAuthURL = md.PAREndpoint\n\t}\n",
+			Old:  "\tif md.RequirePAR || profile == ProfileFAPI2 {\n\t\tcfg.PushedAuthURL = md.PAREndpoint\n\t}\n",
 			New:  "\tcfg.PushedAuthURL = md.PAREndpoint\n",
 			Pkg:  "./providers",
 			Run:  "^TestDiscoverPAR$",

@@ -414,6 +414,22 @@ func eventsMutants() []mutant {
 func handlersMutants() []mutant {
 	return []mutant{
 		{
+			Name: "par/link-opens-a-bound-sign-in",
+			File: "handlers.go",
+			Old:  "\tif s.Binding != \"\" {\n\t\te.renderPage(w, outcome{kind: outcomeForbidden, message: \"This sign-in can only be started from the app.\"}, \"\")\n",
+			New:  "\tif false {\n\t\te.renderPage(w, outcome{kind: outcomeForbidden, message: \"This sign-in can only be started from the app.\"}, \"\")\n",
+			Run:  "^TestPARLinkRefusals$",
+			Why:  "a bound sign-in opens through POST /start with its secret only, never through the GET link that anyone holding the state could open",
+		},
+		{
+			Name: "par/link-takes-any-state",
+			File: "handlers.go",
+			Old:  "\tstate := r.URL.Query().Get(\"state\")\n\tif !keyspace.IssuedState(state) {\n",
+			New:  "\tstate := r.URL.Query().Get(\"state\")\n\tif false {\n",
+			Run:  "^TestPARLinkRefusals$",
+			Why:  "the start link refuses a state this service did not issue before reading the store",
+		},
+		{
 			Name: "owner/missing-owner-not-refused",
 			File: "handlers.go",
 			Old:  "\tcase s.Owner != \"\":\n\t\tif o, ok := e.owners[s.Owner]; ok {\n\t\t\treturn o, nil\n\t\t}\n",
@@ -1453,11 +1469,27 @@ func sessionMutants() []mutant {
 func signinMutants() []mutant {
 	return []mutant{
 		{
+			Name: "par/link-is-the-pushed-url",
+			File: "signin.go",
+			Old:  "\t\tif link, ok := startLink(p, state); ok {\n",
+			New:  "\t\tif link, ok := startLink(p, state); ok && false {\n",
+			Run:  "^(TestPARLinkOutlivesItsRequest|TestPARSignInOnTwoInstances)$",
+			Why:  "a pushed sign-in's link is the module's start link, which pushes when opened, so it outlives the minute a pushed request lives",
+		},
+		{
+			Name: "par/link-beside-any-callback",
+			File: "signin.go",
+			Old:  "\tif !ok || r.Host == \"\" || r.Path != CallbackPath {\n",
+			New:  "\tif !ok || r.Host == \"\" {\n",
+			Run:  "^TestPARFailureWithoutALink$",
+			Why:  "a start link is named only beside the module's own callback: on a frontend's origin it would lead nowhere",
+		},
+		{
 			Name: "par/endpoint-known-not-pushed",
 			File: "signin.go",
 			Old:  "if ap, ok := p.(authorizationPusher); ok && ap.PushesAuthorization() {",
 			New:  "if ap, ok := p.(authorizationPusher); false && ok && ap.PushesAuthorization() {",
-			Run:  "^(TestPARSignInOnTwoInstances|TestPAREachSignInPushesItsOwn|TestPARFailureFailsTheSignIn)$",
+			Run:  "^(TestPARSignInOnTwoInstances|TestPARLinkOutlivesItsRequest|TestPARFailureAtTheLink|TestPARFailureWithoutALink)$",
 			Why:  "a provider with a PAR endpoint has every sign-in pushed (RFC 9126), never sent in the URL",
 		},
 		{
@@ -1465,7 +1497,7 @@ func signinMutants() []mutant {
 			File: "signin.go",
 			Old:  "\t\treturn si.pushAuthURL(ctx, ap, p.ProviderID(), s.Scopes, state, opts)\n",
 			New:  "\t\tif u, err := si.pushAuthURL(ctx, ap, p.ProviderID(), s.Scopes, state, opts); err == nil {\n\t\t\treturn u, nil\n\t\t}\n",
-			Run:  "^(TestPARFailureFailsTheSignIn|TestPARFailureAtStart)$",
+			Run:  "^(TestPARFailureWithoutALink|TestPARFailureAtTheLink|TestPARFailureAtStart)$",
 			Why:  "a push that fails fails the sign-in: nothing falls back to a request in the URL",
 		},
 		{
