@@ -2,6 +2,7 @@ package oauthflow_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -611,15 +612,71 @@ func BenchmarkBuildOAuthURL(b *testing.B) {
 	}
 }
 
+// BenchmarkPushedSignIn is one whole sign-in, built with build_oauth_url,
+// opened and completed, on Redis: "plain" opens the provider's URL (nothing
+// to do), "pushed" opens the module's start link, which pushes the request
+// to the local PAR endpoint (RFC 9126) and redirects; the difference is what
+// a pushed sign-in costs beside a plain one. The callback and its exchange
+// are the same in both.
+func BenchmarkPushedSignIn(b *testing.B) {
+	tokenSrv := httptest.NewServer(http.HandlerFunc(benchTokenEndpoint))
+	b.Cleanup(tokenSrv.Close)
+	for _, pushed := range []bool{false, true} {
+		name := "plain"
+		if pushed {
+			name = "pushed"
+		}
+		b.Run(name, func(b *testing.B) {
+			kv, _, _ := benchRedis(b)
+			m := benchCallbackModule(b, kv, tokenSrv.URL, false, func(c *providers.Config) {
+				if pushed {
+					c.PushedAuthURL = tokenSrv.URL + "/par"
+				}
+			})
+			mux := http.NewServeMux()
+			m.Mount(mux)
+			args := json.RawMessage(`{"provider":"bench","scopes":["repo"]}`)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				i++
+				raw, err := m.BuildOAuthURL.Call(context.Background(), oauthflow.ToolContext{UserID: "bench-p" + strconv.Itoa(i)}, args)
+				var res oauthflow.BuildOAuthURLResult
+				if err == nil {
+					err = json.Unmarshal(raw, &res)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				if pushed {
+					rec := httptest.NewRecorder()
+					mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, res.AuthURL, nil))
+					if rec.Code != http.StatusSeeOther || !strings.Contains(rec.Header().Get("Location"), "request_uri=") {
+						b.Fatalf("the link: %d %s", rec.Code, rec.Header().Get("Location"))
+					}
+				}
+				rec := httptest.NewRecorder()
+				mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, oauthflow.CallbackPath+"?code=c0de&state="+res.State, nil))
+				if rec.Code != http.StatusOK {
+					b.Fatalf("callback: %d %s", rec.Code, rec.Body.String())
+				}
+			}
+		})
+	}
+}
+
 // benchCallbackModule is a Module wired as a host app would: a providers.OAuth2
 // public client on the local token endpoint, tokens and sessions in kv. A
 // bound module's provider binds its grants to a key (Config.DPoP) and posts
 // to the endpoint's /dpop/token, which answers only a request with a proof.
-func benchCallbackModule(b *testing.B, kv oauthflow.KV, tokenURL string, bound bool) *oauthflow.Module {
+func benchCallbackModule(b *testing.B, kv oauthflow.KV, tokenURL string, bound bool, configure ...func(*providers.Config)) *oauthflow.Module {
 	b.Helper()
 	cfg := providers.Config{ID: "bench", AuthURL: tokenURL + "/authorize", TokenURL: tokenURL + "/token"}
 	if bound {
 		cfg.TokenURL, cfg.DPoP = tokenURL+"/dpop/token", true
+	}
+	for _, f := range configure {
+		f(&cfg)
 	}
 	p, err := providers.NewOAuth2(cfg,
 		providers.Credentials{ClientID: "bench", RedirectURL: "https://app.example" + oauthflow.CallbackPath})
@@ -663,6 +720,12 @@ func benchToolSignIns(b *testing.B, m *oauthflow.Module, n int) []string {
 // does not verify: the figure is the client's).
 func benchTokenEndpoint(w http.ResponseWriter, r *http.Request) {
 	_ = r.ParseForm()
+	if r.URL.Path == "/par" { // a pushed authorization request (RFC 9126 §2.2)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"request_uri":"urn:ietf:params:oauth:request_uri:`+rand.Text()+`","expires_in":60}`)
+		return
+	}
 	tokenType := "bearer"
 	if r.URL.Path == "/dpop/token" {
 		if r.Header.Get("DPoP") == "" {
