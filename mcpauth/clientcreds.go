@@ -21,6 +21,7 @@ import (
 
 	"github.com/oauthflow/oauthflow"
 	"github.com/oauthflow/oauthflow/internal/clip"
+	"github.com/oauthflow/oauthflow/internal/dpop"
 	"golang.org/x/oauth2"
 )
 
@@ -65,21 +66,24 @@ func (p *ccProvider) ExchangeCode(context.Context, string, ...oauth2.AuthCodeOpt
 
 // RefreshToken fetches a new token with the grant again: for cross-app
 // access and workload identity federation, for the user the stored mark
-// names.
+// names. A bound grant proves the key its record keeps, which the store
+// gives in ctx.
 func (p *ccProvider) RefreshToken(ctx context.Context, mark string) (*oauthflow.TokenSet, error) {
 	userID, ok := strings.CutPrefix(mark, crossAppRefreshMark)
 	if !ok {
 		userID, _ = strings.CutPrefix(mark, workloadRefreshMark)
 	}
-	return p.grant(ctx, userID)
+	return p.grant(ctx, userID, nil)
 }
 
 // grant asks the token endpoint for a token: with the client's
 // credentials, or, for cross-app access, with the identity assertion the
-// IdP grants for userID, or, for a workload, with its platform's JWT.
-func (p *ccProvider) grant(ctx context.Context, userID string) (*oauthflow.TokenSet, error) {
+// IdP grants for userID, or, for a workload, with its platform's JWT. key
+// is a first grant's new key, for an authorization server that takes DPoP;
+// nil on a refresh (see tokenClient).
+func (p *ccProvider) grant(ctx context.Context, userID string, key *dpop.Key) (*oauthflow.TokenSet, error) {
 	if p.workload != nil {
-		return p.workloadGrant(ctx, userID)
+		return p.workloadGrant(ctx, userID, key)
 	}
 	form := url.Values{"grant_type": {"client_credentials"}, "resource": {p.d.Resource}}
 	if p.crossApp != nil {
@@ -96,7 +100,7 @@ func (p *ccProvider) grant(ctx context.Context, userID string) (*oauthflow.Token
 	if err != nil {
 		return nil, err
 	}
-	a, err := p.post(ctx, form, &cl)
+	a, err := p.post(ctx, form, &cl, key)
 	if err != nil {
 		return nil, err
 	}
@@ -104,12 +108,15 @@ func (p *ccProvider) grant(ctx context.Context, userID string) (*oauthflow.Token
 	if p.crossApp != nil {
 		mark = crossAppRefreshMark + userID
 	}
-	return &oauthflow.TokenSet{AccessToken: a.AccessToken, RefreshToken: mark, ExpiresIn: a.ExpiresIn, Scope: a.Scope}, nil
+	return &oauthflow.TokenSet{AccessToken: a.AccessToken, RefreshToken: mark, ExpiresIn: a.ExpiresIn, Scope: a.Scope,
+		TokenType: a.TokenType}, nil
 }
 
 // post sends a grant's form to the token endpoint with p's scopes and cl's
-// client authentication (none when cl is nil).
-func (p *ccProvider) post(ctx context.Context, form url.Values, cl *Client) (tokenAnswer, error) {
+// client authentication (none when cl is nil), and a proof of key where
+// tokenClient says so. The answer's TokenType is "DPoP" for a token bound
+// to the key proved, else "".
+func (p *ccProvider) post(ctx context.Context, form url.Values, cl *Client, key *dpop.Key) (tokenAnswer, error) {
 	if len(p.scopes) > 0 {
 		form.Set("scope", strings.Join(p.scopes, " "))
 	}
@@ -120,7 +127,15 @@ func (p *ccProvider) post(ctx context.Context, form url.Values, cl *Client) (tok
 	if !basic {
 		cl = nil
 	}
-	return postToken(ctx, p.http, p.id, p.tokenURL, form, cl)
+	client, watch, err := p.tokenClient(ctx, key)
+	if err != nil {
+		return tokenAnswer{}, err
+	}
+	a, err := postToken(ctx, client, p.id, p.tokenURL, form, cl)
+	if err != nil {
+		return tokenAnswer{}, err
+	}
+	return a, p.bindAnswer(&a, watch.proved.Load())
 }
 
 // authenticate adds cl's client authentication to form, and reports
@@ -152,6 +167,7 @@ func (p *ccProvider) authenticate(form url.Values, cl *Client) (basic bool, err 
 // tokenAnswer is a token endpoint's answer.
 type tokenAnswer struct {
 	AccessToken string `json:"access_token"`
+	TokenType   string `json:"token_type"`
 	ExpiresIn   int64  `json:"expires_in"`
 	Scope       string `json:"scope"`
 	Error       string `json:"error"`
@@ -285,11 +301,7 @@ func (c *Connector) connectGrant(ctx context.Context, serverURL, userID string, 
 	if err := c.cfg.Module.Registry.Register(p); err != nil && !c.cfg.Module.Registry.Has(id) {
 		return "", err
 	}
-	ts, err := p.grant(ctx, userID)
-	if err != nil {
-		return "", err
-	}
-	if err := c.cfg.Module.Tokens.StoreFromTokenSet(ctx, userID, id, ts); err != nil {
+	if err := p.firstGrant(ctx, userID); err != nil {
 		return "", err
 	}
 	return id, nil

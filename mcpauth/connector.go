@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/dpop"
 	"github.com/oauthflow/oauthflow/internal/seal"
 	"github.com/oauthflow/oauthflow/providers"
 )
@@ -68,6 +69,7 @@ type Connector struct {
 	ring    *seal.Ring // the module's: seals dynamic registrations; nil: plain
 	http    *http.Client
 	clients atomic.Pointer[map[string]Client] // Config.Clients, or what SetClients gave since
+	nonces  dpop.Nonces                       // the last DPoP nonce of each authorization server, for first grants without a sign-in
 }
 
 // idPrefix starts the provider ID of every MCP server.

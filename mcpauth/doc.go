@@ -54,5 +54,8 @@
 // JWT bearer grant of RFC 7523). A workload's grant is the only one tried:
 // a refusal is returned, no other grant follows it, and for five minutes,
 // on every instance, the grant is not asked again. The tokens these grants
-// give are fetched anew by the same grant when they expire.
+// give are fetched anew by the same grant when they expire. At an
+// authorization server that takes DPoP proofs they too are bound to a key,
+// one per connection, kept with the token and proved again by every grant
+// that fetches a new one.
 package mcpauth

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/dpop"
 )
 
 // Workload identity federation (SEP-1933): an agent that runs with no user
@@ -86,8 +87,9 @@ func (c *Connector) workloadProvider(p *ccProvider) (*ccProvider, error) {
 }
 
 // workloadGrant asks the token endpoint for a token with the platform's JWT
-// for the authorization server, unless a refusal of the grant is held.
-func (p *ccProvider) workloadGrant(ctx context.Context, userID string) (*oauthflow.TokenSet, error) {
+// for the authorization server, unless a refusal of the grant is held; key
+// is as for grant.
+func (p *ccProvider) workloadGrant(ctx context.Context, userID string, key *dpop.Key) (*oauthflow.TokenSet, error) {
 	if err := p.conn.heldRefusal(ctx, p.id, userID); err != nil {
 		return nil, err
 	}
@@ -103,12 +105,12 @@ func (p *ccProvider) workloadGrant(ctx context.Context, userID string) (*oauthfl
 	if preset, err := p.currentClient(); err == nil {
 		cl = &preset
 	}
-	a, err := p.post(ctx, form, cl)
+	a, err := p.post(ctx, form, cl, key)
 	if err != nil {
 		return nil, p.conn.keepRefusal(ctx, p.id, userID, err)
 	}
 	return &oauthflow.TokenSet{AccessToken: a.AccessToken, RefreshToken: workloadRefreshMark + userID,
-		ExpiresIn: a.ExpiresIn, Scope: a.Scope}, nil
+		ExpiresIn: a.ExpiresIn, Scope: a.Scope, TokenType: a.TokenType}, nil
 }
 
 // workloadRefusal is a refusal of a workload's grant, as the store keeps it.

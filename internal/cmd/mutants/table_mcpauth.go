@@ -90,6 +90,15 @@ func mcpauthClientcredsMutants() []mutant {
 			Why:  "an assertion for a server whose issuer is only claimed names that server's origin, not the claim",
 			Run:  "TestClaimedIssuerIsNotTheAssertionAudience|TestLegacyIssuerClaimIsUnproven",
 		},
+		{
+			Name: "mcpgrant/nonce-not-retried",
+			File: "mcpauth/clientcreds.go",
+			Pkg:  "./mcpauth",
+			Old:  "tokenURL, strings.NewReader(form.Encode()))",
+			New:  "tokenURL, io.MultiReader(strings.NewReader(form.Encode())))",
+			Run:  "^TestGrantsWithoutSignInAnswerTheNonceOnce$",
+			Why:  "a grant's token request can be sent again, so a use_dpop_nonce answer gets its one retry with the nonce",
+		},
 	}
 }
 
@@ -297,6 +306,57 @@ func mcpauthDiscoveryMutants() []mutant {
 			Pkg:  "./mcpauth",
 			Why:  "a 2025-03-26 server's metadata naming an http endpoint is refused too (item 7)",
 			Run:  "TestDiscoveryRefusesPlainEndpoints",
+		},
+	}
+}
+
+// mcpauthDpopgrantsMutants guards the code of mcpauth/dpopgrants.go.
+func mcpauthDpopgrantsMutants() []mutant {
+	return []mutant{
+		{
+			Name: "mcpgrant/proof-omitted",
+			File: "mcpauth/dpopgrants.go",
+			Pkg:  "./mcpauth",
+			Old:  "\tif takesDPoP(&p.d) {\n\t\tvar err error\n",
+			New:  "\tif false {\n\t\tvar err error\n",
+			Run:  "^TestGrantsWithoutSignInProveTheirKey$",
+			Why:  "a grant without a sign-in proves a key of the connection's own where the authorization server takes DPoP",
+		},
+		{
+			Name: "mcpgrant/proof-unasked",
+			File: "mcpauth/dpopgrants.go",
+			Pkg:  "./mcpauth",
+			Old:  "\tif takesDPoP(&p.d) {\n\t\tvar err error\n",
+			New:  "\tif true {\n\t\tvar err error\n",
+			Run:  "^TestGrantsWithoutSignInStayBearerWithoutDPoP$",
+			Why:  "an authorization server that does not advertise DPoP gets no proof, and its tokens stay bearer tokens",
+		},
+		{
+			Name: "mcpgrant/refresh-unproven",
+			File: "mcpauth/dpopgrants.go",
+			Pkg:  "./mcpauth",
+			Old:  "\tcase takesDPoP(&p.d):\n",
+			New:  "\tcase false:\n",
+			Run:  "^TestGrantsWithoutSignInRefreshWithTheirKey$",
+			Why:  "a bound grant fetched again on expiry proves the key its record keeps",
+		},
+		{
+			Name: "mcpgrant/nonces-forgotten",
+			File: "mcpauth/dpopgrants.go",
+			Pkg:  "./mcpauth",
+			Old:  "Nonces: &p.conn.nonces,",
+			New:  "Nonces: nil,",
+			Run:  "^TestGrantsWithoutSignInAnswerTheNonceOnce$",
+			Why:  "the Connector remembers each authorization server's nonce, so the next connection's grant carries it at once",
+		},
+		{
+			Name: "mcpgrant/dpop-unproven-accepted",
+			File: "mcpauth/dpopgrants.go",
+			Pkg:  "./mcpauth",
+			Old:  "\tif !proved {\n",
+			New:  "\tif false {\n",
+			Run:  "^TestDPoPTokenForAnUnprovedGrantIsRefused$",
+			Why:  "a token_type DPoP answer to a token request that proved no key is refused: nothing could use the token",
 		},
 	}
 }
