@@ -34,6 +34,16 @@ type entry struct {
 	// DeviceDoc is the documentation of the provider's device authorization
 	// grant, with its quirks, when the entry has a DeviceAuthURL.
 	DeviceDoc string `json:"device_doc,omitempty"`
+	// PARDoc is the page of the provider's documentation that names its
+	// pushed authorization request endpoint, when the entry has a
+	// PushedAuthURL, with what to know about it.
+	PARDoc string `json:"par_doc,omitempty"`
+	// FAPIDoc is the page saying the provider supports the FAPI 2.0
+	// Security Profile. The entry leaves Config.Profile unset, as the
+	// profile asks what an entry cannot give every app (a client signing
+	// key, DPoP, the server's issuer); an app that has them builds the
+	// provider with WithProfile(ProfileFAPI2).
+	FAPIDoc string `json:"fapi_doc,omitempty"`
 }
 
 // deadGrant is one of the provider's own codes for a dead refresh token
@@ -122,6 +132,9 @@ var loadCatalog = sync.OnceValues(func() (map[string]entry, error) {
 			return nil, fmt.Errorf("providers: embedded catalog %s: %w", name, err)
 		}
 		for _, e := range list {
+			if err := e.checkDocs(); err != nil {
+				return nil, fmt.Errorf("providers: embedded catalog %s: %w", name, err)
+			}
 			if _, dup := cat[e.ID]; dup {
 				return nil, fmt.Errorf("providers: embedded catalog %s: duplicate %q", name, e.ID)
 			}
@@ -166,6 +179,37 @@ func lookup(id string) (entry, error) {
 		return entry{}, fmt.Errorf("%w: %q is not in the catalog%s", oauthflow.ErrUnknownProvider, id, suggest.Hint(id, Known()))
 	}
 	return e, nil
+}
+
+// checkDocs checks what the entry says of the provider's documentation: a
+// device authorization or pushed authorization request endpoint comes with
+// the page that documents it, and the other way round, and a FAPI 2.0 claim
+// comes with the PAR endpoint the profile requires (FAPI 2.0 §5.3.3.2).
+// Each doc names its https page first, then anything more after ": ".
+func (e entry) checkDocs() error {
+	if (e.DeviceAuthURL != "") != (e.DeviceDoc != "") {
+		return invalid("%s: device_auth_url and device_doc each need the other", e.ID)
+	}
+	if (e.PushedAuthURL != "") != (e.PARDoc != "") {
+		return invalid("%s: pushed_auth_url and par_doc each need the other", e.ID)
+	}
+	if e.FAPIDoc != "" && e.PushedAuthURL == "" {
+		return invalid("%s: fapi_doc without pushed_auth_url: FAPI 2.0 pushes every authorization request", e.ID)
+	}
+	for _, doc := range []string{e.DeviceDoc, e.PARDoc, e.FAPIDoc} {
+		if doc != "" && !namesPage(doc) {
+			return invalid("%s: doc %q does not name its https page first", e.ID, doc)
+		}
+	}
+	return nil
+}
+
+// namesPage reports whether doc begins with an https page, anything more
+// set off by ": ".
+func namesPage(doc string) bool {
+	page, _, _ := strings.Cut(doc, ": ")
+	u, err := url.Parse(page)
+	return err == nil && u.Scheme == "https" && u.Host != "" && !strings.ContainsAny(page, " \t\n")
 }
 
 // config is the entry's Config, unfilled, with its dead-grant codes.

@@ -1,6 +1,7 @@
 package providers
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"net/url"
@@ -68,8 +69,8 @@ func TestCatalogEntries(t *testing.T) {
 			}
 			cfg := p.Config()
 			for name, raw := range map[string]string{"auth": cfg.AuthURL, "token": cfg.TokenURL, "refresh": cfg.RefreshURL, "revocation": cfg.RevocationURL,
-				"device": cfg.DeviceAuthURL, "userinfo": cfg.UserinfoURL, "docs": e.Docs} {
-				if raw == "" && (name == "refresh" || name == "revocation" || name == "device" || name == "userinfo") {
+				"device": cfg.DeviceAuthURL, "par": cfg.PushedAuthURL, "userinfo": cfg.UserinfoURL, "docs": e.Docs} {
+				if raw == "" && (name == "refresh" || name == "revocation" || name == "device" || name == "par" || name == "userinfo") {
 					continue
 				}
 				if u, err := url.Parse(raw); err != nil || u.Scheme != "https" || u.Host == "" || strings.ContainsAny(raw, "{}") {
@@ -92,8 +93,8 @@ func checkEntryData(t *testing.T, e entry) {
 	if err := e.Config.validateEnums(); err != nil {
 		t.Error(err)
 	}
-	if (e.DeviceAuthURL != "") != strings.HasPrefix(e.DeviceDoc, "https://") {
-		t.Errorf("device_auth_url %q with device_doc %q: each needs the other, the doc naming its page first", e.DeviceAuthURL, e.DeviceDoc)
+	if err := e.checkDocs(); err != nil {
+		t.Error(err)
 	}
 	used := map[string]bool{}
 	for _, s := range e.Config.templated() {
@@ -114,6 +115,111 @@ func checkEntryData(t *testing.T, e entry) {
 		if p.Default == "" && p.Example == "" {
 			t.Errorf("parameter %q has neither a default nor an example to build the entry with", name)
 		}
+	}
+}
+
+// What an entry says of the provider's documentation is refused unless each
+// endpoint comes with its page and each page with its endpoint, a FAPI 2.0
+// claim with the PAR endpoint the profile requires, and every doc names its
+// https page first.
+func TestCatalogDocClaims(t *testing.T) {
+	t.Parallel()
+	const page = "https://docs.example/par: pushed requests live a minute"
+	par := func(doc, fapi string) entry {
+		return entry{Config: Config{PushedAuthURL: "https://{domain}/par"}, PARDoc: doc, FAPIDoc: fapi}
+	}
+	device := func(endpoint, doc string) entry {
+		return entry{Config: Config{DeviceAuthURL: endpoint}, DeviceDoc: doc}
+	}
+	for _, tt := range []struct {
+		name string
+		e    entry
+		ok   bool
+	}{
+		{"nothing claimed", entry{}, true},
+		{"par endpoint and page", par(page, ""), true},
+		{"fapi with par", par(page, "https://docs.example/fapi2"), true},
+		{"device endpoint and page", device("https://a.example/device", "https://docs.example/device: one poll in 5s"), true},
+		{"par endpoint without page", par("", ""), false},
+		{"par page without endpoint", entry{PARDoc: page}, false},
+		{"device endpoint without page", device("https://a.example/device", ""), false},
+		{"device page without endpoint", device("", "https://docs.example/device"), false},
+		{"fapi without par", entry{FAPIDoc: "https://docs.example/fapi2"}, false},
+		{"par page not first", par("the PAR endpoint: https://docs.example/par", ""), false},
+		{"par page in prose", par("see https://docs.example/par", ""), false},
+		{"par page over http", par("http://docs.example/par", ""), false},
+		{"fapi page without scheme", par(page, "docs.example/fapi2"), false},
+		{"device page over http", device("https://a.example/device", "http://docs.example/device"), false},
+	} {
+		tt.e.ID = "acme"
+		err := tt.e.checkDocs()
+		if tt.ok != (err == nil) || err != nil && (!errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "acme")) {
+			t.Errorf("%s: checkDocs() = %v, want ok: %v", tt.name, err, tt.ok)
+		}
+	}
+}
+
+// An entry with a PAR endpoint builds a provider that pushes every sign-in
+// there, the endpoint's template filled as the other URLs' are: on the
+// authorization endpoint's host.
+func TestCatalogPushedAuthorization(t *testing.T) {
+	t.Parallel()
+	cat, err := loadCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushing := 0
+	for _, id := range Known() {
+		e := cat[id]
+		c := testCreds
+		c.Params = exampleParams(e)
+		p, err := New(id, c)
+		if err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		if p.PushesAuthorization() != (e.PushedAuthURL != "") {
+			t.Errorf("%s: PushesAuthorization() = %v with pushed_auth_url %q", id, p.PushesAuthorization(), e.PushedAuthURL)
+		}
+		if e.PushedAuthURL == "" {
+			continue
+		}
+		pushing++
+		cfg := p.Config()
+		auth, _ := url.Parse(cfg.AuthURL)
+		par, err := url.Parse(cfg.PushedAuthURL)
+		if err != nil || par.Scheme != "https" || par.Host != auth.Host || strings.ContainsAny(cfg.PushedAuthURL, "{}") {
+			t.Errorf("%s: PushedAuthURL %q, want a filled https URL on %s", id, cfg.PushedAuthURL, auth.Host)
+		}
+	}
+	if pushing < 3 {
+		t.Errorf("%d catalog entries push; Okta, Keycloak and PingOne document their PAR endpoints", pushing)
+	}
+}
+
+// A Keycloak provider pushes its sign-ins to the realm's PAR endpoint on the
+// server its base_url names, and sends the browser to the realm's
+// authorization endpoint with the answer's request_uri.
+func TestCatalogKeycloakPushes(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, jsonReply(201, parAnswer))
+	c := testCreds
+	c.Params = map[string]string{"base_url": f.srv.URL, "realm": "acme"}
+	p, err := New("keycloak", c, WithHTTPClient(f.srv.Client()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.PushAuthorization(context.Background(), nil, "state-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := f.srv.URL + "/realms/acme/protocol/openid-connect/auth?client_id=client-1&request_uri=" +
+		url.QueryEscape("urn:ietf:params:oauth:request_uri:bwc4JK-ESC0w8acc191e-Y1LTC2")
+	if got != want {
+		t.Errorf("URL %q, want %q", got, want)
+	}
+	seen := f.last(t)
+	if seen.path != "/realms/acme/protocol/openid-connect/ext/par/request" || seen.form.Get("state") != "state-1" || seen.user != "client-1" {
+		t.Errorf("pushed to %q as %q: %v", seen.path, seen.user, seen.form)
 	}
 }
 

@@ -10,10 +10,10 @@ import (
 )
 
 // TestProvidersPage keeps docs/providers.md equal to the catalog: one row
-// per provider with its parameters, PKCE, refresh, device grant, DPoP,
-// revocation, account and quirks, then each entry's endpoints, notes and
-// documentation. Run it with -update to rewrite the page after changing the
-// catalog.
+// per provider with its parameters, PKCE, refresh, device grant, pushed
+// authorization requests, DPoP, revocation, account and quirks, then each
+// entry's endpoints, notes and documentation. Run it with -update to rewrite
+// the page after changing the catalog.
 func TestProvidersPage(t *testing.T) {
 	t.Parallel()
 	const path = "../docs/providers.md"
@@ -48,13 +48,13 @@ func providersPage(cat map[string]entry) string {
 	b.WriteString("documentation (linked below) and against two public catalogs. Parameters fill the URLs' `{param}` templates\n")
 	b.WriteString("(`Credentials.Params`, or `<ID>_<PARAM>` for `providers.FromEnv`). This page is generated from the catalog\n")
 	b.WriteString("(`go test ./providers -run TestProvidersPage -update`); a test keeps it equal.\n\n")
-	b.WriteString("| ID | Provider | Parameters | PKCE | Refresh | Device grant | DPoP | Revocation | Account | Quirks |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| ID | Provider | Parameters | PKCE | Refresh | Device grant | PAR | DPoP | Revocation | Account | Quirks |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, id := range ids {
 		e := cat[id]
-		fmt.Fprintf(&b, "| [%s](#%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", id, id, cell(e.DisplayName),
+		fmt.Fprintf(&b, "| [%s](#%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", id, id, cell(e.DisplayName),
 			orDash(strings.Join(slices.Sorted(maps.Keys(e.Params)), ", ")), cmpOr(string(e.PKCE), "supported"), refreshCell(e),
-			yes(e.DeviceAuthURL != ""), yes(e.DPoP), yes(e.RevocationURL != ""), accountCell(e), orDash(strings.Join(quirks(e), "; ")))
+			yes(e.DeviceAuthURL != ""), parCell(e), yes(e.DPoP), yes(e.RevocationURL != ""), accountCell(e), orDash(strings.Join(quirks(e), "; ")))
 	}
 	for _, id := range ids {
 		e := cat[id]
@@ -74,6 +74,12 @@ func providersPage(cat map[string]entry) string {
 		}
 		if e.DeviceAuthURL != "" {
 			item("Device authorization (RFC 8628): `%s` (%s)", e.DeviceAuthURL, e.DeviceDoc)
+		}
+		if e.PushedAuthURL != "" {
+			item("Pushed authorization requests (RFC 9126), every sign-in: `%s` (%s)", e.PushedAuthURL, e.PARDoc)
+		}
+		if e.FAPIDoc != "" {
+			item("FAPI 2.0 Security Profile, with `providers.WithProfile(providers.ProfileFAPI2)`: %s", e.FAPIDoc)
 		}
 		if e.UserinfoURL != "" {
 			item("Account: `%s` from %s `%s`", e.AccountField, cmpOr(e.UserinfoMethod, "GET"), e.UserinfoURL)
@@ -138,6 +144,19 @@ func refreshCell(e entry) string {
 		return "own endpoint"
 	}
 	return "token endpoint"
+}
+
+// parCell says whether the entry pushes its sign-ins, whether the server
+// refuses any other, and whether the provider documents FAPI 2.0.
+func parCell(e entry) string {
+	s := yes(e.PushedAuthURL != "")
+	if e.RequirePAR {
+		s = "required"
+	}
+	if e.FAPIDoc != "" {
+		s += ", FAPI 2.0"
+	}
+	return s
 }
 
 func accountCell(e entry) string {

@@ -63,6 +63,33 @@ func providersCatalogMutants() []mutant {
 			Run:  "^TestCatalogSuggestsTheNearestID$",
 			Why:  "an ID the catalog lacks gets the nearest catalog ID in its error",
 		},
+		{
+			Name: "catalog/par-without-doc",
+			File: "providers/catalog.go",
+			Pkg:  "./providers",
+			Old:  "\tif (e.PushedAuthURL != \"\") != (e.PARDoc != \"\") {\n",
+			New:  "\tif false {\n",
+			Run:  "^TestCatalogDocClaims$",
+			Why:  "a catalog PAR endpoint comes with the documentation page that names it, and a PAR page with its endpoint",
+		},
+		{
+			Name: "catalog/fapi-without-par",
+			File: "providers/catalog.go",
+			Pkg:  "./providers",
+			Old:  "\tif e.FAPIDoc != \"\" && e.PushedAuthURL == \"\" {\n",
+			New:  "\tif false {\n",
+			Run:  "^TestCatalogDocClaims$",
+			Why:  "an entry that says its provider documents FAPI 2.0 has the PAR endpoint the profile requires",
+		},
+		{
+			Name: "catalog/doc-page-anywhere",
+			File: "providers/catalog.go",
+			Pkg:  "./providers",
+			Old:  "\tpage, _, _ := strings.Cut(doc, \": \")\n",
+			New:  "\tpage := doc[max(strings.Index(doc, \"https://\"), 0):]\n",
+			Run:  "^TestCatalogDocClaims$",
+			Why:  "a catalog doc names its https page first, not somewhere in its prose",
+		},
 	}
 }
 
