@@ -128,6 +128,17 @@ type Options struct {
 	// still enforces: with a shorter one, a client that waits as long as it
 	// was told meets slow_down. Whole seconds.
 	DeviceAnnouncedInterval time.Duration
+
+	// FAPI, when FAPI20, runs the peer under the FAPI 2.0 Security Profile
+	// with FAPIClient and FAPISecretClient in place of every other client:
+	// pushed requests, PKCE and DPoP-bound tokens are required (PAR, PKCE
+	// and DPoP may not say otherwise), clients authenticate with
+	// private_key_jwt alone, and rich authorization requests of the type
+	// PaymentInitiation are granted.
+	FAPI string
+	// ClientJWKS is FAPIClient's public JWKS (RFC 7517), which a FAPI peer
+	// needs: ClientKey.JWKS makes one.
+	ClientJWKS string
 }
 
 // env returns the peer's settings as environment variables.
@@ -149,6 +160,8 @@ func (o Options) env() []string {
 	add("DEVICE_TTL", seconds(o.DeviceCodeTTL))
 	add("DEVICE_INTERVAL", seconds(o.DeviceInterval))
 	add("DEVICE_ANNOUNCED_INTERVAL", seconds(o.DeviceAnnouncedInterval))
+	add("FAPI", o.FAPI)
+	add("FAPI_JWKS", o.ClientJWKS)
 	if o.Registration {
 		add("REGISTRATION", "open")
 	}
@@ -169,7 +182,7 @@ func seconds(d time.Duration) string {
 // settingKeys are the variables Options own; inherited values are dropped so
 // the peer runs with exactly the options given.
 var settingKeys = []string{"PORT", "AT_TTL", "RT_TTL", "RT_ROTATE", "PKCE", "REDIRECT_PATHS", "RESOURCES", "REGISTRATION",
-	"DPOP", "PAR", "USERINFO_TOKENS", "DEVICE_TTL", "DEVICE_INTERVAL", "DEVICE_ANNOUNCED_INTERVAL"}
+	"DPOP", "PAR", "USERINFO_TOKENS", "DEVICE_TTL", "DEVICE_INTERVAL", "DEVICE_ANNOUNCED_INTERVAL", "FAPI", "FAPI_JWKS"}
 
 func childEnv(o Options) []string {
 	var env []string
