@@ -3,15 +3,8 @@ package mcpauth
 import (
 	"context"
 	"crypto"
-	"crypto/ecdsa"
-	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
-	"crypto/x509"
-	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,6 +13,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/clientauth"
 	"github.com/oauthflow/oauthflow/internal/clip"
 	"github.com/oauthflow/oauthflow/internal/dpop"
 	"golang.org/x/oauth2"
@@ -207,62 +201,26 @@ func (p *ccProvider) assertion(cl Client) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	now := time.Now()
-	header, _ := json.Marshal(map[string]string{"alg": alg, "typ": "JWT"})
-	claims, _ := json.Marshal(map[string]any{"iss": cl.ID, "sub": cl.ID, "aud": p.issuer,
-		"iat": now.Unix(), "exp": now.Add(5 * time.Minute).Unix(), "jti": rand.Text()})
-	signed := b64(header) + "." + b64(claims)
-	digest := sha256.Sum256([]byte(signed))
-	var sig []byte
-	switch k := key.(type) {
-	case *ecdsa.PrivateKey:
-		r, s, err := ecdsa.Sign(rand.Reader, k, digest[:])
-		if err != nil {
-			return "", err
-		}
-		sig = append(r.FillBytes(make([]byte, 32)), s.FillBytes(make([]byte, 32))...)
-	case *rsa.PrivateKey:
-		if sig, err = rsa.SignPKCS1v15(rand.Reader, k, crypto.SHA256, digest[:]); err != nil {
-			return "", err
-		}
+	s, err := clientauth.NewSigner(clientauth.Config{ClientID: cl.ID, Audience: p.issuer, Key: key, Alg: alg})
+	if err != nil {
+		return "", fmt.Errorf("mcpauth: %w", err)
 	}
-	return signed + "." + b64(sig), nil
+	return s.Assertion()
 }
 
-func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
-
-// errKey means a client's private key cannot sign its assertions.
-var errKey = errors.New("mcpauth: the client's private key cannot sign: want a PEM P-256 key (ES256) or an RSA key (RS256)")
-
-// signingKey parses the client's PEM key: PKCS#8, or SEC 1 / PKCS#1.
+// signingKey parses the client's PEM key (PKCS#8, or SEC 1 / PKCS#1) and
+// names its algorithm: the client's SigningAlg, else the key's own, RS256
+// for an RSA key as it always was here.
 func signingKey(c Client) (crypto.Signer, string, error) {
-	block, _ := pem.Decode([]byte(c.PrivateKeyPEM))
-	if block == nil {
-		return nil, "", errKey
-	}
-	var key any
-	var err error
-	if key, err = x509.ParsePKCS8PrivateKey(block.Bytes); err != nil {
-		if key, err = x509.ParseECPrivateKey(block.Bytes); err != nil {
-			key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
-		}
-	}
+	key, err := clientauth.ParsePEM(c.PrivateKeyPEM)
 	if err != nil {
-		return nil, "", fmt.Errorf("%w: %w", errKey, err)
+		return nil, "", fmt.Errorf("mcpauth: %w", err)
 	}
-	switch k := key.(type) {
-	case *ecdsa.PrivateKey:
-		if k.Curve.Params().BitSize != 256 || (c.SigningAlg != "" && c.SigningAlg != "ES256") {
-			return nil, "", errKey
-		}
-		return k, "ES256", nil
-	case *rsa.PrivateKey:
-		if c.SigningAlg != "" && c.SigningAlg != "RS256" {
-			return nil, "", errKey
-		}
-		return k, "RS256", nil
+	alg := c.SigningAlg
+	if _, isRSA := key.Public().(*rsa.PublicKey); isRSA && alg == "" {
+		alg = clientauth.RS256
 	}
-	return nil, "", errKey
+	return key, alg, nil
 }
 
 // ConnectAsClient connects the MCP server at serverURL for the agent itself:

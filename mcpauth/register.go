@@ -43,9 +43,10 @@ type Client struct {
 	// "private_key_jwt".
 	AuthMethod string `json:"token_endpoint_auth_method,omitempty"`
 	// PrivateKeyPEM signs the client's assertions for private_key_jwt: a P-256
-	// key (ES256) or an RSA key (RS256), PKCS#8, SEC 1 or PKCS#1. Never stored.
+	// key (ES256), an RSA key (RS256, or PS256 when named) or an Ed25519 key
+	// (EdDSA), PKCS#8, SEC 1 or PKCS#1. Never stored.
 	PrivateKeyPEM string `json:"-"`
-	SigningAlg    string `json:"-"` // "ES256" or "RS256"; "" follows the key
+	SigningAlg    string `json:"-"` // "ES256", "RS256", "PS256" or "EdDSA"; "" follows the key (RS256 for RSA)
 }
 
 // authMethod is c's token endpoint authentication, defaults applied.
