@@ -6,16 +6,20 @@ import (
 	"net/url"
 )
 
-// authenticateClient identifies the client of a token, revocation or introspection
-// request by client_secret_basic, client_secret_post, or, for a public client, its
-// client_id alone.
+// authenticateClient identifies the client of a token, revocation, introspection,
+// device authorization or pushed authorization request by client_secret_basic,
+// client_secret_post, private_key_jwt (a client with a PublicKey, and only such a
+// client), or, for a public client, its client_id alone.
 func (s *Server) authenticateClient(r *http.Request, form url.Values) (*Client, *oauthError) {
+	if form.Has("client_assertion") || form.Has("client_assertion_type") {
+		return s.assertedClient(r, form)
+	}
 	id, secret, err := clientCredentials(r, form)
 	if err != nil {
 		return nil, err
 	}
 	client := s.clients[id]
-	if client == nil {
+	if client == nil || client.PublicKey != nil { // a client with a key authenticates with it alone
 		return nil, errInvalidClient("client authentication failed")
 	}
 	if client.Public {

@@ -13,6 +13,7 @@ type metadata struct {
 	ResponseTypesSupported             []string `json:"response_types_supported"`
 	GrantTypesSupported                []string `json:"grant_types_supported"`
 	TokenEndpointAuthMethodsSupported  []string `json:"token_endpoint_auth_methods_supported"`
+	TokenEndpointAuthSigningAlgs       []string `json:"token_endpoint_auth_signing_alg_values_supported"`
 	CodeChallengeMethodsSupported      []string `json:"code_challenge_methods_supported"`
 	IssParameterSupported              bool     `json:"authorization_response_iss_parameter_supported,omitempty"`
 	DPoPSigningAlgValuesSupported      []string `json:"dpop_signing_alg_values_supported,omitempty"`
@@ -46,7 +47,8 @@ func (s *Server) handleMetadata(w http.ResponseWriter, r *http.Request) {
 		DeviceAuthorizationEndpoint:        deviceEndpoint,
 		ResponseTypesSupported:             []string{"code"},
 		GrantTypesSupported:                grants,
-		TokenEndpointAuthMethodsSupported:  []string{"client_secret_basic", "client_secret_post", "none"},
+		TokenEndpointAuthMethodsSupported:  []string{"client_secret_basic", "client_secret_post", "private_key_jwt", "none"},
+		TokenEndpointAuthSigningAlgs:       []string{"ES256", "PS256", "EdDSA", "RS256"},
 		CodeChallengeMethodsSupported:      []string{MethodS256, MethodPlain},
 		IssParameterSupported:              s.opts.IssParameter,
 		DPoPSigningAlgValuesSupported:      algs,

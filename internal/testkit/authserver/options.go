@@ -1,6 +1,7 @@
 package authserver
 
 import (
+	"crypto"
 	"fmt"
 	"net/url"
 	"time"
@@ -26,7 +27,13 @@ var defaultRedirectPaths = []string{"/api/v1/oauth/callback", "/oauth/callback",
 // Client is an OAuth client registered with the server.
 type Client struct {
 	ID     string
-	Secret string // empty for a public client
+	Secret string // empty for a public client, and for a client with a PublicKey
+	// PublicKey makes the client authenticate with private_key_jwt (RFC 7523 §2.2)
+	// and nothing else: a JWT signed by the private half of this key (a P-256
+	// ECDSA key signing ES256, an RSA key signing PS256 or RS256, or an Ed25519 key
+	// signing EdDSA) for the server's issuer. A secret or Basic header is refused for
+	// it. Such a client has no Secret and is not Public.
+	PublicKey crypto.PublicKey
 	// RedirectURIs are matched exactly, except as AllowLoopback says.
 	RedirectURIs []string
 	// Public marks a client without a secret; it must use PKCE.
@@ -210,8 +217,15 @@ func checkClient(c *Client) error {
 		return fmt.Errorf("authserver: client without ID")
 	case c.Public && c.Secret != "":
 		return fmt.Errorf("authserver: public client %q has a secret", c.ID)
-	case !c.Public && c.Secret == "":
-		return fmt.Errorf("authserver: confidential client %q has no secret", c.ID)
+	case c.PublicKey != nil && (c.Public || c.Secret != ""):
+		return fmt.Errorf("authserver: client %q authenticates with its public key alone: no secret, not public", c.ID)
+	case !c.Public && c.Secret == "" && c.PublicKey == nil:
+		return fmt.Errorf("authserver: confidential client %q has no secret and no public key", c.ID)
+	}
+	if c.PublicKey != nil {
+		if err := checkPublicKey(c.PublicKey); err != nil {
+			return fmt.Errorf("authserver: client %q: %w", c.ID, err)
+		}
 	}
 	for _, uri := range c.RedirectURIs {
 		u, err := url.Parse(uri)

@@ -61,6 +61,8 @@ func (s *Server) checkPushed(r *http.Request, form url.Values, client *Client, n
 	}
 	params := maps.Clone(form) // Set and Del replace the slices, never write into them
 	params.Del("client_secret")
+	params.Del("client_assertion")
+	params.Del("client_assertion_type")
 	if !params.Has("client_id") {
 		params.Set("client_id", client.ID)
 	}

@@ -4,7 +4,8 @@
 // It runs the authorization-code grant with PKCE (RFC 7636), refresh tokens with or
 // without rotation, revocation (RFC 7009), introspection (RFC 7662), server metadata
 // (RFC 8414), the iss response parameter (RFC 9207), the device authorization grant
-// (RFC 8628), pushed authorization requests (RFC 9126) and, when asked, DPoP-bound tokens and server nonces (RFC 9449), and
+// (RFC 8628), pushed authorization requests (RFC 9126), private_key_jwt client
+// authentication (RFC 7523) and, when asked, DPoP-bound tokens and server nonces (RFC 9449), and
 // serves two protected endpoints: a demo API, GET /api/me, and user info, GET
 // /userinfo. State lives in memory on the Server value.
 //
@@ -62,6 +63,7 @@ type Server struct {
 	stats        counters
 	nonce        atomic.Pointer[string] // the DPoP nonce Options.DPoPNonces demands
 	proofs       proofLog               // the DPoP proofs accepted lately
+	assertions   proofLog               // the jtis of the client assertions accepted lately
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -84,6 +86,7 @@ func New(opts Options) *Server {
 		proofs:  proofLog{max: maxProofLog},
 		done:    make(chan struct{}),
 	}
+	s.assertions.max = maxProofLog
 	s.RotateDPoPNonce()
 	s.mux = s.routes()
 	return s

@@ -52,6 +52,12 @@ type Stats struct {
 	DPoPNonceChallenges int64 // use_dpop_nonce answers: proofs without the server's current nonce
 	DPoPProofsMissing   int64 // requests refused for want of a proof (RequireDPoP, or a bound code or token)
 	DPoPKeyMismatches   int64 // proofs of another key than the one the code or token is bound to
+
+	// Client assertions (private_key_jwt, RFC 7523). Each request that carries one
+	// counts once among these.
+	ClientAssertionsAccepted int64 // assertions that authenticated their client
+	ClientAssertionsRefused  int64 // assertions refused: type, signature, claims, or beside another method
+	ClientAssertionReplays   int64 // assertions refused because their jti was accepted before
 }
 
 type counters struct {
@@ -71,6 +77,9 @@ type counters struct {
 	dpopProofsInvalid, dpopProofsReplayed        atomic.Int64
 	dpopNonceChallenges, dpopProofsMissing       atomic.Int64
 	dpopKeyMismatches                            atomic.Int64
+	clientAssertionsAccepted                     atomic.Int64
+	clientAssertionsRefused                      atomic.Int64
+	clientAssertionReplays                       atomic.Int64
 }
 
 // Stats returns a snapshot of the counters. Each field is read atomically on its own.
@@ -112,6 +121,10 @@ func (s *Server) Stats() Stats {
 		DPoPNonceChallenges: c.dpopNonceChallenges.Load(),
 		DPoPProofsMissing:   c.dpopProofsMissing.Load(),
 		DPoPKeyMismatches:   c.dpopKeyMismatches.Load(),
+
+		ClientAssertionsAccepted: c.clientAssertionsAccepted.Load(),
+		ClientAssertionsRefused:  c.clientAssertionsRefused.Load(),
+		ClientAssertionReplays:   c.clientAssertionReplays.Load(),
 	}
 }
 
