@@ -1,6 +1,7 @@
 package providers
 
 import (
+	"crypto"
 	"net/http"
 	"net/url"
 	"slices"
@@ -16,9 +17,28 @@ import (
 // realm, base_url, ...) and selects documented variants (Slack's token_type).
 type Credentials struct {
 	ClientID     string
-	ClientSecret string // empty for a public client (PKCE, no secret)
+	ClientSecret string // empty for a public client (PKCE, no secret), and for a client with a SigningKey
 	RedirectURL  string // may be empty for a provider used only for the device grant (Config.DeviceAuthURL)
 	Params       map[string]string
+
+	// SigningKey makes the client authenticate with private_key_jwt (RFC
+	// 7523 §2.2) instead of a secret: every request in which it
+	// authenticates (code exchange, refresh, pushed authorization,
+	// revocation, device authorization and device token) carries client_id
+	// and a JWT signed with this key, a new one for each request, issued by
+	// and about ClientID for the provider's Config.Issuer and good for a
+	// minute. A P-256 ECDSA key signs ES256, an RSA key PS256, an Ed25519
+	// key EdDSA. Register its public key (or a JWKS URL serving it) with the
+	// provider. A provider with a SigningKey needs Config.Issuer and is
+	// refused with a ClientSecret or JSONTokenRequest. Never serialized.
+	SigningKey crypto.Signer `json:"-"`
+	// KeyID is the kid of the assertions' header: the key's ID among those
+	// registered with the provider; "" sends none.
+	KeyID string `json:"-"`
+	// SigningAlg names the algorithm of the assertions when it is not the
+	// key's own: "RS256" for an RSA key at a provider that takes no PS256
+	// (FAPI 2.0 does not allow RS256). "" follows the key.
+	SigningAlg string `json:"-"`
 }
 
 // AuthStyle says how the client authenticates at the token and revocation
@@ -310,6 +330,9 @@ func (c *Config) validateDeadGrantCodes() error {
 func (c Credentials) validate(cfg Config) error {
 	if c.ClientID == "" {
 		return invalid("%s: empty client ID", cfg.ID)
+	}
+	if err := c.validateKey(cfg); err != nil {
+		return err
 	}
 	if c.RedirectURL == "" && cfg.DeviceAuthURL != "" {
 		return nil

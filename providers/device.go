@@ -89,7 +89,7 @@ func (p *OAuth2) DeviceToken(ctx context.Context, deviceCode string) (*oauthflow
 		return nil, &oauthflow.ProviderError{ProviderID: p.cfg.ID, Err: err}
 	}
 	req.Header.Set("Accept", "application/json")
-	c, w := p.recording(ctx, transport(p.client))
+	c, w := p.recording(ctx, p.clientTransport())
 	resp, err := c.Do(req)
 	if err == nil {
 		resp.Body.Close() // read already, into w.last

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/clientauth"
 )
 
 // OAuth2 is an oauthflow.Provider over golang.org/x/oauth2. Besides the
@@ -29,6 +30,7 @@ type OAuth2 struct {
 	token   *oauth2.Config // code exchange
 	refresh *oauth2.Config // refresh grant (TokenURL, or RefreshURL when set)
 	client  *http.Client
+	signer  *clientauth.Signer // the client's assertions (Credentials.SigningKey); nil without a key
 }
 
 var (
@@ -53,6 +55,10 @@ func NewOAuth2(cfg Config, c Credentials, opts ...Option) (*OAuth2, error) {
 	if err := checkProfile(&cfg, c); err != nil {
 		return nil, err
 	}
+	signer, err := c.signer(cfg)
+	if err != nil {
+		return nil, err
+	}
 	cfg = cloneConfig(cfg)
 	if o.scopes != nil {
 		cfg.Scopes = o.scopes
@@ -72,6 +78,7 @@ func NewOAuth2(cfg Config, c Credentials, opts ...Option) (*OAuth2, error) {
 		token:   oauthConfig(cfg, c, cfg.TokenURL),
 		refresh: oauthConfig(cfg, c, refreshURL),
 		client:  o.client,
+		signer:  signer,
 	}, nil
 }
 
@@ -323,7 +330,7 @@ func (p *OAuth2) RefreshToken(ctx context.Context, refreshToken string) (*oauthf
 	if refreshToken == "" {
 		return nil, fmt.Errorf("%w: empty refresh token", oauthflow.ErrInvalidArgument)
 	}
-	c, w := p.recordingWith(ctx, transport(p.client), p.cfg.refreshParams())
+	c, w := p.recordingWith(ctx, p.clientTransport(), p.cfg.refreshParams())
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, c)
 	_, err := p.refresh.TokenSource(ctx, &oauth2.Token{RefreshToken: refreshToken}).Token()
 	return p.result(w, err)
@@ -332,13 +339,15 @@ func (p *OAuth2) RefreshToken(ctx context.Context, refreshToken string) (*oauthf
 // wire installs a per-call client that records the token endpoint's answer,
 // so this package, not x/oauth2, decides what the answer means.
 func (p *OAuth2) wire(ctx context.Context) (context.Context, *recorder) {
-	return p.wireTo(ctx, transport(p.client))
+	return p.wireTo(ctx, p.clientTransport())
 }
 
-// proving is the provider's client, with a DPoP proof on each request when
-// ctx is that of a grant bound to a key (oauthflow.DPoPTransport).
+// proving is the provider's client for a request in which the client
+// authenticates, with a DPoP proof on each request when ctx is that of a
+// grant bound to a key (oauthflow.DPoPTransport). A client assertion goes
+// on under the proof, so a nonce challenge's retry carries a new one.
 func (p *OAuth2) proving(ctx context.Context) *http.Client {
-	return &http.Client{Transport: oauthflow.DPoPTransport(ctx, transport(p.client)),
+	return &http.Client{Transport: oauthflow.DPoPTransport(ctx, p.clientTransport()),
 		Timeout: p.client.Timeout, Jar: p.client.Jar, CheckRedirect: p.client.CheckRedirect}
 }
 

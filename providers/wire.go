@@ -23,9 +23,9 @@ type answer struct {
 	decoded     *tokenResponse // body as read by the recorder, nil when it could not be
 }
 
-// send does req with the provider's client and reads the answer; a failure
-// is a *oauthflow.ProviderError.
-func (p *OAuth2) send(req *http.Request) (*answer, error) { return p.sendWith(p.client, req) }
+// send does req, in which the client authenticates, with the provider's
+// client and reads the answer; a failure is a *oauthflow.ProviderError.
+func (p *OAuth2) send(req *http.Request) (*answer, error) { return p.sendWith(p.authenticating(), req) }
 
 // sendWith is send with the client c.
 func (p *OAuth2) sendWith(c *http.Client, req *http.Request) (*answer, error) {

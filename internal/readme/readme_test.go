@@ -24,6 +24,7 @@ const preamble = `package readme
 
 import (
 	"context"
+	"crypto"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,6 +46,7 @@ var (
 	userID, id, secret, cb    string
 	server                    string
 	creds                     providers.Credentials
+	signingKey                crypto.Signer
 	m                         *oauthflow.Module
 	mux                       *http.ServeMux
 	client                    redis.UniversalClient
