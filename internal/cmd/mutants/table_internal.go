@@ -694,3 +694,162 @@ func workerMutants() []mutant {
 		},
 	}
 }
+
+// clientauthAssertionMutants guards the code of internal/clientauth/assertion.go.
+func clientauthAssertionMutants() []mutant {
+	return []mutant{
+		{
+			Name: "pkjwt/assertion-audience",
+			File: "internal/clientauth/assertion.go",
+			Pkg:  "./internal/clientauth",
+			Old:  "Aud: s.cfg.Audience,",
+			New:  "Aud: s.cfg.ClientID,",
+			Run:  "^(TestAssertionClaims)$",
+			Why:  "a client assertion's aud is the authorization server's issuer",
+		},
+		{
+			Name: "pkjwt/assertion-lifetime-long",
+			File: "internal/clientauth/assertion.go",
+			Pkg:  "./internal/clientauth",
+			Old:  "const Lifetime = time.Minute",
+			New:  "const Lifetime = 10 * time.Minute",
+			Run:  "^(TestAssertionClaims)$",
+			Why:  "a client assertion is good for a minute (FAPI 2.0 asks for short-lived ones)",
+		},
+		{
+			Name: "pkjwt/assertion-jti-reused",
+			File: "internal/clientauth/assertion.go",
+			Pkg:  "./internal/clientauth",
+			Old:  "Jti: rand.Text()",
+			New:  "Jti: rand.Text()[:0] + s.cfg.ClientID",
+			Run:  "^(TestAssertionJTIsFresh|TestAuthenticate)$",
+			Why:  "every client assertion has a random jti of its own",
+		},
+	}
+}
+
+// clientauthKeyMutants guards the code of internal/clientauth/key.go.
+func clientauthKeyMutants() []mutant {
+	return []mutant{
+		{
+			Name: "pkjwt/rsa-signs-rs256-unnamed",
+			File: "internal/clientauth/key.go",
+			Pkg:  "./internal/clientauth",
+			Old:  "algs = []string{PS256, RS256}",
+			New:  "algs = []string{RS256, PS256}",
+			Run:  "^(TestAlgorithm|TestAssertionSignatures)$",
+			Why:  "an RSA key signs PS256 unless RS256 is named (FAPI 2.0 does not allow RS256)",
+		},
+		{
+			Name: "pkjwt/ecdsa-any-curve",
+			File: "internal/clientauth/key.go",
+			Pkg:  "./internal/clientauth",
+			Old:  "\t\tif k.Curve != elliptic.P256() {\n",
+			New:  "\t\tif k.Curve != elliptic.P256() && false {\n",
+			Run:  "^(TestAlgorithm)$",
+			Why:  "an ECDSA key signs ES256 only on P-256",
+		},
+	}
+}
+
+// authserverAssertionMutants guards the code of internal/testkit/authserver/assertion.go.
+func authserverAssertionMutants() []mutant {
+	return []mutant{
+		{
+			Name: "authserver/assertion-jti-reusable",
+			File: "internal/testkit/authserver/assertion.go",
+			Pkg:  "./internal/testkit/authserver",
+			Old:  "\tif !s.assertions.spend(client.ID+\" \"+a.claims.Jti, exp, s.now()) {\n",
+			New:  "\tif _ = exp; false {\n",
+			Run:  "^(TestClientAssertionIsSingleUse)$",
+			Why:  "the fake provider takes a client assertion's jti once, as the tests' oracle of fresh assertions",
+		},
+		{
+			Name: "authserver/assertion-any-audience",
+			File: "internal/testkit/authserver/assertion.go",
+			Pkg:  "./internal/testkit/authserver",
+			Old:  "\tcase aud != issuer:\n",
+			New:  "\tcase false && aud != issuer:\n",
+			Run:  "^(TestClientAssertionChecks)$",
+			Why:  "the fake provider takes a client assertion only for its issuer, as a single string",
+		},
+		{
+			Name: "authserver/assertion-long-lived",
+			File: "internal/testkit/authserver/assertion.go",
+			Pkg:  "./internal/testkit/authserver",
+			Old:  "\tcase exp.Sub(iat) > MaxAssertionLifetime:\n",
+			New:  "\tcase false:\n",
+			Run:  "^(TestClientAssertionChecks)$",
+			Why:  "the fake provider refuses a client assertion good for more than five minutes",
+		},
+		{
+			Name: "authserver/assertion-expired",
+			File: "internal/testkit/authserver/assertion.go",
+			Pkg:  "./internal/testkit/authserver",
+			Old:  "\tcase !now.Before(exp):\n",
+			New:  "\tcase false:\n",
+			Run:  "^(TestClientAssertionChecks)$",
+			Why:  "the fake provider refuses an expired client assertion",
+		},
+		{
+			Name: "authserver/assertion-issued-in-the-future",
+			File: "internal/testkit/authserver/assertion.go",
+			Pkg:  "./internal/testkit/authserver",
+			Old:  "\tcase iat.After(now.Add(assertionSkew)):\n",
+			New:  "\tcase false:\n",
+			Run:  "^(TestClientAssertionChecks)$",
+			Why:  "an assertion issued in the future would outlive the lifetime bound",
+		},
+		{
+			Name: "authserver/assertion-signature-unchecked",
+			File: "internal/testkit/authserver/assertion.go",
+			Pkg:  "./internal/testkit/authserver",
+			Old:  "\tcase !a.verify(client.PublicKey):\n",
+			New:  "\tcase false:\n",
+			Run:  "^(TestClientAssertionChecks)$",
+			Why:  "the fake provider takes a client assertion only signed by the client's key, with an algorithm of that key",
+		},
+		{
+			Name: "authserver/assertion-sub-unchecked",
+			File: "internal/testkit/authserver/assertion.go",
+			Pkg:  "./internal/testkit/authserver",
+			Old:  "\tcase c.Iss != clientID || c.Sub != clientID:\n",
+			New:  "\tcase c.Iss != clientID:\n",
+			Run:  "^(TestClientAssertionChecks)$",
+			Why:  "a client assertion is issued by and about the client: iss and sub are both its ID",
+		},
+		{
+			Name: "authserver/assertion-other-client-id",
+			File: "internal/testkit/authserver/assertion.go",
+			Pkg:  "./internal/testkit/authserver",
+			Old:  "\tcase form.Has(\"client_id\") && form.Get(\"client_id\") != client.ID:\n",
+			New:  "\tcase false:\n",
+			Run:  "^(TestClientAssertionChecks)$",
+			Why:  "a request's client_id names the client its assertion authenticates",
+		},
+		{
+			Name: "authserver/assertion-beside-a-secret",
+			File: "internal/testkit/authserver/assertion.go",
+			Pkg:  "./internal/testkit/authserver",
+			Old:  "\tif r.Header.Get(\"Authorization\") != \"\" || form.Has(\"client_secret\") {\n",
+			New:  "\tif false {\n",
+			Run:  "^(TestClientAssertionIsTheOnlyMethod)$",
+			Why:  "a request authenticates its client one way: an assertion beside a secret or a Basic header is refused",
+		},
+	}
+}
+
+// authserverClientauthMutants guards the code of internal/testkit/authserver/clientauth.go.
+func authserverClientauthMutants() []mutant {
+	return []mutant{
+		{
+			Name: "authserver/key-client-without-assertion",
+			File: "internal/testkit/authserver/clientauth.go",
+			Pkg:  "./internal/testkit/authserver",
+			Old:  "\tif client == nil || client.PublicKey != nil { // a client with a key authenticates with it alone\n",
+			New:  "\tif client == nil {\n",
+			Run:  "^(TestClientAssertionIsTheOnlyMethod)$",
+			Why:  "a client with a public key authenticates with private_key_jwt alone, never a secret or its client_id",
+		},
+	}
+}

@@ -91,6 +91,15 @@ func mcpauthClientcredsMutants() []mutant {
 			Run:  "TestClaimedIssuerIsNotTheAssertionAudience|TestLegacyIssuerClaimIsUnproven",
 		},
 		{
+			Name: "pkjwt/mcp-rsa-default-changed",
+			File: "mcpauth/clientcreds.go",
+			Pkg:  "./mcpauth",
+			Old:  "isRSA && alg == \"\" {",
+			New:  "false && isRSA && alg == \"\" {",
+			Run:  "^TestClientAssertionAlgorithms$",
+			Why:  "an mcpauth client's RSA key signs RS256 unless SigningAlg names another, as it always did",
+		},
+		{
 			Name: "mcpgrant/nonce-not-retried",
 			File: "mcpauth/clientcreds.go",
 			Pkg:  "./mcpauth",

@@ -106,6 +106,15 @@ func providersConfigMutants() []mutant {
 			Why:  "a provider whose server requires PAR and that has no PAR endpoint is refused when built",
 		},
 		{
+			Name: "pkjwt/signing-key-serialized",
+			File: "providers/config.go",
+			Pkg:  "./providers",
+			Old:  "\tSigningKey crypto.Signer `json:\"-\"`\n",
+			New:  "\tSigningKey crypto.Signer\n",
+			Run:  "^(TestPrivateKeyJWTKeyNeverSerialized)$",
+			Why:  "the credentials never serialize the private key",
+		},
+		{
 			Name: "dpop/any-provider-takes-dpop",
 			File: "providers/config.go",
 			Old:  "|| c.DPoP && strings.EqualFold(t, \"DPoP\")",
@@ -202,6 +211,33 @@ func providersOauth2Mutants() []mutant {
 			Run:  "^(TestDeviceOnlyProvider)$",
 			Why:  "a provider made without a redirect URL offers no browser sign-in",
 		},
+		{
+			Name: "pkjwt/nonce-retry-reuses-assertion",
+			File: "providers/oauth2.go",
+			Pkg:  "./providers",
+			Old:  "oauthflow.DPoPTransport(ctx, p.clientTransport())",
+			New:  "p.asserting(oauthflow.DPoPTransport(ctx, transport(p.client)))",
+			Run:  "^(TestPrivateKeyJWTSignInWithDPoPNonces)$",
+			Why:  "the client assertion goes on under the DPoP proof, so a nonce challenge's retry carries a new jti",
+		},
+		{
+			Name: "pkjwt/exchange-unsigned",
+			File: "providers/oauth2.go",
+			Pkg:  "./providers",
+			Old:  "return p.wireTo(ctx, p.clientTransport())",
+			New:  "return p.wireTo(ctx, transport(p.client))",
+			Run:  "^(TestPrivateKeyJWTAtEveryEndpoint)$",
+			Why:  "a code exchange of a client with a key (the x/oauth2 path) carries an assertion",
+		},
+		{
+			Name: "pkjwt/refresh-unsigned",
+			File: "providers/oauth2.go",
+			Pkg:  "./providers",
+			Old:  "p.recordingWith(ctx, p.clientTransport(), p.cfg.refreshParams())",
+			New:  "p.recordingWith(ctx, transport(p.client), p.cfg.refreshParams())",
+			Run:  "^(TestPrivateKeyJWTAtEveryEndpoint)$",
+			Why:  "a refresh of a client with a key carries an assertion",
+		},
 	}
 }
 
@@ -247,5 +283,86 @@ func providersFapiMutants() []mutant {
 			"metadata that also takes client secrets does not describe a FAPI 2.0 server"),
 		rule("metadata-without-par", "\tif !md.RequirePAR || !md.IssParameterSupported", "\tif !md.IssParameterSupported",
 			"metadata that does not require PAR does not describe a FAPI 2.0 server"),
+	}
+}
+
+// providersClientauthMutants guards the code of providers/clientauth.go.
+func providersClientauthMutants() []mutant {
+	return []mutant{
+		{
+			Name: "pkjwt/provider-audience-token-url",
+			File: "providers/clientauth.go",
+			Pkg:  "./providers",
+			Old:  "Audience: cfg.Issuer,",
+			New:  "Audience: cfg.TokenURL,",
+			Run:  "^(TestPrivateKeyJWTAtEveryEndpoint|TestPrivateKeyJWTSignInWithDPoPNonces)$",
+			Why:  "a provider's client assertions are for its issuer, not an endpoint",
+		},
+		{
+			Name: "pkjwt/key-and-secret-built",
+			File: "providers/clientauth.go",
+			Pkg:  "./providers",
+			Old:  "\tcase c.ClientSecret != \"\":\n",
+			New:  "\tcase false:\n",
+			Run:  "^(TestPrivateKeyJWTRefusedAtBuild)$",
+			Why:  "a provider with a SigningKey and a ClientSecret is refused when built",
+		},
+		{
+			Name: "pkjwt/key-without-issuer-built",
+			File: "providers/clientauth.go",
+			Pkg:  "./providers",
+			Old:  "\tcase cfg.Issuer == \"\":\n",
+			New:  "\tcase false:\n",
+			Run:  "^(TestPrivateKeyJWTRefusedAtBuild)$",
+			Why:  "a provider with a SigningKey and no Issuer (the assertions' audience) is refused when built, saying so",
+		},
+		{
+			Name: "pkjwt/key-with-json-requests-built",
+			File: "providers/clientauth.go",
+			Pkg:  "./providers",
+			Old:  "\tcase cfg.JSONTokenRequest:\n",
+			New:  "\tcase false:\n",
+			Run:  "^(TestPrivateKeyJWTRefusedAtBuild)$",
+			Why:  "an assertion goes in a form: a provider with a SigningKey and JSON token requests is refused when built",
+		},
+		{
+			Name: "pkjwt/key-id-without-key-built",
+			File: "providers/clientauth.go",
+			Pkg:  "./providers",
+			Old:  "\tcase c.SigningKey == nil && (c.KeyID != \"\" || c.SigningAlg != \"\"):\n",
+			New:  "\tcase false:\n",
+			Run:  "^(TestPrivateKeyJWTRefusedAtBuild)$",
+			Why:  "a KeyID or SigningAlg without a SigningKey is a mistake, refused when built",
+		},
+	}
+}
+
+// providersDeviceMutants guards the code of providers/device.go.
+func providersDeviceMutants() []mutant {
+	return []mutant{
+		{
+			Name: "pkjwt/device-token-unsigned",
+			File: "providers/device.go",
+			Pkg:  "./providers",
+			Old:  "c, w := p.recording(ctx, p.clientTransport())",
+			New:  "c, w := p.recording(ctx, transport(p.client))",
+			Run:  "^(TestPrivateKeyJWTAtEveryEndpoint)$",
+			Why:  "a device token request of a client with a key carries an assertion",
+		},
+	}
+}
+
+// providersWireMutants guards the code of providers/wire.go.
+func providersWireMutants() []mutant {
+	return []mutant{
+		{
+			Name: "pkjwt/revocation-unsigned",
+			File: "providers/wire.go",
+			Pkg:  "./providers",
+			Old:  "return p.sendWith(p.authenticating(), req)",
+			New:  "return p.sendWith(p.client, req)",
+			Run:  "^(TestPrivateKeyJWTAtEveryEndpoint)$",
+			Why:  "a revocation and a device authorization of a client with a key carry an assertion",
+		},
 	}
 }
