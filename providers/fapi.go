@@ -1,12 +1,15 @@
 package providers
 
 import (
+	"crypto/rsa"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/oauthflow/oauthflow/internal/clientauth"
 )
 
 // Profile names a security profile a provider keeps to: a set of rules its
@@ -24,7 +27,9 @@ const (
 	// (RFC 9207), every token is bound to a DPoP key (RFC 9449), the client
 	// authenticates with a signed assertion (private_key_jwt, RFC 7523) and
 	// never a secret, the redirect URI is one exact https address (or a
-	// loopback one), and the response type is code alone. A provider that
+	// loopback one), and the response type is code alone. Its assertions are
+	// signed PS256, ES256 or EdDSA, with an RSA key of 2048 bits at least. A
+	// provider that
 	// breaks a rule is refused when built, with ErrProfile and the rule's
 	// name.
 	ProfileFAPI2 Profile = "fapi2"
@@ -79,6 +84,25 @@ var fapi2Rules = []profileRule{
 			case "response_mode", "request", "request_uri":
 				return fmt.Errorf("AuthParams sets %s", k)
 			}
+		}
+		return nil
+	}},
+	{"FAPI 2.0 §5.3.3.1: shall authenticate with private_key_jwt", func(_ *Config, cr Credentials) error {
+		if cr.SigningKey == nil || cr.ClientSecret != "" {
+			return errors.New("the credentials have no SigningKey, or a ClientSecret")
+		}
+		return nil
+	}},
+	{"FAPI 2.0 §5.4.1: shall sign with PS256, ES256 or EdDSA, an RSA key of 2048 bits at least", func(_ *Config, cr Credentials) error {
+		alg, err := clientauth.Algorithm(cr.SigningKey.Public(), cr.SigningAlg)
+		if err != nil {
+			return err
+		}
+		if alg == clientauth.RS256 {
+			return errors.New("the assertions would be signed RS256")
+		}
+		if k, ok := cr.SigningKey.Public().(*rsa.PublicKey); ok && k.N.BitLen() < 2048 {
+			return fmt.Errorf("an RSA key of %d bits", k.N.BitLen())
 		}
 		return nil
 	}},

@@ -2,6 +2,10 @@ package providers
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
 	"errors"
 	"strings"
 	"testing"
@@ -18,8 +22,17 @@ func fapiConfig() Config {
 }
 
 func fapiCredentials() Credentials {
-	return Credentials{ClientID: "app", RedirectURL: "https://app.example/api/v1/oauth/callback"}
+	return Credentials{ClientID: "app", RedirectURL: "https://app.example/api/v1/oauth/callback", SigningKey: fapiKey, KeyID: "k1"}
 }
+
+// fapiKey signs the FAPI clients' assertions (ES256).
+var fapiKey = func() *ecdsa.PrivateKey {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
 
 func TestProfileFAPI2Builds(t *testing.T) {
 	t.Parallel()
@@ -33,6 +46,11 @@ func TestProfileFAPI2Builds(t *testing.T) {
 	}
 	if iss, advertised := p.AuthorizationIssuer(); iss != "https://as.example" || !advertised {
 		t.Fatalf("issuer %q advertised %v: want the issuer, required on every callback", iss, advertised)
+	}
+	ps256 := fapiCredentials()
+	ps256.SigningKey = rsaKey(2048)
+	if _, err := NewOAuth2(fapiConfig(), ps256); err != nil {
+		t.Fatalf("an RSA key of 2048 bits, PS256: %v", err)
 	}
 	loopback := fapiCredentials()
 	loopback.RedirectURL = "http://127.0.0.1:8080/api/v1/oauth/callback"
@@ -52,11 +70,14 @@ func TestProfileFAPI2Refusals(t *testing.T) {
 	}{
 		{"no PAR endpoint", func(c *Config, _ *Credentials) { c.PushedAuthURL = "" }, "shall use pushed authorization requests"},
 		{"PKCE unsupported", func(c *Config, _ *Credentials) { c.PKCE = PKCEUnsupported }, "shall use PKCE with S256"},
-		{"no issuer", func(c *Config, _ *Credentials) { c.Issuer = "" }, "shall check the iss parameter"},
 		{"iss optional", func(c *Config, _ *Credentials) { c.IssOptional = true }, "shall check the iss parameter"},
 		{"bearer tokens", func(c *Config, _ *Credentials) { c.DPoP = false }, "sender-constrained access tokens"},
 		{"hybrid response type", func(c *Config, _ *Credentials) { c.AuthParams = map[string]string{"response_type": "code id_token"} }, "response_type shall be code"},
 		{"response mode", func(c *Config, _ *Credentials) { c.AuthParams = map[string]string{"response_mode": "fragment"} }, "response_type shall be code"},
+		{"a secret instead of a key", func(_ *Config, cr *Credentials) { cr.SigningKey, cr.KeyID, cr.ClientSecret = nil, "", "s" }, "shall authenticate with private_key_jwt"},
+		{"a public client", func(_ *Config, cr *Credentials) { cr.SigningKey, cr.KeyID = nil, "" }, "shall authenticate with private_key_jwt"},
+		{"RS256", func(_ *Config, cr *Credentials) { cr.SigningKey, cr.SigningAlg = rsaKey(2048), "RS256" }, "shall sign with PS256, ES256 or EdDSA"},
+		{"a short RSA key", func(_ *Config, cr *Credentials) { cr.SigningKey = rsaKey(1024) }, "2048 bits at least"},
 		{"http redirect", func(_ *Config, cr *Credentials) { cr.RedirectURL = "http://app.example/api/v1/oauth/callback" }, "exact https redirect URI"},
 		{"no redirect", func(_ *Config, cr *Credentials) { cr.RedirectURL = "" }, "exact https redirect URI"},
 	}
@@ -77,6 +98,15 @@ func TestProfileFAPI2Refusals(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rsaKey is a new RSA key of bits bits.
+func rsaKey(bits int) *rsa.PrivateKey {
+	k, err := rsa.GenerateKey(rand.Reader, bits)
+	if err != nil {
+		panic(err)
+	}
+	return k
 }
 
 func TestProfileUnknown(t *testing.T) {
@@ -120,7 +150,7 @@ func TestDiscoverFAPI2(t *testing.T) {
 	t.Run("metadata that describes the profile", func(t *testing.T) {
 		t.Parallel()
 		srv := metadataServer(t, false, "/.well-known/oauth-authorization-server", fapiMetadata)
-		p, err := Discover(ctx, "bank", srv.URL, Credentials{ClientID: "app", RedirectURL: "http://127.0.0.1/cb"})
+		p, err := Discover(ctx, "bank", srv.URL, Credentials{ClientID: "app", RedirectURL: "http://127.0.0.1/cb", SigningKey: fapiKey})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +180,7 @@ func TestDiscoverFAPI2(t *testing.T) {
 			md["require_pushed_authorization_requests"] = false
 			return md
 		})
-		p, err := Discover(ctx, "bank", srv.URL, Credentials{ClientID: "app", RedirectURL: "http://127.0.0.1/cb"})
+		p, err := Discover(ctx, "bank", srv.URL, Credentials{ClientID: "app", RedirectURL: "http://127.0.0.1/cb", SigningKey: fapiKey})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,7 +195,7 @@ func TestDiscoverFAPI2(t *testing.T) {
 			md["require_pushed_authorization_requests"] = false
 			return md
 		})
-		p, err := Discover(ctx, "bank", srv.URL, Credentials{ClientID: "app", RedirectURL: "http://127.0.0.1/cb"}, WithProfile(ProfileFAPI2))
+		p, err := Discover(ctx, "bank", srv.URL, Credentials{ClientID: "app", RedirectURL: "http://127.0.0.1/cb", SigningKey: fapiKey}, WithProfile(ProfileFAPI2))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -180,7 +210,7 @@ func TestDiscoverFAPI2(t *testing.T) {
 			delete(md, "authorization_response_iss_parameter_supported")
 			return md
 		})
-		_, err := Discover(ctx, "bank", srv.URL, Credentials{ClientID: "app", RedirectURL: "http://127.0.0.1/cb"}, WithProfile(ProfileFAPI2))
+		_, err := Discover(ctx, "bank", srv.URL, Credentials{ClientID: "app", RedirectURL: "http://127.0.0.1/cb", SigningKey: fapiKey}, WithProfile(ProfileFAPI2))
 		if !errors.Is(err, ErrProfile) || !strings.Contains(err.Error(), "iss") {
 			t.Fatalf("err = %v, want the iss rule", err)
 		}
