@@ -29,9 +29,8 @@ const (
 	// never a secret, the redirect URI is one exact https address (or a
 	// loopback one), and the response type is code alone. Its assertions are
 	// signed PS256, ES256 or EdDSA, with an RSA key of 2048 bits at least. A
-	// provider that
-	// breaks a rule is refused when built, with ErrProfile and the rule's
-	// name.
+	// provider that breaks a rule is refused when built, with ErrProfile and
+	// the rule's name.
 	ProfileFAPI2 Profile = "fapi2"
 )
 
