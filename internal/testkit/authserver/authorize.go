@@ -15,6 +15,7 @@ type authRequest struct {
 	challenge      string
 	method         string // PKCE method; "" without a challenge
 	dpopJKT        string // the DPoP key the code is bound to (RFC 9449 §10); "" for none
+	details        []byte // authorization_details asked for (RFC 9396); nil for none
 	user           string
 	expires        time.Time // when a pending consent for it lapses
 }
@@ -95,6 +96,9 @@ func (s *Server) checkAuthorize(req *authRequest, q url.Values) *oauthError {
 	}
 	req.challenge, req.method = q.Get("code_challenge"), method
 	if req.dpopJKT, err = s.requestedKey(q); err != nil {
+		return err
+	}
+	if req.details, err = requestedDetails(q); err != nil {
 		return err
 	}
 	req.scope = q.Get("scope")

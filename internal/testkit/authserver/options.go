@@ -155,6 +155,15 @@ type Options struct {
 	// answered use_dpop_nonce, and every answer carries the nonce in DPoP-Nonce. The
 	// nonce stays the same until RotateDPoPNonce. It implies DPoP.
 	DPoPNonces bool
+
+	// AuthorizationDetails, when set, decides the authorization_details
+	// (RFC 9396 §7) each token answer names. It is called with the grant
+	// type and the JSON the grant holds (at a code exchange, what the
+	// authorization request asked for) and returns what the answer names,
+	// which the grant holds from then on; nil leaves the field out, and a
+	// refresh's nil leaves the grant's as they were. Unset, every answer
+	// names what was asked. It must be safe for concurrent use.
+	AuthorizationDetails func(grant string, held []byte) []byte
 }
 
 // withDefaults returns o with every zero field replaced by its default.

@@ -14,6 +14,7 @@ const sweepEvery = 512
 type grant struct {
 	revoked bool
 	jkt     string // the DPoP key its code exchange proved, which its refresh tokens are bound to
+	details []byte // the authorization details granted (RFC 9396); nil for none
 }
 
 // authCode is an issued authorization code and what it is bound to.

@@ -1,6 +1,7 @@
 package authserver
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"slices"
@@ -14,6 +15,8 @@ type tokenResponse struct {
 	ExpiresIn    int64  `json:"expires_in,omitempty"`
 	RefreshToken string `json:"refresh_token,omitempty"`
 	Scope        string `json:"scope,omitempty"`
+	// AuthorizationDetails are the grant's authorization details (RFC 9396 §7).
+	AuthorizationDetails json.RawMessage `json:"authorization_details,omitempty"`
 }
 
 // handleToken answers POST /token.
@@ -86,7 +89,9 @@ func (s *Server) exchangeCode(client *Client, form url.Values, jkt string) (*tok
 		return nil, err
 	}
 	c.grant.jkt = jkt
+	c.grant.details = s.answerDetails(GrantAuthorizationCode, c.req.details)
 	resp := s.issueLocked(token{clientID: client.ID, user: c.req.user, scope: c.req.scope, jkt: jkt}, c.grant, true)
+	resp.AuthorizationDetails = c.grant.details
 	s.stats.codesExchanged.Add(1)
 	return &resp, nil
 }
@@ -152,6 +157,9 @@ func (s *Server) refreshGrant(client *Client, form url.Values, jkt string) (*tok
 		return nil, err
 	}
 	resp := s.issueLocked(token{clientID: client.ID, user: rt.user, scope: scope, jkt: jkt}, rt.grant, s.opts.RotateRefreshTokens)
+	if resp.AuthorizationDetails = s.answerDetails(GrantRefreshToken, rt.grant.details); resp.AuthorizationDetails != nil {
+		rt.grant.details = resp.AuthorizationDetails
+	}
 	if next := st.refresh[resp.RefreshToken]; next != nil {
 		next.scope = rt.scope // a new refresh token keeps the whole grant (§6)
 		rt.rotated = true
