@@ -2,6 +2,7 @@ package oauthflow
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -146,6 +147,13 @@ type TokenSet struct {
 	TokenType    string            `json:"tokenType,omitempty"`
 	Metadata     map[string]string `json:"metadata,omitempty"`
 	Account      string            `json:"account,omitempty"`
+
+	// AuthorizationDetails are the authorization details the provider
+	// granted, as the answer's authorization_details named them (RFC 9396
+	// §7): a JSON array of objects, each with its "type"; nil when the
+	// answer named none. A refresh answer without them leaves the stored
+	// ones as they are.
+	AuthorizationDetails json.RawMessage `json:"authorizationDetails,omitempty"`
 }
 
 // StoredTokens is the persisted token record. ExpiresAt is Unix milliseconds; 0 means never.

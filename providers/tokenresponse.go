@@ -30,6 +30,9 @@ type tokenResponse struct {
 	OK               *bool      `json:"ok"` // Slack: false on every failure, with HTTP 200
 	raw              []byte     // the JSON answer, for fields: most answers never need them
 	nested           map[string]json.RawMessage
+
+	// AuthorizationDetails are what the server granted (RFC 9396 §7).
+	AuthorizationDetails json.RawMessage `json:"authorization_details"`
 }
 
 // fields is the answer's top-level JSON fields, decoded on first use.
@@ -74,6 +77,7 @@ func (p *OAuth2) parse(a *answer, libErr error) (*oauthflow.TokenSet, error) {
 		ExpiresIn:    int64(tok.ExpiresIn),
 		Scope:        tok.Scope.normalize(p.cfg.separator()),
 	}
+	ts.AuthorizationDetails = grantedDetails(tok, tr)
 	if strings.EqualFold(tok.TokenType, "DPoP") {
 		ts.TokenType = "DPoP" // accepted only when Config.DPoP (acceptsTokenType)
 	}
@@ -81,6 +85,19 @@ func (p *OAuth2) parse(a *answer, libErr error) (*oauthflow.TokenSet, error) {
 		return nil, p.fail(a, nil, err)
 	}
 	return ts, nil
+}
+
+// grantedDetails is the authorization details the answer says were granted
+// (RFC 9396 §7): the token object's authorization_details, else the whole
+// answer's; nil when neither is a JSON array. The library checks them
+// further before it keeps them.
+func grantedDetails(tok, tr *tokenResponse) json.RawMessage {
+	for _, d := range []json.RawMessage{tok.AuthorizationDetails, tr.AuthorizationDetails} {
+		if d = bytes.TrimSpace(d); len(d) > 0 && d[0] == '[' {
+			return d
+		}
+	}
+	return nil
 }
 
 // lifetime is the access token's lifetime in seconds from v, the
@@ -276,6 +293,9 @@ type plainTokenResponse struct {
 	ErrorDescription string `json:"error_description"`
 	ErrorURI         string `json:"error_uri"`
 	OK               *bool  `json:"ok"`
+
+	// AuthorizationDetails take any JSON, as the flex decode's do.
+	AuthorizationDetails json.RawMessage `json:"authorization_details"`
 }
 
 // decodePlainTokenResponse decodes body as the flex decode would, when it
@@ -287,7 +307,8 @@ func decodePlainTokenResponse(body []byte) (*tokenResponse, bool) {
 	}
 	return &tokenResponse{AccessToken: p.AccessToken, TokenType: p.TokenType, RefreshToken: p.RefreshToken,
 		ExpiresIn: flexInt(max(p.ExpiresIn, 0)), Scope: flexScope(p.Scope), Error: flexString(p.Error),
-		ErrorDescription: flexString(p.ErrorDescription), ErrorURI: flexString(p.ErrorURI), OK: p.OK, raw: body}, true
+		ErrorDescription: flexString(p.ErrorDescription), ErrorURI: flexString(p.ErrorURI), OK: p.OK,
+		AuthorizationDetails: p.AuthorizationDetails, raw: body}, true
 }
 
 // decodeForm reads the form-encoded answer GitHub sends without an Accept header.

@@ -19,6 +19,8 @@ func FuzzPlainTokenResponse(f *testing.F) {
 		`{"access_token":"a","expires_in":1e3,"error":false}`,
 		`{"ACCESS_TOKEN":"a","Expires_In":12}`,
 		`{"access_token":"a","access_token":"b"}`,
+		`{"access_token":"a","authorization_details":[{"type":"x","n":1}]}`,
+		`{"access_token":"a","authorization_details":"x","expires_in":"1"}`,
 		`null`, `[]`, `{"access_token":"\u00e9\n"}`, `{`,
 	} {
 		f.Add([]byte(seed))

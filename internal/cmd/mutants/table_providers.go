@@ -253,6 +253,24 @@ func providersTokenresponseMutants() []mutant {
 			Run:  "^TestProviderErrorTextIsBoundedWhereParsed$",
 			Why:  "a token endpoint's error code is bounded where its answer is parsed",
 		},
+		{
+			Name: "rar/token-answer-details-dropped",
+			File: "providers/tokenresponse.go",
+			Pkg:  "./providers",
+			Old:  "\tts.AuthorizationDetails = grantedDetails(tok, tr)\n",
+			New:  "",
+			Run:  "^(TestTokenAnswerAuthorizationDetails)$",
+			Why:  "a token answer's authorization_details (RFC 9396 §7) are the TokenSet's",
+		},
+		{
+			Name: "rar/nested-answer-details-ignored",
+			File: "providers/tokenresponse.go",
+			Pkg:  "./providers",
+			Old:  "tok.AuthorizationDetails, tr.AuthorizationDetails}",
+			New:  "tok.AuthorizationDetails}",
+			Run:  "^(TestTokenAnswerAuthorizationDetails)$",
+			Why:  "the authorization details beside a nested token object are read too",
+		},
 	}
 }
 
