@@ -2,6 +2,7 @@ package oauthflow
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"maps"
 	"slices"
@@ -39,6 +40,11 @@ type Connection struct {
 	// token (a Salesforce instance_url, a QuickBooks realmId).
 	Account  string
 	Metadata map[string]string
+	// AuthorizationDetails are the authorization details the provider
+	// granted (RFC 9396 §7), as its last answer that named them said: a
+	// JSON array of objects, each with its "type", for showing the user
+	// what they approved; nil when it granted none.
+	AuthorizationDetails json.RawMessage
 
 	// While Health is HealthRefreshFailing: failed refreshes in a row, the
 	// last one's error (as logged) and when a refresh may call the provider
@@ -134,6 +140,7 @@ func (s *TokenStore) connection(ctx context.Context, read, meta *kv.Op, id strin
 	}
 	c.Scopes, c.HasRefreshToken = strings.Fields(string(v.scope)), len(v.refresh) > 0
 	c.Account, c.Metadata = string(v.account), maps.Clone(v.metadata)
+	c.AuthorizationDetails = slices.Clone(v.details)
 	if v.expiresAt != 0 {
 		c.ExpiresAt = time.UnixMilli(v.expiresAt)
 	}

@@ -294,6 +294,10 @@ func (m *Module) Tools() []*Tool { return []*Tool{m.BuildOAuthURL, m.ExchangeOAu
 //
 // A provider the registry does not know is refused with ErrUnknownProvider
 // before anything is created (no run, no flow_failed event).
+//
+// A sign-in that asks for authorization details (RFC 9396) is launched with
+// [Engine.Launch], OAuthWorkflowName and [OAuthWorkflowArgs] (its
+// AuthorizationDetails), and its prompt read with [Module.SignInStatus].
 func (m *Module) StartSignIn(ctx context.Context, userID, provider string, scopes ...string) (*Run, *OAuthPromptDocument, error) {
 	if _, err := m.Registry.Get(provider); err != nil {
 		return nil, nil, err

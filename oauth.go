@@ -176,6 +176,13 @@ type StoredTokens struct {
 	DPoPKey      string            `json:"dpopKey,omitempty"`
 	Account      string            `json:"account,omitempty"`
 	Metadata     map[string]string `json:"metadata,omitempty"`
+
+	// AuthorizationDetails are the authorization details the provider
+	// granted (TokenSet.AuthorizationDetails, RFC 9396 §7), compact; absent
+	// when it granted none, so a record without them is as small as before.
+	// A refresh answer that names them replaces them; one that does not
+	// keeps them.
+	AuthorizationDetails json.RawMessage `json:"authorizationDetails,omitempty"`
 }
 
 // tokenTypeDPoP is the token_type of a DPoP-bound token (RFC 9449 §5).
@@ -203,6 +210,10 @@ type Session struct {
 	// [Config.SignInOwners]; "" is the module's own: the run WorkflowID, or
 	// none for a sign-in built outside a workflow.
 	Owner string `json:"owner,omitempty"`
+	// AuthorizationDetails are the authorization details the sign-in asks
+	// for (RFC 9396), checked and compact: every authorization request built
+	// for it carries them as authorization_details.
+	AuthorizationDetails json.RawMessage `json:"authorizationDetails,omitempty"`
 }
 
 // Sentinel errors callers branch on with errors.Is.

@@ -85,6 +85,15 @@ type OAuthWorkflowArgs struct {
 	// an absolute URL on the API's own origin (its callback's) or one of
 	// Config.FrontendOrigins; any other fails the sign-in.
 	ReturnTo string `json:"returnTo,omitempty"`
+	// AuthorizationDetails are the authorization details the sign-in asks
+	// for (RFC 9396), as [BuildOAuthURLArgs] takes them; the authorization
+	// request carries them as authorization_details. Details that are not
+	// well formed fail the run with ErrInvalidArgument before anything is
+	// sent, and so do any with GrantDevice, whose request does not carry
+	// them. [Module.StartSignIn] asks for none: launch the workflow with
+	// [Engine.Launch] to ask for some, and read its prompt with
+	// [Module.SignInStatus].
+	AuthorizationDetails json.RawMessage `json:"authorizationDetails,omitempty"`
 }
 
 // oauthWorkflowResult is what the OAuth workflow returns (the result JSON
@@ -243,7 +252,7 @@ func (o *oauthWorkflow) initiateOAuth(ctx context.Context, tc *TransitionContext
 			Err: errs.Invalid("grant %q is not one of \"\" and %q", args.Grant, GrantDevice)})
 	}
 	res, err := o.buildAuthURL(ctx, ToolContext{UserID: tc.Run.UserID, RunID: tc.Run.ID},
-		BuildOAuthURLArgs{Provider: args.Provider, Scopes: args.Scopes}, args.ReturnTo)
+		BuildOAuthURLArgs{Provider: args.Provider, Scopes: args.Scopes, AuthorizationDetails: args.AuthorizationDetails}, args.ReturnTo)
 	if err != nil {
 		return o.failFlow(ctx, tc, args.Provider, err)
 	}
@@ -624,6 +633,9 @@ func (o *oauthWorkflow) initiateDevice(ctx context.Context, tc *TransitionContex
 	d := deviceAuthorizerOf(p)
 	if d == nil {
 		return o.failFlow(ctx, tc, args.Provider, &FlowError{Message: "This provider does not offer sign-in with a code.", Err: ErrDeviceAuthUnsupported})
+	}
+	if err := noDetails(args.AuthorizationDetails); err != nil {
+		return o.failFlow(ctx, tc, args.Provider, err)
 	}
 	scopes := args.Scopes
 	if len(scopes) == 0 {

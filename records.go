@@ -180,7 +180,7 @@ func (r *tokenRecords) replicated(ctx context.Context, key string) bool {
 // (FuzzDecodeStoredTokens checks that).
 
 func encodeStoredTokens(t StoredTokens) []byte {
-	b, _ := json.Marshal(t) // a struct of strings and an int cannot fail to marshal
+	b, _ := json.Marshal(t) // strings, an int and authorization details checked on the way in (grantedDetails): it cannot fail
 	return b
 }
 
@@ -199,9 +199,14 @@ func decodeStoredTokens(b []byte) (StoredTokens, error) {
 		DPoPKey      *string           `json:"dpopKey"`
 		Account      *string           `json:"account"`
 		Metadata     map[string]string `json:"metadata"`
+		Details      json.RawMessage   `json:"authorizationDetails"`
 	}
 	if err := strictUnmarshal(b, &raw); err != nil {
 		return StoredTokens{}, err
+	}
+	details, err := grantedDetails(raw.Details)
+	if err != nil {
+		return StoredTokens{}, fmt.Errorf("%w: %w", errCorruptRecord, err)
 	}
 	if raw.AccessToken == nil || raw.ExpiresAt == nil || raw.Scope == nil {
 		return StoredTokens{}, fmt.Errorf("%w: token record lacks accessToken, expiresAt or scope", errCorruptRecord)
@@ -222,6 +227,7 @@ func decodeStoredTokens(b []byte) (StoredTokens, error) {
 	if len(raw.Metadata) > 0 {
 		t.Metadata = raw.Metadata
 	}
+	t.AuthorizationDetails = details
 	return t, nil
 }
 
@@ -253,12 +259,13 @@ type tokenView struct {
 	access, refresh, scope, tokenType, dpopKey, account []byte
 	expiresAt                                           int64
 	metadata                                            map[string]string // read by the strict decoder only
+	details                                             json.RawMessage   // read by the strict decoder only
 }
 
 func (v tokenView) tokens() StoredTokens {
 	return StoredTokens{AccessToken: string(v.access), RefreshToken: string(v.refresh),
 		ExpiresAt: v.expiresAt, Scope: string(v.scope), TokenType: string(v.tokenType), DPoPKey: string(v.dpopKey),
-		Account: string(v.account), Metadata: v.metadata}
+		Account: string(v.account), Metadata: v.metadata, AuthorizationDetails: v.details}
 }
 
 // boundKey is the encoded key the access token is bound to, nil for a Bearer token.
@@ -316,7 +323,7 @@ func parseTokenView(b []byte) (tokenView, error) {
 	}
 	return tokenView{access: []byte(t.AccessToken), refresh: []byte(t.RefreshToken),
 		scope: []byte(t.Scope), tokenType: []byte(t.TokenType), dpopKey: []byte(t.DPoPKey),
-		account: []byte(t.Account), expiresAt: t.ExpiresAt, metadata: t.Metadata}, nil
+		account: []byte(t.Account), expiresAt: t.ExpiresAt, metadata: t.Metadata, details: t.AuthorizationDetails}, nil
 }
 
 type fastParser struct {

@@ -23,6 +23,12 @@ func FuzzDecodeStoredTokens(f *testing.F) {
 		`{"accessToken":"a","expiresAt":1.5,"scope":"s"}`,
 		`{"accessToken":"<&>","expiresAt":1,"scope":"s"} `,
 		"{\"accessToken\":\"\x00\",\"expiresAt\":1,\"scope\":\"s\"}",
+		`{"accessToken":"a","expiresAt":1,"scope":"s","authorizationDetails":[{"type":"t","note":"a & b"}]}`,
+		`{"accessToken":"a","expiresAt":1,"scope":"s","authorizationDetails":[ {"type" : "t"} ]}`,
+		`{"accessToken":"a","expiresAt":1,"scope":"s","authorizationDetails":[{"kind":"t"}]}`,
+		`{"accessToken":"a","expiresAt":1,"scope":"s","authorizationDetails":"[]"}`,
+		`{"accessToken":"a","expiresAt":1,"scope":"s","authorizationDetails":null}`,
+		`{"accessToken":"a","expiresAt":1,"scope":"s","authorizationDetails":[]}`,
 		`null`, ``, `{`,
 	} {
 		f.Add([]byte(seed))

@@ -267,7 +267,7 @@ func (r *refreshRun) round(ctx context.Context, l *lease.Lease, raw []byte, base
 		again, err = r.failed(ctx, l, raw, err, health, base)
 		return StoredTokens{}, again, err
 	}
-	t, again, err = r.save(ctx, l, raw, r.rf.merge(base, ts))
+	t, again, err = r.save(ctx, l, raw, r.rf.merge(r.providerID, base, ts))
 	if !again && err == nil {
 		r.rf.refreshed(ctx, r.userID, r.providerID, health, base, t)
 	}
@@ -473,13 +473,18 @@ func (rf *refresher) callRefresh(ctx context.Context, providerID string, old Sto
 	return ts, err
 }
 
-// merge applies a refresh answer: a new refresh token or scope replaces the stored
-// one, otherwise the stored value is kept. The grant keeps its key; the new
-// access token is bound to it when the answer says DPoP.
-func (rf *refresher) merge(old StoredTokens, ts *TokenSet) StoredTokens {
+// merge applies providerID's refresh answer: a new refresh token, scope or
+// authorization details replace the stored ones, otherwise the stored ones
+// are kept. The grant keeps its key; the new access token is bound to it
+// when the answer says DPoP.
+func (rf *refresher) merge(providerID string, old StoredTokens, ts *TokenSet) StoredTokens {
 	t := StoredTokens{AccessToken: ts.AccessToken, RefreshToken: old.RefreshToken,
 		ExpiresAt: rf.expiresAt(max(ts.ExpiresIn, 0)), Scope: old.Scope, DPoPKey: old.DPoPKey,
 		Account: old.Account, Metadata: refreshedMetadata(old.Metadata, ts.Metadata)}
+	t.AuthorizationDetails = old.AuthorizationDetails
+	if d := rf.keptDetails(providerID, ts.AuthorizationDetails); d != nil {
+		t.AuthorizationDetails = d
+	}
 	if old.DPoPKey != "" && isDPoP(ts.TokenType) {
 		t.TokenType = tokenTypeDPoP
 	}

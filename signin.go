@@ -3,6 +3,7 @@ package oauthflow
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -52,6 +53,13 @@ const (
 type BuildOAuthURLArgs struct {
 	Provider string   `json:"provider"`
 	Scopes   []string `json:"scopes"`
+
+	// AuthorizationDetails, when given, are the authorization details the
+	// sign-in asks for (RFC 9396 §2): a JSON array of objects, each with a
+	// non-empty string "type", of at most 8 KiB; the authorization request
+	// carries them as authorization_details. Other details are refused with
+	// ErrInvalidArgument.
+	AuthorizationDetails json.RawMessage `json:"authorizationDetails,omitempty"`
 }
 
 // BuildOAuthURLResult is build_oauth_url's result.
@@ -96,6 +104,8 @@ var (
 		Properties: map[string]Property{
 			"provider": {Type: "string", Description: "provider ID, e.g. github"},
 			"scopes":   {Type: "array", Items: &Property{Type: "string"}, Description: "scopes to ask for; empty means the provider's defaults"},
+			"authorizationDetails": {Type: "array", Items: &Property{Type: "object"},
+				Description: `authorization details to ask for (RFC 9396), when the provider takes them: objects, each with a string "type"`},
 		}}
 	exchangeOAuthTokenSchema = Schema{Type: "object", Required: []string{"provider", "code", "state", "expectedState"},
 		Properties: map[string]Property{
@@ -155,6 +165,10 @@ func (si *signIns) buildAuthURL(ctx context.Context, tc ToolContext, a BuildOAut
 	if tc.UserID == "" {
 		return nil, errs.Invalid("build_oauth_url needs the current user")
 	}
+	details, err := askedDetails(a.AuthorizationDetails)
+	if err != nil {
+		return nil, err
+	}
 	p, err := si.registry.Get(a.Provider)
 	if err != nil {
 		return nil, err
@@ -171,7 +185,8 @@ func (si *signIns) buildAuthURL(ctx context.Context, tc ToolContext, a BuildOAut
 	if _, ok := si.owners[tc.Owner]; tc.Owner != "" && !ok {
 		return nil, errs.Invalid("sign-in owner %q is not one of Config.SignInOwners", clip.To(tc.Owner, 64))
 	}
-	s := Session{WorkflowID: tc.RunID, UserID: tc.UserID, Provider: p.ProviderID(), Scopes: scopes, ReturnTo: returnTo, Owner: tc.Owner}
+	s := Session{WorkflowID: tc.RunID, UserID: tc.UserID, Provider: p.ProviderID(), Scopes: scopes, ReturnTo: returnTo, Owner: tc.Owner,
+		AuthorizationDetails: details}
 	s.Issuer, s.IssOptional = issuerOf(p)
 	if supportsPKCE(p) {
 		s.CodeVerifier = oauth2.GenerateVerifier()
@@ -198,8 +213,9 @@ func (si *signIns) buildAuthURL(ctx context.Context, tc ToolContext, a BuildOAut
 }
 
 // authURLOf builds the authorization URL of the sign-in s under state: its
-// scopes, its PKCE challenge and, when it has a DPoP key, the key's
-// thumbprint as dpop_jkt, which binds the code to the key (RFC 9449 §10).
+// scopes, its PKCE challenge, its authorization details (RFC 9396 §3) and,
+// when it has a DPoP key, the key's thumbprint as dpop_jkt, which binds the
+// code to the key (RFC 9449 §10).
 // build_oauth_url (the tool, the "oauth" workflow) and POST /start all build
 // through it, so a sign-in opened any way asks for the same thing. A
 // provider that pushes its authorization requests (RFC 9126) is sent them
@@ -208,6 +224,9 @@ func (si *signIns) authURLOf(ctx context.Context, p Provider, s *Session, state 
 	var opts []oauth2.AuthCodeOption
 	if s.CodeVerifier != "" {
 		opts = append(opts, oauth2.S256ChallengeOption(s.CodeVerifier))
+	}
+	if len(s.AuthorizationDetails) > 0 {
+		opts = append(opts, oauth2.SetAuthURLParam(paramAuthorizationDetails, string(s.AuthorizationDetails)))
 	}
 	var key *dpop.Key
 	if s.DPoPKey != "" {

@@ -164,7 +164,9 @@ func NewTokenStore(kv KV, reg *Registry, opts ...TokenStoreOption) *TokenStore {
 // StoreTokens writes t for the user and provider with the TTL the rules give:
 // 30 days with a refresh token or without expiry, else the seconds left (at least 1).
 // A sign-in always wins over a refresh in flight: the refresh finds the record
-// replaced and writes nothing.
+// replaced and writes nothing. Authorization details are kept compact, and
+// refused with ErrInvalidArgument unless they are a JSON array of objects,
+// each with a non-empty string "type", of at most 16 KiB.
 func (s *TokenStore) StoreTokens(ctx context.Context, userID, providerID string, t StoredTokens) error {
 	if err := keyspace.CheckIDs(userID, providerID); err != nil {
 		return err
@@ -175,6 +177,11 @@ func (s *TokenStore) StoreTokens(ctx context.Context, userID, providerID string,
 	if t.TokenType != "" && (t.TokenType != tokenTypeDPoP || t.DPoPKey == "") {
 		return errs.Invalid(`tokenType is "" (Bearer) or "DPoP" with the key it is bound to`)
 	}
+	details, err := grantedDetails(t.AuthorizationDetails)
+	if err != nil {
+		return errs.Invalid("%w", err)
+	}
+	t.AuthorizationDetails = details
 	ctx = xcontext.OrBackground(ctx)
 	if err := s.write(ctx, userID, providerID, t); err != nil {
 		return err
@@ -230,6 +237,7 @@ func (s *TokenStore) fromTokenSet(providerID string, ts *TokenSet, key string) (
 	t := StoredTokens{AccessToken: ts.AccessToken, RefreshToken: ts.RefreshToken,
 		ExpiresAt: s.expiresAt(ts.ExpiresIn), Scope: ts.Scope, DPoPKey: key,
 		Account: showable(ts.Account, maxAccountLen), Metadata: keptMetadata(ts.Metadata)}
+	t.AuthorizationDetails = s.keptDetails(providerID, ts.AuthorizationDetails)
 	if isDPoP(ts.TokenType) {
 		if key == "" {
 			return StoredTokens{}, &ProviderError{ProviderID: providerID, Err: errors.New("a DPoP-bound token for a request that proved no key")}

@@ -50,7 +50,9 @@ func TestToolSchemasAreStrict(t *testing.T) {
 	assert.JSONEq(t, `{"name":"build_oauth_url","description":"Builds the authorization URL the user visits to connect a provider, with a single-use CSRF state.",
 		"parameters":{"type":"object","additionalProperties":false,"required":["provider","scopes"],"properties":{
 		"provider":{"type":"string","description":"provider ID, e.g. github"},
-		"scopes":{"type":"array","items":{"type":"string"},"description":"scopes to ask for; empty means the provider's defaults"}}}}`, string(desc))
+		"scopes":{"type":"array","items":{"type":"string"},"description":"scopes to ask for; empty means the provider's defaults"},
+		"authorizationDetails":{"type":"array","items":{"type":"object"},
+			"description":"authorization details to ask for (RFC 9396), when the provider takes them: objects, each with a string \"type\""}}}}`, string(desc))
 }
 
 func TestBuildOAuthURLKeepsVerifierPrivate(t *testing.T) {

@@ -62,6 +62,52 @@ func aheadMutants() []mutant {
 	}
 }
 
+// authdetailsMutants guards the code of authdetails.go.
+func authdetailsMutants() []mutant {
+	return []mutant{
+		{
+			Name: "rar/asked-details-unchecked",
+			File: "authdetails.go",
+			Old:  "\td, err := parseDetails(raw)\n\tif err != nil {\n\t\treturn nil, refusedDetails(err)\n\t}\n\treturn d, nil\n",
+			New:  "\treturn raw, nil\n",
+			Run:  "^(TestRARBadDetailsRefused)$",
+			Why:  "authorization details a sign-in asks for are refused unless they are an array of objects each with a string type",
+		},
+		{
+			Name: "rar/asked-details-unbounded",
+			File: "authdetails.go",
+			Old:  "\tif len(raw) > maxAskedDetailsLen {\n",
+			New:  "\tif false {\n",
+			Run:  "^(TestRARBadDetailsRefused)$",
+			Why:  "authorization details a sign-in asks for are bounded (8 KiB)",
+		},
+		{
+			Name: "rar/detail-type-unchecked",
+			File: "authdetails.go",
+			Old:  "\treturn json.Unmarshal(fields[\"type\"], &typ) == nil && typ != \"\"\n",
+			New:  "\treturn typ == \"\" || true\n",
+			Run:  "^(TestRARBadDetailsRefused)$",
+			Why:  "every authorization detail names a non-empty string \"type\" (RFC 9396 §2)",
+		},
+		{
+			Name: "rar/granted-details-unchecked",
+			File: "authdetails.go",
+			Old:  "\td, err := parseDetails(raw)\n\tif err != nil {\n\t\treturn nil, fmt.Errorf(\"%s: %w\", paramAuthorizationDetails, err)\n\t}\n\treturn d, nil\n",
+			New:  "\treturn raw, nil\n",
+			Run:  "^(TestRARMalformedGrantNotKept|TestRARStoreTokensChecksDetails)$",
+			Why:  "granted authorization details are kept only when well formed; a grant is stored all the same",
+		},
+		{
+			Name: "rar/device-sends-none",
+			File: "authdetails.go",
+			Old:  "\tif err == nil && d != nil {\n",
+			New:  "\tif err == nil && d == nil && d != nil {\n",
+			Run:  "^(TestRARDeviceSignInRefusesDetails)$",
+			Why:  "a sign-in with a code, whose request cannot carry authorization details, is refused rather than sent without them",
+		},
+	}
+}
+
 // bindingMutants guards the code of binding.go.
 func bindingMutants() []mutant {
 	return []mutant{
@@ -205,6 +251,14 @@ func connectionsMutants() []mutant {
 			New:  "\t\treturn s.reg.IDs()\n",
 			Why:  "listing a user's connections reads that user's index and the app's own providers, not every provider met",
 			Run:  "TestConnectionsCostIsTheUsersOwn",
+		},
+		{
+			Name: "rar/connection-details-hidden",
+			File: "connections.go",
+			Old:  "\tc.AuthorizationDetails = slices.Clone(v.details)\n",
+			New:  "",
+			Run:  "^(TestRARDetailsReachTheServer|TestRARGrantedDetailsKeptAndRefreshed)$",
+			Why:  "a connection lists the authorization details its grant holds",
 		},
 	}
 }
@@ -1077,6 +1131,22 @@ func oauthworkflowMutants() []mutant {
 			Run:  "^(TestDevicePromptCompleteURIOnlyOnTheVerificationOrigin)$",
 			Why:  "a complete verification URI over plain http is kept only on a loopback host",
 		},
+		{
+			Name: "rar/workflow-details-dropped",
+			File: "oauthworkflow.go",
+			Old:  "AuthorizationDetails: args.AuthorizationDetails}, args.ReturnTo)",
+			New:  "}, args.ReturnTo)",
+			Run:  "^(TestRARDetailsReachTheServer)$",
+			Why:  "the \"oauth\" workflow asks for the authorization details its arguments name",
+		},
+		{
+			Name: "rar/device-details-ignored",
+			File: "oauthworkflow.go",
+			Old:  "\tif err := noDetails(args.AuthorizationDetails); err != nil {\n",
+			New:  "\tif err := noDetails(args.AuthorizationDetails); err != nil && false {\n",
+			Run:  "^(TestRARDeviceSignInRefusesDetails)$",
+			Why:  "a device sign-in asked for authorization details fails instead of dropping them",
+		},
 	}
 }
 
@@ -1098,6 +1168,14 @@ func recordsMutants() []mutant {
 			New:  "",
 			Run:  "^(TestMetadataIsBounded)$",
 			Why:  "refreshes that each name new metadata fields do not grow the record past 16",
+		},
+		{
+			Name: "rar/record-details-not-read",
+			File: "records.go",
+			Old:  "\tt.AuthorizationDetails = details\n\treturn t, nil",
+			New:  "\t_ = details\n\treturn t, nil",
+			Run:  "^(TestRARDetailsReachTheServer|TestRARGrantedDetailsKeptAndRefreshed)$",
+			Why:  "a token record's authorization details are read back with it",
 		},
 	}
 }
@@ -1383,6 +1461,22 @@ func refreshMutants() []mutant {
 			Run:  "TestKeptTokensGiveWayToANewerSignIn",
 			Why:  "tokens kept after a failed write give way to a newer record (a sign-in elsewhere): never served, never written over it",
 		},
+		{
+			Name: "rar/refresh-drops-details",
+			File: "refresh.go",
+			Old:  "\tt.AuthorizationDetails = old.AuthorizationDetails\n",
+			New:  "",
+			Run:  "^(TestRARGrantedDetailsKeptAndRefreshed)$",
+			Why:  "a refresh whose answer names no authorization details keeps the stored ones",
+		},
+		{
+			Name: "rar/refresh-keeps-stale-details",
+			File: "refresh.go",
+			Old:  "\tif d := rf.keptDetails(providerID, ts.AuthorizationDetails); d != nil {\n",
+			New:  "\tif d := rf.keptDetails(providerID, ts.AuthorizationDetails); d != nil && false {\n",
+			Run:  "^(TestRARGrantedDetailsKeptAndRefreshed)$",
+			Why:  "a refresh whose answer names authorization details replaces the stored ones",
+		},
 	}
 }
 
@@ -1636,6 +1730,22 @@ func signinMutants() []mutant {
 			Why:  "with Config.WithholdTokens, exchange_oauth_token's result (which may reach a model) has no token",
 			Run:  "TestExchangeResultWithholdsTokens",
 		},
+		{
+			Name: "rar/details-dropped-from-request",
+			File: "signin.go",
+			Old:  "\tif len(s.AuthorizationDetails) > 0 {\n",
+			New:  "\tif false {\n",
+			Run:  "^(TestRARDetailsReachTheServer)$",
+			Why:  "every authorization request of a sign-in carries its authorization details, in the URL or pushed",
+		},
+		{
+			Name: "rar/details-not-in-session",
+			File: "signin.go",
+			Old:  "Owner: tc.Owner,\n\t\tAuthorizationDetails: details}\n",
+			New:  "Owner: tc.Owner}\n\t_ = details\n",
+			Run:  "^(TestRARDetailsReachTheServer)$",
+			Why:  "the pending sign-in keeps its authorization details, for every request built for it (POST /start)",
+		},
 	}
 }
 
@@ -1738,6 +1848,22 @@ func tokenstoreMutants() []mutant {
 			New:  "\t\treturn nil, err\n\t}\n\tt := v.tokens()",
 			Run:  "^TestUnknownProviderEverywhere$",
 			Why:  "GetTokens of a provider nobody registered is ErrUnknownProvider, not ErrNoToken",
+		},
+		{
+			Name: "rar/granted-details-not-kept",
+			File: "tokenstore.go",
+			Old:  "\tt.AuthorizationDetails = s.keptDetails(providerID, ts.AuthorizationDetails)\n",
+			New:  "",
+			Run:  "^(TestRARDetailsReachTheServer|TestRARGrantedDetailsKeptAndRefreshed)$",
+			Why:  "the authorization details a provider granted are stored with the tokens",
+		},
+		{
+			Name: "rar/stored-details-unchecked",
+			File: "tokenstore.go",
+			Old:  "\tdetails, err := grantedDetails(t.AuthorizationDetails)\n\tif err != nil {\n\t\treturn errs.Invalid(\"%w\", err)\n\t}\n\tt.AuthorizationDetails = details\n",
+			New:  "",
+			Run:  "^(TestRARStoreTokensChecksDetails)$",
+			Why:  "StoreTokens refuses authorization details that are not well formed, and keeps them compact",
 		},
 	}
 }
