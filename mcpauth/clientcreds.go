@@ -114,14 +114,14 @@ func (p *ccProvider) post(ctx context.Context, form url.Values, cl *Client, key 
 	if len(p.scopes) > 0 {
 		form.Set("scope", strings.Join(p.scopes, " "))
 	}
-	basic, err := p.authenticate(form, cl)
+	basic, signer, err := p.authenticate(form, cl)
 	if err != nil {
 		return tokenAnswer{}, err
 	}
 	if !basic {
 		cl = nil
 	}
-	client, watch, err := p.tokenClient(ctx, key)
+	client, watch, err := p.tokenClient(ctx, key, signer)
 	if err != nil {
 		return tokenAnswer{}, err
 	}
@@ -132,30 +132,27 @@ func (p *ccProvider) post(ctx context.Context, form url.Values, cl *Client, key 
 	return a, p.bindAnswer(&a, watch.proved.Load())
 }
 
-// authenticate adds cl's client authentication to form, and reports
-// whether it goes in the Basic header instead (client_secret_basic). A nil
-// cl adds none.
-func (p *ccProvider) authenticate(form url.Values, cl *Client) (basic bool, err error) {
+// authenticate adds cl's client authentication to form, or says where it
+// goes instead: in the Basic header (client_secret_basic), or, for
+// private_key_jwt, in a client assertion the signer puts in each request
+// sent (see tokenClient). A nil cl adds none.
+func (p *ccProvider) authenticate(form url.Values, cl *Client) (basic bool, s *clientauth.Signer, err error) {
 	if cl == nil {
-		return false, nil
+		return false, nil, nil
 	}
 	switch cl.authMethod() {
 	case "private_key_jwt":
-		assertion, err := p.assertion(*cl)
-		if err != nil {
-			return false, err
-		}
-		form.Set("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
-		form.Set("client_assertion", assertion)
+		s, err := p.signer(*cl)
+		return false, s, err
 	case "client_secret_post":
 		form.Set("client_id", cl.ID)
 		form.Set("client_secret", cl.Secret)
 	case "none":
 		form.Set("client_id", cl.ID)
 	default:
-		return true, nil
+		return true, nil, nil
 	}
-	return false, nil
+	return false, nil, nil
 }
 
 // tokenAnswer is a token endpoint's answer.
@@ -194,18 +191,75 @@ func postToken(ctx context.Context, client *http.Client, id, tokenURL string, fo
 	return a, nil
 }
 
-// assertion is the client's signed JWT for one token request (RFC 7523):
-// issued by and about the client, for the authorization server's issuer.
-func (p *ccProvider) assertion(cl Client) (string, error) {
+// signer signs the client's JWTs (RFC 7523), one for each token request
+// sent: issued by and about the client, for the authorization server's
+// issuer.
+func (p *ccProvider) signer(cl Client) (*clientauth.Signer, error) {
 	key, alg, err := signingKey(cl)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	s, err := clientauth.NewSigner(clientauth.Config{ClientID: cl.ID, Audience: p.issuer, Key: key, Alg: alg})
 	if err != nil {
-		return "", fmt.Errorf("mcpauth: %w", err)
+		return nil, fmt.Errorf("mcpauth: %w", err)
 	}
-	return s.Assertion()
+	return s, nil
+}
+
+// asserting is base signing a new client assertion into each request with
+// s, or base itself when s is nil.
+func asserting(base http.RoundTripper, s *clientauth.Signer) http.RoundTripper {
+	if s == nil {
+		return base
+	}
+	return &assertionTransport{base: base, signer: s}
+}
+
+// assertionTransport puts the client's authentication in the form of each
+// token request it sends (RFC 7521 §4.2): client_id, client_assertion_type
+// and a new client assertion. It sits under a grant's DPoP proofs, so that
+// the retry after a use_dpop_nonce answer carries an assertion, and a jti,
+// of its own: a server that takes each jti once (RFC 7523 §3) takes both.
+type assertionTransport struct {
+	base   http.RoundTripper
+	signer *clientauth.Signer
+}
+
+func (t *assertionTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	form, err := readForm(req)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.signer.Authenticate(form); err != nil {
+		return nil, fmt.Errorf("mcpauth: %w", err)
+	}
+	body := form.Encode()
+	out := req.Clone(req.Context())
+	out.Body = io.NopCloser(strings.NewReader(body))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(body)), nil }
+	out.ContentLength = int64(len(body))
+	return t.base.RoundTrip(out)
+}
+
+// readForm reads and closes the form a token request carries, which
+// postToken made: one past maxRegistration bytes is refused, never cut.
+func readForm(req *http.Request) (url.Values, error) {
+	if req.Body == nil {
+		return url.Values{}, nil
+	}
+	raw, err := io.ReadAll(io.LimitReader(req.Body, maxRegistration+1))
+	req.Body.Close()
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("mcpauth: reading a token request: %w", err)
+	case len(raw) > maxRegistration:
+		return nil, fmt.Errorf("mcpauth: a token request of over %d bytes", maxRegistration)
+	}
+	form, err := url.ParseQuery(string(raw))
+	if err != nil {
+		return nil, fmt.Errorf("mcpauth: a token request's form: %w", err)
+	}
+	return form, nil
 }
 
 // signingKey parses the client's PEM key (PKCS#8, or SEC 1 / PKCS#1) and

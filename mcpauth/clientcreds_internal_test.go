@@ -44,7 +44,7 @@ func TestClientAssertionAlgorithms(t *testing.T) {
 		{"P-256 RS256", ecPEM, "RS256", "", nil},
 		{"no key", "garbage", "", "", nil},
 	} {
-		a, err := p.assertion(Client{ID: "app", AuthMethod: "private_key_jwt", PrivateKeyPEM: tt.pem, SigningAlg: tt.alg})
+		a, err := assertion(p, Client{ID: "app", AuthMethod: "private_key_jwt", PrivateKeyPEM: tt.pem, SigningAlg: tt.alg})
 		if tt.want == "" {
 			if err == nil {
 				t.Errorf("%s: signed", tt.name)
@@ -62,6 +62,15 @@ func TestClientAssertionAlgorithms(t *testing.T) {
 			t.Errorf("%s: the %s signature does not verify", tt.name, tt.want)
 		}
 	}
+}
+
+// assertion is one client assertion of p's signer for cl.
+func assertion(p *ccProvider, cl Client) (string, error) {
+	s, err := p.signer(cl)
+	if err != nil {
+		return "", err
+	}
+	return s.Assertion()
 }
 
 func mustDER(t *testing.T) func([]byte, error) []byte {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/clientauth"
 	"github.com/oauthflow/oauthflow/internal/dpop"
 )
 
@@ -109,23 +110,35 @@ func expiresAt(expiresIn int64) int64 {
 // (firstGrant makes one only for an authorization server that takes DPoP),
 // or else, on a refresh at a server that takes DPoP, the key of the record
 // refreshed, which the store gives in ctx (none for a bearer token's
-// record); at any other server it proves none. The watch tells whether the
-// request answered carried a proof.
-func (p *ccProvider) tokenClient(ctx context.Context, key *dpop.Key) (*http.Client, *proofWatch, error) {
+// record); at any other server it proves none. Under the proofs, s (when
+// set) signs a new client assertion into each request sent, the retry after
+// a use_dpop_nonce answer included (assertionTransport). The watch tells
+// whether the request answered carried a proof.
+func (p *ccProvider) tokenClient(ctx context.Context, key *dpop.Key, s *clientauth.Signer) (*http.Client, *proofWatch, error) {
 	watch := &proofWatch{base: p.http.Transport}
+	rt, err := p.proving(ctx, asserting(watch, s), key)
+	if err != nil {
+		return nil, nil, err
+	}
 	c := *p.http
-	c.Transport = watch
+	c.Transport = rt
+	return &c, watch, nil
+}
+
+// proving is base under the proofs of key, or of the refreshed record's
+// key, as tokenClient says; base itself where none is proved.
+func (p *ccProvider) proving(ctx context.Context, base http.RoundTripper, key *dpop.Key) (http.RoundTripper, error) {
 	switch {
 	case key != nil:
 		origin, err := url.Parse(p.tokenURL)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		c.Transport = &dpop.Transport{Base: watch, Key: key, Nonces: &p.conn.nonces, Origin: origin}
+		return &dpop.Transport{Base: base, Key: key, Nonces: &p.conn.nonces, Origin: origin}, nil
 	case takesDPoP(&p.d):
-		c.Transport = oauthflow.DPoPTransport(ctx, watch)
+		return oauthflow.DPoPTransport(ctx, base), nil
 	}
-	return &c, watch, nil
+	return base, nil
 }
 
 // proofWatch is the transport under a token request's proofs: it notes

@@ -2,6 +2,7 @@ package mcpauth_test
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -34,17 +35,22 @@ import (
 // scheme and a proof of that key binding the token (ath). With nonces set,
 // its token endpoint answers a proof without its current nonce with
 // use_dpop_nonce. With lie set, it answers token_type DPoP whatever the
-// request proved. It records every token request and every MCP call.
+// request proved. With jwtClient set, the client credentials grant
+// authenticates with private_key_jwt, each assertion's jti spent at once
+// (authenticateClient). It records every token request and every MCP call.
 type dpopAS struct {
 	srv       *httptest.Server
 	dpop      bool
-	nonce     string // the nonce demanded of every proof; "" demands none
-	expiresIn int    // of every token
+	nonce     string           // the nonce demanded of every proof; "" demands none
+	expiresIn int              // of every token
+	client    mcpauth.Client   // the app's client at the fake (Config.Clients)
+	clientKey *ecdsa.PublicKey // set: the client signs assertions with its private key
 
 	mu         sync.Mutex
 	lie        bool
 	requests   []grantRequest
 	jtis       map[string]bool   // the jti of every proof accepted
+	spent      map[string]bool   // the jti of every client assertion verified
 	bound      map[string]string // access token -> the thumbprint of its key ("" for a bearer token)
 	calls      []mcpCall
 	idpProofs  int // requests to the identity provider that carried a DPoP header
@@ -57,6 +63,7 @@ type grantRequest struct {
 	proof      string // the DPoP header, "" when none came
 	jkt        string // the thumbprint of the proof's key, when the proof was accepted
 	challenged bool   // answered use_dpop_nonce
+	clientJTI  string // the jti of the client assertion, when one came
 }
 
 // mcpCall is one request of the fake's MCP endpoint.
@@ -71,11 +78,16 @@ type mcpCall struct {
 type dpopOptions struct {
 	dpop, nonces bool
 	expiresIn    int
+	jwtClient    bool // the app's client authenticates with private_key_jwt
 }
 
 func newDPoPAS(t *testing.T, o dpopOptions) *dpopAS {
 	t.Helper()
-	f := &dpopAS{dpop: o.dpop, expiresIn: o.expiresIn, jtis: map[string]bool{}, bound: map[string]string{}}
+	f := &dpopAS{dpop: o.dpop, expiresIn: o.expiresIn, client: mcpauth.Client{ID: "agent-client", Secret: "agent-secret"},
+		jtis: map[string]bool{}, spent: map[string]bool{}, bound: map[string]string{}}
+	if o.jwtClient {
+		f.client, f.clientKey = jwtClient(t)
+	}
 	if f.expiresIn == 0 {
 		f.expiresIn = 3600
 	}
@@ -94,6 +106,9 @@ func newDPoPAS(t *testing.T, o dpopOptions) *dpopAS {
 			"grant_types_supported":                 []string{"client_credentials", jwtBearer},
 			"code_challenge_methods_supported":      []string{"S256"},
 			"token_endpoint_auth_methods_supported": []string{"client_secret_basic"}}
+		if f.clientKey != nil {
+			md["token_endpoint_auth_methods_supported"] = []string{"private_key_jwt"}
+		}
 		if f.dpop {
 			md["dpop_signing_alg_values_supported"] = []string{"RS256", "ES256"}
 		}
@@ -111,6 +126,7 @@ func newDPoPAS(t *testing.T, o dpopOptions) *dpopAS {
 func (f *dpopAS) token(w http.ResponseWriter, r *http.Request) {
 	_ = r.ParseForm()
 	req := grantRequest{grant: r.PostForm.Get("grant_type"), proof: r.Header.Get("DPoP")}
+	client := f.authenticateClient(r, &req)
 	refusal := f.acceptProof(w, r, &req)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -119,7 +135,7 @@ func (f *dpopAS) token(w http.ResponseWriter, r *http.Request) {
 		tokenError(w, http.StatusBadRequest, refusal)
 		return
 	}
-	prefix, ok := f.granted(r)
+	prefix, ok := f.granted(r, client)
 	if !ok {
 		tokenError(w, http.StatusBadRequest, "invalid_grant")
 		return
@@ -161,12 +177,12 @@ func (f *dpopAS) acceptProof(w http.ResponseWriter, r *http.Request, req *grantR
 	return ""
 }
 
-// granted checks r's grant and returns the prefix of the token it gets.
-func (f *dpopAS) granted(r *http.Request) (string, bool) {
+// granted checks r's grant, whose client authenticated when client is set,
+// and returns the prefix of the token it gets.
+func (f *dpopAS) granted(r *http.Request, client bool) (string, bool) {
 	switch r.PostForm.Get("grant_type") {
 	case "client_credentials":
-		id, secret, ok := r.BasicAuth()
-		return "cc", ok && id == "agent-client" && secret == "agent-secret" && r.PostForm.Get("resource") == f.srv.URL+"/mcp"
+		return "cc", client && r.PostForm.Get("resource") == f.srv.URL+"/mcp"
 	case jwtBearer:
 		assertion := r.PostForm.Get("assertion")
 		if user, ok := strings.CutPrefix(assertion, "jag-"); ok {
@@ -260,7 +276,7 @@ func newDPoPInstance(t *testing.T, kv oauthflow.KV, f *dpopAS, ring *oauthflow.K
 	}
 	t.Cleanup(func() { _ = m.Close() })
 	c, err := mcpauth.New(mcpauth.Config{Module: m, RedirectURL: "http://127.0.0.1:1/api/v1/oauth/callback", HTTPClient: f.srv.Client(),
-		Clients: map[string]mcpauth.Client{f.srv.URL: {ID: "agent-client", Secret: "agent-secret"}},
+		Clients: map[string]mcpauth.Client{f.srv.URL: f.client},
 		CrossApp: &mcpauth.CrossApp{TokenURL: f.srv.URL + "/idp/token", ClientID: "idp-client",
 			IDToken: func(_ context.Context, user string) (string, error) { return "idtoken-" + user, nil }},
 		Workload: &mcpauth.Workload{Assertion: f.workloadJWT}})

@@ -367,6 +367,15 @@ func mcpauthDpopgrantsMutants() []mutant {
 			Run:  "^TestDPoPTokenForAnUnprovedGrantIsRefused$",
 			Why:  "a token_type DPoP answer to a token request that proved no key is refused: nothing could use the token",
 		},
+		{
+			Name: "mcpgrant/assertion-above-retry",
+			File: "mcpauth/dpopgrants.go",
+			Pkg:  "./mcpauth",
+			Old:  "\trt, err := p.proving(ctx, asserting(watch, s), key)\n",
+			New:  "\trt, err := p.proving(ctx, watch, key)\n\trt = asserting(rt, s)\n",
+			Run:  "^TestGrantRetrySignsANewAssertion$",
+			Why:  "a private_key_jwt client signs a new assertion for each token request sent, so the retry after use_dpop_nonce carries a jti of its own",
+		},
 	}
 }
 
