@@ -71,15 +71,25 @@ func (p *Peer) introspect(t testing.TB, token, clientID, secret string) introspe
 			form.Set("client_secret", secret)
 		}
 	}
+	return p.postIntrospection(t, form, clientID, func(req *http.Request) {
+		if basic {
+			req.SetBasicAuth(url.QueryEscape(clientID), url.QueryEscape(secret)) // RFC 6749 §2.3.1
+		}
+	})
+}
+
+// postIntrospection sends form to the introspection endpoint as clientID,
+// after authenticate has had its say on the request, and decodes the answer;
+// anything but a 200 fails the test.
+func (p *Peer) postIntrospection(t testing.TB, form url.Values, clientID string, authenticate func(*http.Request)) introspection {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, p.issuer+"/token/introspection", strings.NewReader(form.Encode()))
 	if err != nil {
 		t.Fatalf("oidcpeer: introspection request: %v", err)
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
-	if basic {
-		req.SetBasicAuth(url.QueryEscape(clientID), url.QueryEscape(secret)) // RFC 6749 §2.3.1
-	}
+	authenticate(req)
 	resp, err := (&http.Client{Timeout: requestTimeout}).Do(req)
 	if err != nil {
 		t.Fatalf("oidcpeer: introspection: %v", err)

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
+
+	"github.com/oauthflow/oauthflow/internal/clientauth"
 )
 
 // FAPI20 is Options.FAPI for the FAPI 2.0 Security Profile.
@@ -94,4 +96,37 @@ func (p *Peer) ExpirePushedRequest(t testing.TB, requestURI string) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("oidcpeer: expire-request: HTTP %d: %s", resp.StatusCode, body)
 	}
+}
+
+// IntrospectWithKey asks the peer's RFC 7662 endpoint whether token is
+// active, authenticating as FAPIClient with a client assertion signed with
+// key (private_key_jwt, the one method a FAPI peer takes; Introspect's
+// secrets are refused there).
+func (p *Peer) IntrospectWithKey(t testing.TB, token string, key ClientKey) (active bool) {
+	t.Helper()
+	return p.introspectWithKey(t, token, key).Active
+}
+
+// BoundToWithKey is BoundTo for a FAPI peer: it authenticates as
+// IntrospectWithKey does.
+func (p *Peer) BoundToWithKey(t testing.TB, token string, key ClientKey) (jkt string) {
+	t.Helper()
+	answer := p.introspectWithKey(t, token, key)
+	if !answer.Active {
+		return ""
+	}
+	return answer.Cnf.JKT
+}
+
+func (p *Peer) introspectWithKey(t testing.TB, token string, key ClientKey) introspection {
+	t.Helper()
+	signer, err := clientauth.NewSigner(clientauth.Config{ClientID: FAPIClient, Audience: p.issuer, Key: key.Private, KeyID: key.KID})
+	if err != nil {
+		t.Fatalf("oidcpeer: client assertion signer: %v", err)
+	}
+	form := url.Values{"token": {token}}
+	if err := signer.Authenticate(form); err != nil {
+		t.Fatalf("oidcpeer: client assertion: %v", err)
+	}
+	return p.postIntrospection(t, form, FAPIClient, func(*http.Request) {})
 }

@@ -480,6 +480,9 @@ func TestFAPITokensAreDPoPBound(t *testing.T) {
 	require.Equal(t, http.StatusOK, bound.status, "the same code with a proof: %s", bound)
 	assert.Equal(t, "DPoP", bound.TokenType)
 	assert.Equal(t, key.Thumbprint(), f.introspect(t, bound.AccessToken).Cnf.JKT, "cnf.jkt")
+	assert.Equal(t, key.Thumbprint(), f.peer.BoundToWithKey(t, bound.AccessToken, f.key), "the harness's introspection")
+	assert.True(t, f.peer.IntrospectWithKey(t, bound.RefreshToken, f.key))
+	assert.False(t, f.peer.IntrospectWithKey(t, "not-a-token", f.key))
 
 	t.Run("userinfo refuses it as a bearer token", func(t *testing.T) {
 		assert.Equal(t, http.StatusUnauthorized, f.userinfo(t, "Bearer", bound.AccessToken, nil).status)
