@@ -432,3 +432,44 @@ func filterSent(sent []sentRequest, path string) []sentRequest {
 	}
 	return out
 }
+
+// Rich authorization requests (RFC 9396) under the profile: the details a
+// sign-in asks for travel in the pushed request, never in the browser's
+// URL; what the peer granted comes back in the token answer, is kept with
+// the connection on every instance and read back from it, and a refresh,
+// whose answer names the details again, keeps them.
+func TestInteropFAPI2AuthorizationDetails(t *testing.T) {
+	t.Parallel()
+	const details = `[{"type":"` + oidcpeer.PaymentInitiation + `","instructedAmount":{"currency":"EUR","amount":"12.50"},"creditorName":"Merchant A"}]`
+	env := newFAPIEnv(t, oidcpeer.Options{ATTTL: time.Hour}, 2, nil)
+	run, err := env.apps[0].mod.Engine.Launch(context.Background(), "alice", oauthflow.OAuthWorkflowName,
+		oauthflow.OAuthWorkflowArgs{Provider: "peer", Scopes: []string{"openid", "offline_access", "read"},
+			AuthorizationDetails: json.RawMessage(details)}, oauthflow.RunOptions{})
+	require.NoError(t, err)
+	doc, err := env.apps[0].mod.SignInStatus(context.Background(), run.ID)
+	require.NoError(t, err)
+	authURL := openLink(t, doc.AuthURL)
+	require.NotContains(t, authURL, "authorization_details", "the details are pushed, not sent in the URL")
+	pushed := filterSent(env.wire.sent(), "/request")
+	require.Len(t, pushed, 1)
+	require.JSONEq(t, details, pushed[0].form.Get("authorization_details"), "the push carried the details")
+
+	env.complete(t, run.ID, env.authorize(t, authURL, 1))
+	granted := func(i int) string {
+		conns, err := env.apps[i].mod.Tokens.Connections(context.Background(), "alice")
+		require.NoError(t, err)
+		require.Len(t, conns, 1)
+		require.NotEmpty(t, conns[0].AuthorizationDetails, "the connection shows what was granted")
+		return string(conns[0].AuthorizationDetails)
+	}
+	require.JSONEq(t, details, granted(0), "the peer granted what was asked, and instance 0 reads it")
+
+	signedIn := env.tokens(t, 1, "alice")
+	expired := *signedIn
+	expired.ExpiresAt = time.Now().Add(-time.Minute).UnixMilli()
+	require.NoError(t, env.apps[0].mod.Tokens.StoreTokens(context.Background(), "alice", "peer", expired))
+	access, err := env.apps[1].mod.Tokens.GetValidAccessToken(context.Background(), "alice", "peer")
+	require.NoError(t, err, "peer log:\n%s", env.peer.Output())
+	require.NotEqual(t, signedIn.AccessToken, access, "refreshed at the peer")
+	require.JSONEq(t, details, granted(0), "a refresh keeps the granted details")
+}
