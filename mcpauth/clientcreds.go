@@ -199,7 +199,7 @@ func (p *ccProvider) signer(cl Client) (*clientauth.Signer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := clientauth.NewSigner(clientauth.Config{ClientID: cl.ID, Audience: p.issuer, Key: key, Alg: alg})
+	s, err := clientauth.NewSigner(clientauth.Config{ClientID: cl.ID, Audience: p.issuer, Key: key, KeyID: cl.KeyID, Alg: alg})
 	if err != nil {
 		return nil, fmt.Errorf("mcpauth: %w", err)
 	}

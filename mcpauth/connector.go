@@ -215,10 +215,35 @@ func (c *Connector) oauth2(id string, s *server, cl Client) (*providers.OAuth2, 
 	if d.AS.IssParameterSupported {
 		cfg.IssOptional = false // advertised (RFC 9207): a callback must carry it
 	}
-	secret := cl.Secret
-	if cl.authMethod() == "none" {
-		secret = ""
+	creds, err := c.credentials(&d, cl)
+	if err != nil {
+		return nil, err
 	}
-	return providers.NewOAuth2(cfg, providers.Credentials{ClientID: cl.ID, ClientSecret: secret, RedirectURL: c.cfg.RedirectURL},
-		providers.WithHTTPClient(c.http))
+	return providers.NewOAuth2(cfg, creds, providers.WithHTTPClient(c.http))
+}
+
+// credentials are cl's credentials for user sign-ins at d's authorization
+// server: its secret, none for a public client, or its key for
+// private_key_jwt. The provider's Issuer is both the audience of the
+// client's assertions and the issuer a callback must name, so a key signs
+// only for an issuer discovery proved: an assertion for an issuer a
+// 2025-03-26 server merely claims would be good at the server it claims to
+// be.
+func (c *Connector) credentials(d *Discovered, cl Client) (providers.Credentials, error) {
+	creds := providers.Credentials{ClientID: cl.ID, ClientSecret: cl.Secret, RedirectURL: c.cfg.RedirectURL}
+	switch cl.authMethod() {
+	case "none":
+		creds.ClientSecret = ""
+	case "private_key_jwt":
+		if !d.issuerProven() {
+			return providers.Credentials{}, fmt.Errorf("%w: %s claims the issuer %s, which no resource metadata proves; the app's private_key_jwt client signs users in only for a proven issuer",
+				ErrRegistration, verifiedIssuer(d), d.AS.Issuer)
+		}
+		key, alg, err := signingKey(cl)
+		if err != nil {
+			return providers.Credentials{}, err
+		}
+		creds.ClientSecret, creds.SigningKey, creds.SigningAlg, creds.KeyID = "", key, alg, cl.KeyID
+	}
+	return creds, nil
 }

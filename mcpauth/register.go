@@ -39,14 +39,19 @@ type Client struct {
 	// AuthMethod is how the client authenticates at the token endpoint:
 	// "none" (a public client), "client_secret_basic" or "client_secret_post".
 	// "" means client_secret_basic with a secret, none without. A client
-	// that reaches servers as itself (ConnectAsClient) may also use
-	// "private_key_jwt".
+	// that reaches servers as itself (ConnectAsClient) or signs users in may
+	// also use "private_key_jwt"; a user's sign-in with it needs an issuer
+	// discovery proved (its assertions are for that issuer).
 	AuthMethod string `json:"token_endpoint_auth_method,omitempty"`
 	// PrivateKeyPEM signs the client's assertions for private_key_jwt: a P-256
 	// key (ES256), an RSA key (RS256, or PS256 when named) or an Ed25519 key
 	// (EdDSA), PKCS#8, SEC 1 or PKCS#1. Never stored.
 	PrivateKeyPEM string `json:"-"`
 	SigningAlg    string `json:"-"` // "ES256", "RS256", "PS256" or "EdDSA"; "" follows the key (RS256 for RSA)
+	// KeyID is the kid in the header of the client's assertions: the ID of
+	// PrivateKeyPEM's public half among the keys registered for the client
+	// (its JWKS); "" sends none. Never stored.
+	KeyID string `json:"-"`
 }
 
 // authMethod is c's token endpoint authentication, defaults applied.
