@@ -38,6 +38,9 @@ type serverProvider struct {
 	inner  *providers.OAuth2 // built for client, from the record from; a zero client has it built anew
 	client Client
 	from   *server
+
+	keptName, keptReg keepMemo         // this provider's last keeps of the server's records (see keep)
+	clock             func() time.Time // when the records are kept; nil: time.Now
 }
 
 // build makes the provider of s, registering a client if it needs one.
@@ -256,16 +259,81 @@ func clientRefused(code string) bool {
 	return code == "invalid_client" || code == "unauthorized_client"
 }
 
-// keep resets the time to live of the server's name record and of its
-// dynamic registration.
+// keep keeps the server's name record and its dynamic registration alive
+// after a grant was issued through the provider: each lives nameTTL from
+// its keep. A provider keeps a record at most once per keepInterval while
+// it holds the same value (the same URL; the same registration and client),
+// so the refreshes of a connection cost no store command besides their own;
+// each instance keeps on its own, and a new one (a restart) keeps at its
+// first grant. A record that cannot be kept (the store failed) is kept
+// again at the next grant.
 func (p *serverProvider) keep(ctx context.Context) {
 	p.mu.Lock()
-	s, reg := p.s, p.dyn
-	p.mu.Unlock()
-	_ = p.c.keepName(ctx, p.id, s.URL)
-	if p.dynamic() {
-		p.c.keepRegistration(ctx, &s.Discovery, reg)
+	s, reg, now := p.s, p.dyn, p.keepTime()
+	lastName, nameDue := p.keptName.claim(s.URL, now)
+	regWhat := registrationKey(&s.Discovery) + " " + reg.Client.ID
+	var lastReg time.Time
+	regDue := false
+	if _, preset := p.c.preset(&s.Discovery); !preset {
+		lastReg, regDue = p.keptReg.claim(regWhat, now)
 	}
+	p.mu.Unlock()
+	if nameDue && p.c.keepName(ctx, p.id, s.URL) != nil {
+		p.release(&p.keptName, s.URL, lastName)
+	}
+	if !regDue {
+		return
+	}
+	// Kept here less than nameTTL ago and absent now: deleted (a heal forgot
+	// it), not expired.
+	restore := lastReg.IsZero() || !now.Before(lastReg.Add(nameTTL))
+	if p.c.keepRegistration(ctx, &s.Discovery, reg, restore) != nil {
+		p.release(&p.keptReg, regWhat, lastReg)
+	}
+}
+
+// keepInterval is how long a provider leaves its server's records unkept
+// after keeping them: each keep gives them nameTTL, so a kept record has at
+// least nameTTL less keepInterval left.
+const keepInterval = time.Hour
+
+// keepMemo is a provider's last keep of one of its server's records.
+type keepMemo struct {
+	what string    // the record and the value kept: another value is kept at once
+	at   time.Time // when the keep was sent; zero: never
+}
+
+// claim reports whether the record holding what is due a keep at now, and
+// when it was last kept (zero: not by this provider). A due keep is
+// claimed at once, so that the grants issued meanwhile do not keep it too.
+// p.mu is held.
+func (m *keepMemo) claim(what string, now time.Time) (last time.Time, due bool) {
+	if m.what == what {
+		if now.Sub(m.at) < keepInterval {
+			return m.at, false
+		}
+		last = m.at
+	}
+	*m = keepMemo{what: what, at: now}
+	return last, true
+}
+
+// release gives back the claim on m of a keep that failed: the next grant
+// keeps the record holding what.
+func (p *serverProvider) release(m *keepMemo, what string, last time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if m.what == what {
+		m.at = last
+	}
+}
+
+// keepTime is the time by the provider's clock. p.mu is held.
+func (p *serverProvider) keepTime() time.Time {
+	if p.clock != nil {
+		return p.clock()
+	}
+	return time.Now()
 }
 
 // SignInRefused hears a sign-in the authorization server refused at its

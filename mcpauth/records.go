@@ -16,12 +16,13 @@ import (
 // built from it) and its discovery is done again when it is older than
 // rediscoverAfter, the next time a provider is built from it. The name
 // record (oauth:mcp:url:{id}) holds only the server's URL; it is written
-// when a user's tokens are stored for the server and each time they are
-// refreshed, and lives nameTTL from then, so that a server record gone while
-// a user's tokens live is rebuilt by discovering the server again. A
-// dynamic registration lives serverTTL from when it was made, and nameTTL
-// from each grant issued to it (keepRegistration). A URL that no user
-// signed in to leaves nothing past serverTTL.
+// when a user's tokens are stored for the server and as they are refreshed
+// (by each instance at most once per keepInterval: serverProvider.keep),
+// and lives nameTTL from then, so that a server record gone while a user's
+// tokens live is rebuilt by discovering the server again. A dynamic
+// registration lives serverTTL from when it was made, and nameTTL from the
+// grants issued to it, kept the same way (keepRegistration). A URL that no
+// user signed in to leaves nothing past serverTTL.
 
 const (
 	serverTTL       = 7 * 24 * time.Hour

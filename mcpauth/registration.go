@@ -71,22 +71,30 @@ func (c *Connector) sealRegistration(key string, reg registration) ([]byte, erro
 }
 
 // keepRegistration has d's dynamic registration live nameTTL from now: a
-// grant was issued to reg, the registration in use. One that expired
-// unused meanwhile is stored again, unless another was stored since, so
-// that every instance refreshes the grant with the client it was issued to.
-func (c *Connector) keepRegistration(ctx context.Context, d *Discovered, reg registration) {
+// grant was issued to reg, the registration in use. With restore, one that
+// expired unused meanwhile is stored again, unless another was stored
+// since, so that every instance refreshes the grant with the client it was
+// issued to. Without it (the caller kept it too recently for it to have
+// expired), an absent registration was deleted, and stays so. The error is
+// the store's.
+func (c *Connector) keepRegistration(ctx context.Context, d *Discovered, reg registration, restore bool) error {
 	key := registrationKey(d)
 	raw, err := c.kv.Get(ctx, key)
-	if err == nil {
-		_, _ = c.kv.CompareAndExpire(ctx, key, raw, nameTTL)
-		return
+	switch {
+	case err == nil:
+		_, err = c.kv.CompareAndExpire(ctx, key, raw, nameTTL)
+		return err
+	case !errors.Is(err, oauthflow.ErrNotFound):
+		return err
+	case !restore || reg.Client.ID == "":
+		return nil
 	}
-	if !errors.Is(err, oauthflow.ErrNotFound) || reg.Client.ID == "" {
-		return
+	sealed, err := c.sealRegistration(key, reg)
+	if err != nil {
+		return err
 	}
-	if sealed, err := c.sealRegistration(key, reg); err == nil {
-		_, _ = c.kv.SetNX(ctx, key, sealed, nameTTL)
-	}
+	_, err = c.kv.SetNX(ctx, key, sealed, nameTTL)
+	return err
 }
 
 // forgetRegistration drops the registration of d's server if it is still
