@@ -62,6 +62,60 @@ func aheadMutants() []mutant {
 	}
 }
 
+// aheadlimitsMutants guards the code of aheadlimits.go.
+func aheadlimitsMutants() []mutant {
+	return []mutant{
+		{
+			Name: "ahead/app-limit-ignored",
+			File: "aheadlimits.go",
+			Old:  "\tlim, ok := l.limits[providerID]\n",
+			New:  "\tlim, ok := RefreshLimit{}, false\n",
+			Why:  "the app's limit for a provider wins over its limit for every provider and over the provider's own",
+			Run:  "^(TestRefreshLimitWhoseLimit|TestRefreshAheadKeepsToTheDocumentedRate)$",
+		},
+		{
+			Name: "ahead/app-limit-for-all-ignored",
+			File: "aheadlimits.go",
+			Old:  "\t\tlim, ok = l.limits[\"\"]\n",
+			New:  "\t\tlim, ok = RefreshLimit{}, false\n",
+			Why:  "the app's limit for every provider (\"\") wins over a provider's own",
+			Run:  "^(TestRefreshLimitWhoseLimit)$",
+		},
+		{
+			Name: "ahead/documented-limit-ignored",
+			File: "aheadlimits.go",
+			Old:  "\t\tlim = documentedLimit(reg, providerID)\n",
+			New:  "\t\tlim = RefreshLimit{}\n",
+			Why:  "a provider's refreshes ahead keep to the limit it documents when the app sets none",
+			Run:  "^(TestRefreshLimitWhoseLimit|TestRefreshAheadKeepsToTheDocumentedRate)$",
+		},
+		{
+			Name: "ahead/documented-limit-over-the-app",
+			File: "aheadlimits.go",
+			Old:  "\tif !ok {\n\t\tlim = documentedLimit(reg, providerID)\n\t}\n",
+			New:  "\tif d := documentedLimit(reg, providerID); d != (RefreshLimit{}) {\n\t\tlim = d\n\t}\n",
+			Why:  "the app's limit wins over the one the provider documents",
+			Run:  "^(TestRefreshLimitWhoseLimit|TestRefreshAheadKeepsToTheDocumentedRate)$",
+		},
+		{
+			Name: "ahead/unreported-limit-used",
+			File: "aheadlimits.go",
+			Old:  "\tlim, ok := r.RefreshLimit()\n\tif !ok {\n\t\treturn RefreshLimit{}\n\t}\n",
+			New:  "\tlim, _ := r.RefreshLimit()\n",
+			Why:  "a provider that reports no refresh limit gets the default, whatever else it returns",
+			Run:  "^(TestRefreshLimitWhoseLimit)$",
+		},
+		{
+			Name: "ahead/no-default-concurrency",
+			File: "aheadlimits.go",
+			Old:  "\tif lim.Concurrency <= 0 {\n",
+			New:  "\tif false {\n",
+			Why:  "a limit that names no concurrency runs 100 at once, not none",
+			Run:  "^(TestRefreshLimitWhoseLimit)$",
+		},
+	}
+}
+
 // authdetailsMutants guards the code of authdetails.go.
 func authdetailsMutants() []mutant {
 	return []mutant{
