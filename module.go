@@ -416,8 +416,11 @@ func (m *Module) Mount(mux *http.ServeMux) {
 // target that hands the code to the widget, or completes through
 // POST /api/v1/oauth/complete when opened directly; in a browser that runs no
 // script, its form sends the provider's answer to GET /api/v1/oauth/callback,
-// which completes the sign-in and shows the outcome) and the oauth-prompt widget
-// (GET /oauth/oauth-prompt.js and .css). Mount it on the frontend's origin:
+// which completes the sign-in and shows the outcome), the oauth-prompt widget
+// (GET /oauth/oauth-prompt.js and .css) and the oauth-connections widget, a
+// user's connected accounts with Connect, Reconnect and Disconnect (GET
+// /oauth/oauth-connections.js and .css, beside oauth-prompt.js, which it
+// uses). Mount it on the frontend's origin:
 //
 //	mux.Handle("GET /oauth/", m.FrontendHandler(""))
 //
