@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -66,4 +67,37 @@ func TestPopupConsentAndScreenshot(t *testing.T) {
 	if !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
 		t.Errorf("%s is not a PNG (%d bytes)", path, len(png))
 	}
+}
+
+// The accessibility check finds what a page breaks (an image without a text,
+// a button without a name, too little contrast) and nothing on a page that
+// breaks nothing.
+func TestAccessibilityCheck(t *testing.T) {
+	t.Parallel()
+	pages := map[string]string{
+		"/bad": `<!doctype html><html lang="en"><head><title>Bad</title></head><body><main>
+<img src="/x.png"><button></button><p style="color:#bbb;background:#fff">faint</p></main></body></html>`,
+		"/good": `<!doctype html><html lang="en"><head><title>Good</title></head><body><main>
+<h1>Good</h1><img src="/x.png" alt="A cat"><button>Send</button></main></body></html>`,
+	}
+	mux := http.NewServeMux()
+	for path, page := range pages {
+		mux.HandleFunc("GET "+path, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, page) })
+	}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	ctx := browsertest.New(t)
+	browsertest.Run(t, ctx, "open the bad page", chromedp.Navigate(srv.URL+"/bad"), chromedp.WaitVisible(chromedp.CSS("main")))
+	var ids []string
+	for _, v := range browsertest.AxeViolations(t, ctx, "check the bad page") {
+		ids = append(ids, v.ID)
+	}
+	for _, want := range []string{"image-alt", "button-name", "color-contrast"} {
+		if !slices.Contains(ids, want) {
+			t.Errorf("axe found %v on the bad page, want %s among them", ids, want)
+		}
+	}
+	browsertest.Run(t, ctx, "open the good page", chromedp.Navigate(srv.URL+"/good"), chromedp.WaitVisible(chromedp.CSS("main")))
+	browsertest.CheckAccessibility(t, ctx, "check the good page")
 }
