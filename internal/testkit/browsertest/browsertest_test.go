@@ -36,15 +36,7 @@ window.addEventListener("message", function (e) { document.getElementById("got")
 )
 
 func TestPopupConsentAndScreenshot(t *testing.T) {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, openerPage) })
-	mux.HandleFunc("GET /demo/authorize", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, consentPage) })
-	mux.HandleFunc("POST /demo/authorize/decision", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, decisionPage, "decision="+r.PostFormValue("decision"))
-	})
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-
+	srv := consentServer(t)
 	ctx := browsertest.New(t)
 	browsertest.Run(t, ctx, "open the page", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#open")))
 	popup := browsertest.Popup(t, ctx, "open the popup", chromedp.Click(chromedp.CSS("#open")))
@@ -66,6 +58,44 @@ func TestPopupConsentAndScreenshot(t *testing.T) {
 	}
 	if !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
 		t.Errorf("%s is not a PNG (%d bytes)", path, len(png))
+	}
+}
+
+// consentServer serves openerPage, and a consent popup like the demo
+// provider's whose decision page reports the decision to its opener.
+func consentServer(t *testing.T) *httptest.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, openerPage) })
+	mux.HandleFunc("GET /demo/authorize", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, consentPage) })
+	mux.HandleFunc("POST /demo/authorize/decision", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, decisionPage, "decision="+r.PostFormValue("decision"))
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// The same popup with the keyboard only: Tab to the button, Enter opens the
+// popup, and the consent page is answered with Tab and Enter too.
+func TestKeyboardPopupConsent(t *testing.T) {
+	srv := consentServer(t)
+	ctx := browsertest.New(t)
+	browsertest.Run(t, ctx, "open the page", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#open")))
+	if name := browsertest.TabTo(t, ctx, "#open"); name != "Open" {
+		t.Errorf("the focused button is named %q, want Open", name)
+	}
+	popup := browsertest.Popup(t, ctx, "press Enter on Open", chromedp.KeyEvent(browsertest.Enter))
+	browsertest.ConsentWithKeyboard(t, popup, browsertest.Allow)
+	browsertest.WaitClosed(t, ctx, popup)
+	var got string
+	browsertest.Run(t, ctx, "read the answer",
+		chromedp.Poll[chromedp.Void](`document.getElementById("got").textContent !== ""`, chromedp.WithPollingTimeout(0)),
+		browsertest.Into(chromedp.Text(chromedp.CSS("#got")), &got))
+	if got != "decision=allow" {
+		t.Errorf("the opener got %q, want decision=allow", got)
+	}
+	if !browsertest.Focused(t, ctx, "#open") {
+		t.Error("focus left the Open button")
 	}
 }
 
