@@ -213,6 +213,22 @@ func clientMutants() []mutant {
 func connectionsMutants() []mutant {
 	return []mutant{
 		{
+			Name: "conn/last-use-lost",
+			File: "connections.go",
+			Old:  "\t\t\t\tc.LastUsed = time.UnixMilli(at)\n",
+			New:  "",
+			Run:  "^TestConnectionsListingTimes$",
+			Why:  "a listing says when a connection was last used, from refresh ahead's mark in the user's index",
+		},
+		{
+			Name: "conn/dpop-unseen",
+			File: "connections.go",
+			Old:  "\tc.DPoP = v.boundKey() != nil\n",
+			New:  "",
+			Run:  "^TestConnectionsListingShowsDPoP$",
+			Why:  "a listing says which connections are bound to a key",
+		},
+		{
 			Name: "conn/stale-entry-kept",
 			File: "connections.go",
 			Old:  "\tcase !found && listed:\n",
@@ -239,8 +255,8 @@ func connectionsMutants() []mutant {
 		{
 			Name: "seen/listed-as-a-connection",
 			File: "connections.go",
-			Old:  "\tmaps.DeleteFunc(indexed, func(member string, _ int64) bool { return strings.HasPrefix(member, seenPrefix) }) // refresh ahead's\n",
-			New:  "",
+			Old:  "\t\treturn ok\n\t})\n",
+			New:  "\t\treturn false\n\t})\n",
 			Run:  "^(TestConnectionsKeepTheLastRead)$",
 			Why:  "a listing neither shows nor repairs away refresh ahead's note of the last read",
 		},
@@ -259,6 +275,164 @@ func connectionsMutants() []mutant {
 			New:  "",
 			Run:  "^(TestRARDetailsReachTheServer|TestRARGrantedDetailsKeptAndRefreshed)$",
 			Why:  "a connection lists the authorization details its grant holds",
+		},
+	}
+}
+
+// connectionsapiMutants guards the code of connectionsapi.go.
+func connectionsapiMutants() []mutant {
+	return []mutant{
+		{
+			Name: "connapi/offered-name-unbounded",
+			File: "connectionsapi.go",
+			Old:  "DisplayName: clip.To(displayName(p), maxDisplayNameLen)})",
+			New:  "DisplayName: displayName(p)})",
+			Run:  "^TestConnectionsListing$",
+			Why:  "a provider's display name is shown bounded",
+		},
+		{
+			Name: "connapi/connection-name-unbounded",
+			File: "connectionsapi.go",
+			Old:  "\t\t\tname = clip.To(displayName(p), maxDisplayNameLen)",
+			New:  "\t\t\tname = displayName(p)",
+			Run:  "^TestConnectionsListing$",
+			Why:  "a connection's display name is shown bounded",
+		},
+		{
+			Name: "connapi/no-current-user",
+			File: "connectionsapi.go",
+			Old:  "\tif c.currentUser == nil {\n\t\twriteJSONError(w, http.StatusNotImplemented",
+			New:  "\tif false {\n\t\twriteJSONError(w, http.StatusNotImplemented",
+			Run:  "^TestConnectionsNeedCurrentUser$",
+			Why:  "without Config.CurrentUser the endpoint says it is not available (501), never guesses a user",
+		},
+		{
+			Name: "connapi/writes-from-anywhere",
+			File: "connectionsapi.go",
+			Old:  "\tif write && !c.fromApp(r) {",
+			New:  "\tif write && false {",
+			Run:  "^TestConnectionsRefusals$",
+			Why:  "a write comes from the app's own pages only",
+		},
+		{
+			Name: "connapi/writes-from-any-origin",
+			File: "connectionsapi.go",
+			Old:  "\treturn c.m.endpoints.sameOrAllowedOrigin(r) && r.Header.Get(writeHeader) == writeHeaderValue",
+			New:  "\treturn r.Header.Get(writeHeader) == writeHeaderValue",
+			Run:  "^TestConnectionsRefusals$",
+			Why:  "a write's Origin is the API's own or one of Config.FrontendOrigins",
+		},
+		{
+			Name: "connapi/writes-without-the-header",
+			File: "connectionsapi.go",
+			Old:  "\treturn c.m.endpoints.sameOrAllowedOrigin(r) && r.Header.Get(writeHeader) == writeHeaderValue",
+			New:  "\treturn c.m.endpoints.sameOrAllowedOrigin(r)",
+			Run:  "^TestConnectionsRefusals$",
+			Why:  "a write carries the header no form can send",
+		},
+		{
+			Name: "connapi/error-names-a-user",
+			File: "connectionsapi.go",
+			Old:  "\tcase err != nil:\n\t\treturn \"\", err\n",
+			New:  "",
+			Run:  "^TestConnectionsRefusals$",
+			Why:  "CurrentUser's error refuses, whatever user it names",
+		},
+		{
+			Name: "connapi/nobody-is-a-user",
+			File: "connectionsapi.go",
+			Old:  "\tcase user == \"\":\n\t\treturn \"\", errNoUser\n",
+			New:  "",
+			Run:  "^TestConnectionsRefusals$",
+			Why:  "a request CurrentUser names nobody for is 401",
+		},
+		{
+			Name: "connapi/user-id-unbounded",
+			File: "connectionsapi.go",
+			Old:  "\tcase len(user) > keyspace.MaxUserIDLen:",
+			New:  "\tcase false:",
+			Run:  "^TestConnectionsRefusals$",
+			Why:  "a user ID no record can hold is no user",
+		},
+		{
+			Name: "connapi/post-of-any-type",
+			File: "connectionsapi.go",
+			Old:  "err != nil || mt != \"application/json\" {",
+			New:  "err != nil && mt == \"\" {",
+			Run:  "^TestConnectionsRefusals$",
+			Why:  "a POST is application/json, which a form cannot send",
+		},
+		{
+			Name: "connapi/provider-without-a-browser-sign-in",
+			File: "connectionsapi.go",
+			Old:  "\tif err != nil || !signsInByBrowser(p) {",
+			New:  "\tif err != nil {",
+			Run:  "^TestConnectionsRefusals$",
+			Why:  "a provider reached by a grant of the app's own is not one a user connects",
+		},
+		{
+			Name: "connapi/any-grant",
+			File: "connectionsapi.go",
+			Old:  "\tif req.Grant != \"\" && req.Grant != GrantDevice {",
+			New:  "\tif false {",
+			Run:  "^TestConnectionsRefusals$",
+			Why:  "a grant other than the device grant is a bad request, not a failed sign-in",
+		},
+		{
+			Name: "connapi/device-where-none",
+			File: "connectionsapi.go",
+			Old:  "\tif req.Grant == GrantDevice && deviceAuthorizerOf(p) == nil {",
+			New:  "\tif false {",
+			Run:  "^TestConnectionsRefusals$",
+			Why:  "a device sign-in where the provider offers none is a bad request",
+		},
+		{
+			Name: "connapi/disconnect-what-is-not-there",
+			File: "connectionsapi.go",
+			Old:  "\tif !c.connected(w, r, user, id) {\n\t\treturn\n\t}\n",
+			New:  "",
+			Run:  "^(TestConnectionsActForTheCurrentUserOnly|TestConnectionsDisconnect)$",
+			Why:  "disconnecting a provider the user is not connected to is 404",
+		},
+		{
+			Name: "connapi/preflight-for-any-origin",
+			File: "connectionsapi.go",
+			Old:  "\tif !c.origins.allowOrigin(h, r) {\n\t\tw.WriteHeader(http.StatusForbidden)",
+			New:  "\tif c.origins.allowOrigin(h, r); false {\n\t\tw.WriteHeader(http.StatusForbidden)",
+			Run:  "^TestConnectionsFromAFrontend$",
+			Why:  "the preflight passes Config.FrontendOrigins only",
+		},
+		{
+			Name: "connapi/frontends-without-cookies",
+			File: "connectionsapi.go",
+			Old:  "\tc.origins.credentials = true\n",
+			New:  "",
+			Run:  "^TestConnectionsFromAFrontend$",
+			Why:  "a frontend on another origin sends the app's login cookie: its answers allow credentials",
+		},
+		{
+			Name: "connapi/offers-grant-only-providers",
+			File: "connectionsapi.go",
+			Old:  "err == nil && signsInByBrowser(p) {\n\t\t\tout = append(out, providerDoc",
+			New:  "err == nil {\n\t\t\tout = append(out, providerDoc",
+			Run:  "^TestConnectionsListing$",
+			Why:  "the providers offered are those a browser signs in to",
+		},
+		{
+			Name: "connapi/offers-resolved-providers",
+			File: "connectionsapi.go",
+			Old:  "\tfor _, id := range c.m.Registry.ownIDs() {",
+			New:  "\tfor _, id := range c.m.Registry.IDs() {",
+			Run:  "^TestConnectionsListing$",
+			Why:  "the providers offered are the app's own, not those a resolver built",
+		},
+		{
+			Name: "connapi/reason-in-the-providers-words",
+			File: "connectionsapi.go",
+			Old:  "\t\treturn failureReason(name, false, conn.Attempts)",
+			New:  "\t\treturn conn.LastError",
+			Run:  "^TestConnectionsListing$",
+			Why:  "a failing connection's reason is in the library's words, never the provider's text",
 		},
 	}
 }
@@ -437,6 +611,14 @@ func engineMutants() []mutant {
 // eventsMutants guards the code of events.go.
 func eventsMutants() []mutant {
 	return []mutant{
+		{
+			Name: "events/no-reason",
+			File: "events.go",
+			Old:  "\t\te.Reason = failureReason(\"The provider\", e.GrantDead, e.Attempts)\n",
+			New:  "",
+			Run:  "^TestConnectionsListing$",
+			Why:  "refresh_failed and connection_failing say in words whether the connection is gone or failing, for an app deciding to send a reconnect link",
+		},
 		{
 			Name: "errtext/unreached-provider-as-http-0",
 			File: "events.go",
