@@ -25,9 +25,11 @@ import (
 //	GET    /api/v1/oauth/connections             the user's connections and the providers offered
 //	POST   /api/v1/oauth/connections             {"provider", "grant"?, "returnTo"?}: a sign-in's prompt document
 //	DELETE /api/v1/oauth/connections/{provider}  disconnect (revoking where the provider can): 204
+//	GET    /api/v1/oauth/reconnect?token=...     a reconnect link ([Module.ReconnectLink])
 
 const (
 	connectionsPath = "/api/v1/oauth/connections"
+	reconnectPath   = "/api/v1/oauth/reconnect"
 	// writeHeader must hold writeHeaderValue on every write: a form cannot
 	// send it, and a page on another origin cannot without a preflight.
 	writeHeader      = "X-Requested-With"
@@ -39,7 +41,8 @@ const (
 	maxDisplayNameLen = 128
 )
 
-// connectionsAPI serves the connections endpoint for the module m. currentUser is Config.CurrentUser; without it every
+// connectionsAPI serves the connections endpoint and reconnect links for
+// the module m. currentUser is Config.CurrentUser; without it every
 // request is answered 501. origins are Config.FrontendOrigins, with
 // credentials: the endpoint knows its user from the app's own cookies.
 type connectionsAPI struct {

@@ -44,7 +44,7 @@ type Event struct {
 	Attempts   int  // failed refreshes in a row, for refresh and health events
 	// Reason says, on EventRefreshFailed and EventConnectionFailing, what
 	// became of the connection in words an app may pass on to its user (in
-	// an email asking them to connect again, say): gone when
+	// a reconnect email, say: see [Module.ReconnectLink]): gone when
 	// GrantDead, failing otherwise. It never holds the provider's own text.
 	Reason string
 	Time   time.Time

@@ -40,8 +40,9 @@ type Config struct {
 	// session cookie, say), or returns an error (or "") when there is none.
 	// The library never keeps a session of its own: the connections
 	// endpoint (GET, POST /api/v1/oauth/connections, DELETE
-	// /api/v1/oauth/connections/{provider}) acts for this user only.
-	// nil: the connections endpoint answers 501.
+	// /api/v1/oauth/connections/{provider}) acts for this user only, and a
+	// reconnect link ([Module.ReconnectLink]) opens for this user only.
+	// nil: the connections endpoint answers 501 and ReconnectLink fails.
 	CurrentUser func(r *http.Request) (userID string, err error)
 	// BindSignIns binds each sign-in to the browser that opens it from the
 	// app, for apps without a login session on the API origin: the widget
@@ -149,7 +150,7 @@ type Module struct {
 	ownsKV      bool           // New made the store, and Close releases it
 	flow        *oauthWorkflow // the sign-ins: their steps, runs and due work
 	endpoints   *endpoints
-	connections *connectionsAPI // the connections endpoint
+	connections *connectionsAPI // the connections endpoint and reconnect links
 	work        *worker.Worker  // the time-driven work: lapses, deliveries, abandoned completions, refreshes ahead, device polls
 }
 
@@ -419,7 +420,9 @@ func (m *Module) StartDeviceSignIn(ctx context.Context, userID, provider string,
 //     /api/v1/oauth/connections/{provider}" disconnects; writes come from
 //     the API's own origin or one of Config.FrontendOrigins, with the
 //     header "X-Requested-With: oauthflow"; the CORS preflights allow
-//     Config.FrontendOrigins only.
+//     Config.FrontendOrigins only;
+//   - "GET /api/v1/oauth/reconnect?token=...", a reconnect link
+//     ([Module.ReconnectLink]).
 func (m *Module) Mount(mux *http.ServeMux) {
 	mux.Handle("GET "+CallbackPath, m.CallbackHandler())
 	mux.Handle("POST "+CompletePath, m.CompleteHandler())
@@ -432,6 +435,7 @@ func (m *Module) Mount(mux *http.ServeMux) {
 	mux.Handle("DELETE "+connectionsPath+"/{provider}", http.HandlerFunc(c.serveDisconnect))
 	mux.Handle("OPTIONS "+connectionsPath, http.HandlerFunc(c.servePreflight))
 	mux.Handle("OPTIONS "+connectionsPath+"/{provider}", http.HandlerFunc(c.servePreflight))
+	mux.Handle("GET "+reconnectPath, http.HandlerFunc(c.serveReconnect))
 }
 
 // FrontendHandler serves the browser side of the flow, as embedded assets with no

@@ -437,6 +437,140 @@ func connectionsapiMutants() []mutant {
 	}
 }
 
+// reconnectMutants guards the code of reconnect.go.
+func reconnectMutants() []mutant {
+	return []mutant{
+		{
+			Name: "reconnect/without-current-user",
+			File: "reconnect.go",
+			Old:  "\tif m.connections.currentUser == nil {\n\t\treturn \"\", errs.Invalid(\"ReconnectLink needs",
+			New:  "\tif false {\n\t\treturn \"\", errs.Invalid(\"ReconnectLink needs",
+			Run:  "^TestReconnectLinkArguments$",
+			Why:  "a link nobody can check the opener of is not issued",
+		},
+		{
+			Name: "reconnect/no-default-life",
+			File: "reconnect.go",
+			Old:  "\t\treturn defaultReconnectTTL, nil\n",
+			New:  "\t\treturn ttl, nil\n",
+			Run:  "^TestReconnectLinkAfterTheGrantEnded$",
+			Why:  "a link asked for without a life lives the default 24 hours",
+		},
+		{
+			Name: "reconnect/life-unbounded-below",
+			File: "reconnect.go",
+			Old:  "ttl < minReconnectTTL || ttl > maxReconnectTTL",
+			New:  "ttl > maxReconnectTTL",
+			Run:  "^TestReconnectLinkArguments$",
+			Why:  "a link lives at least a minute, and never a negative time",
+		},
+		{
+			Name: "reconnect/life-unbounded-above",
+			File: "reconnect.go",
+			Old:  "ttl < minReconnectTTL || ttl > maxReconnectTTL",
+			New:  "ttl < minReconnectTTL",
+			Run:  "^TestReconnectLinkArguments$",
+			Why:  "a link lives at most 7 days",
+		},
+		{
+			Name: "reconnect/beside-any-callback",
+			File: "reconnect.go",
+			Old:  "\torigin, ok := callbackOrigin(p) // none for a provider without a sign-in in a browser\n\tif !ok {",
+			New:  "\torigin, ok := callbackOrigin(p) // none for a provider without a sign-in in a browser\n\tif _ = ok; false {",
+			Run:  "^TestReconnectLinkArguments$",
+			Why:  "a link is on the API's origin, known from a redirect URI to the module's callback",
+		},
+		{
+			Name: "reconnect/token-of-any-form",
+			File: "reconnect.go",
+			Old:  "\tif !keyspace.IssuedState(token) {\n\t\trenderLinkGone(w)",
+			New:  "\tif token == \"\" {\n\t\trenderLinkGone(w)",
+			Run:  "^TestReconnectLinkTokens$",
+			Why:  "a token the module did not issue is refused before the store is touched",
+		},
+		{
+			Name: "reconnect/never-expires",
+			File: "reconnect.go",
+			Old:  "\tif c.m.flow.now().UnixMilli() >= l.ExpiresAt {",
+			New:  "\tif false {",
+			Run:  "^TestReconnectLinkExpires$",
+			Why:  "a link expires on the module's clock",
+		},
+		{
+			Name: "reconnect/expires-a-moment-late",
+			File: "reconnect.go",
+			Old:  "\tif c.m.flow.now().UnixMilli() >= l.ExpiresAt {",
+			New:  "\tif c.m.flow.now().UnixMilli() > l.ExpiresAt {",
+			Run:  "^TestReconnectLinkExpires$",
+			Why:  "a link is gone at its expiry, not after",
+		},
+		{
+			Name: "reconnect/no-login-needed",
+			File: "reconnect.go",
+			Old:  "\tuser, err := c.user(r)\n\tif err != nil {\n\t\trenderLinkPage(w, http.StatusUnauthorized",
+			New:  "\tuser, err := c.user(r)\n\tif _ = err; false {\n\t\trenderLinkPage(w, http.StatusUnauthorized",
+			Run:  "^TestReconnectLinkOpenedByAnotherUser$",
+			Why:  "opening a link needs the app's sign-in",
+		},
+		{
+			Name: "reconnect/any-user",
+			File: "reconnect.go",
+			Old:  "\tif user != l.UserID {",
+			New:  "\tif _ = user; false {",
+			Run:  "^TestReconnectLinkOpenedByAnotherUser$",
+			Why:  "a forwarded link opened by another user is refused",
+		},
+		{
+			Name: "reconnect/verify-user-skipped",
+			File: "reconnect.go",
+			Old:  "\t} else if guard.checkUser(r, s, \"\") == nil {",
+			New:  "\t} else if _ = s; true {",
+			Run:  "^TestReconnectLinkOpenedByAnotherUser$",
+			Why:  "Config.VerifyUser has the last word on who opens a link",
+		},
+		{
+			Name: "reconnect/taken-before-the-checks",
+			File: "reconnect.go",
+			Old:  "\tl, _, err := c.readLink(r.Context(), token, false)",
+			New:  "\tl, _, err := c.readLink(r.Context(), token, true)",
+			Run:  "^TestReconnectLinkOpenedByAnotherUser$",
+			Why:  "a refused opening leaves the link for its user",
+		},
+		{
+			Name: "reconnect/used-twice",
+			File: "reconnect.go",
+			Old:  "\tif take {\n\t\tread = c.m.KV.GetDel\n\t}",
+			New:  "\tif take {\n\t\tread = c.m.KV.Get\n\t}",
+			Run:  "^TestReconnectLinkAfterTheGrantEnded$",
+			Why:  "a link is used once",
+		},
+		{
+			Name: "reconnect/plain-at-rest",
+			File: "reconnect.go",
+			Old:  "c.m.KV.SetNX(xcontext.OrBackground(ctx), key, c.m.ring.Seal(b, key), ttl)",
+			New:  "c.m.KV.SetNX(xcontext.OrBackground(ctx), key, b, ttl)",
+			Run:  "^TestReconnectLinkSealed$",
+			Why:  "a link's record is sealed at rest when records are",
+		},
+		{
+			Name: "reconnect/lost-when-the-sign-in-fails",
+			File: "reconnect.go",
+			Old:  "\t\tc.putBack(r.Context(), token, b, l)\n",
+			New:  "\t\t_ = b\n",
+			Run:  "^TestReconnectLinkKeptWhenTheSignInCannotStart$",
+			Why:  "a link whose sign-in could not start stays usable",
+		},
+		{
+			Name: "reconnect/bound-sign-in-without-its-cookie",
+			File: "reconnect.go",
+			Old:  "\thttp.SetCookie(w, bindingCookie(r, doc.State, doc.Binding, c.m.flow.signInTTL))\n",
+			New:  "",
+			Run:  "^TestReconnectLinkBindsTheSignIn$",
+			Why:  "a bound sign-in started by a link completes in the browser that opened it",
+		},
+	}
+}
+
 // dpopMutants guards the code of dpop.go.
 func dpopMutants() []mutant {
 	return []mutant{
@@ -616,7 +750,7 @@ func eventsMutants() []mutant {
 			File: "events.go",
 			Old:  "\t\te.Reason = failureReason(\"The provider\", e.GrantDead, e.Attempts)\n",
 			New:  "",
-			Run:  "^TestConnectionsListing$",
+			Run:  "^(TestConnectionsListing|TestReconnectLinkAfterTheGrantEnded)$",
 			Why:  "refresh_failed and connection_failing say in words whether the connection is gone or failing, for an app deciding to send a reconnect link",
 		},
 		{
