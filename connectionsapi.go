@@ -120,6 +120,10 @@ func (c *connectionsAPI) serveConnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, err := c.m.Registry.Get(req.Provider)
+	if err != nil && !errors.Is(err, ErrUnknownProvider) { // a resolver that could not build it (AddResolver)
+		c.fail(w, r, err)
+		return
+	}
 	if err != nil || !signsInByBrowser(p) {
 		writeJSONError(w, http.StatusNotFound, "unknown_provider", "This app does not connect to that provider.")
 		return

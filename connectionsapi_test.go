@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -187,13 +188,17 @@ func (longNamed) DisplayName() string { return strings.Repeat("Long ", 100) }
 
 // registerOthers adds "other" (a browser sign-in), "robot" (a grant of the
 // app's own) and "long" (a display name too long to show) to m's registry,
-// and "found-one", which a resolver built (an MCP server's, say).
+// "found-one", which a resolver built (an MCP server's, say), and a
+// resolver of "stored-" providers whose store is down.
 func registerOthers(m *oauthflow.Module) {
 	_ = m.Registry.Register(newFakeProvider("other"))
 	_ = m.Registry.Register(longNamed{newFakeProvider("long")})
 	_ = m.Registry.Register(grantOnlyProvider{newFakeProvider("robot")})
 	m.Registry.AddResolver("found-", func(id string) (oauthflow.Provider, error) { return newFakeProvider(id), nil })
 	_, _ = m.Registry.Get("found-one")
+	m.Registry.AddResolver("stored-", func(string) (oauthflow.Provider, error) {
+		return nil, fmt.Errorf("read the server's record: %w", oauthflow.ErrStoreUnavailable)
+	})
 }
 
 // A listing shows each connection of the user with its display name,
@@ -454,6 +459,7 @@ func TestConnectionsRefusals(t *testing.T) {
 		{"DELETE without the header", appCall{method: del, path: demo, user: "alice", origin: "api", noHeader: true}, http.StatusForbidden, "cross_site"},
 		{"POST of text", appCall{method: post, path: connectionsPath, user: "alice", origin: "api", contentType: "text/plain", body: `{"provider":"demo"}`}, http.StatusUnsupportedMediaType, "unsupported_media_type"},
 		{"an unknown provider", appCall{method: post, path: connectionsPath, user: "alice", origin: "api", body: `{"provider":"nope"}`}, http.StatusNotFound, "unknown_provider"},
+		{"a provider its resolver cannot read now", appCall{method: post, path: connectionsPath, user: "alice", origin: "api", body: `{"provider":"stored-one"}`}, http.StatusServiceUnavailable, "store_unavailable"},
 		{"a provider without a browser sign-in", appCall{method: post, path: connectionsPath, user: "alice", origin: "api", body: `{"provider":"robot"}`}, http.StatusNotFound, "unknown_provider"},
 		{"a grant that is not one", appCall{method: post, path: connectionsPath, user: "alice", origin: "api", body: `{"provider":"demo","grant":"password"}`}, http.StatusBadRequest, "invalid_request"},
 		{"a code where the provider offers none", appCall{method: post, path: connectionsPath, user: "alice", origin: "api", body: `{"provider":"demo","grant":"device"}`}, http.StatusBadRequest, "device_unsupported"},

@@ -363,6 +363,14 @@ func connectionsapiMutants() []mutant {
 			Why:  "a POST is application/json, which a form cannot send",
 		},
 		{
+			Name: "connapi/resolver-failure-as-unknown",
+			File: "connectionsapi.go",
+			Old:  "\tif err != nil && !errors.Is(err, ErrUnknownProvider) { // a resolver",
+			New:  "\tif false { // a resolver",
+			Run:  "^TestConnectionsRefusals$",
+			Why:  "a provider its resolver cannot build now is a failure to retry, not an unknown provider",
+		},
+		{
 			Name: "connapi/provider-without-a-browser-sign-in",
 			File: "connectionsapi.go",
 			Old:  "\tif err != nil || !signsInByBrowser(p) {",
