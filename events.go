@@ -24,7 +24,7 @@ const (
 	EventRevokeFailed    EventKind = "revoke_failed"    // DeleteTokens could not revoke at the provider (the record is deleted anyway)
 	EventConnected       EventKind = "connected"        // a sign-in flow completed
 	EventFlowFailed      EventKind = "flow_failed"      // a sign-in flow ended without tokens
-	EventSignInRefused   EventKind = "sign_in_refused"  // a completion did not come from the user or browser that started the sign-in
+	EventSignInRefused   EventKind = "sign_in_refused"  // a completion did not come from the user or browser that started the sign-in, or a reconnect link was opened by another user
 
 	// A connection's health ([Connection].Health): the first of a run of transient
 	// refresh failures, and the refresh that ends one. Attempts counts the
