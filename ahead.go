@@ -333,28 +333,11 @@ type RefreshLimit struct {
 // concurrent requests.
 const defaultRefreshConcurrency = 100
 
-// defaultRefreshLimits are the limits of providers that document one for
-// their token endpoint.
-var defaultRefreshLimits = map[string]RefreshLimit{}
-
 // refreshLimiter is a TokenStore's bounds on refreshes ahead: the limits by
 // provider, and the limiter that holds the refreshes to them.
 type refreshLimiter struct {
 	limits map[string]RefreshLimit
 	ratelimit.Limiter
-}
-
-func (l *refreshLimiter) limit(providerID string) ratelimit.Limit {
-	lim, ok := l.limits[providerID]
-	if !ok {
-		if lim, ok = defaultRefreshLimits[providerID]; !ok {
-			lim = l.limits[""]
-		}
-	}
-	if lim.Concurrency <= 0 {
-		lim.Concurrency = defaultRefreshConcurrency
-	}
-	return ratelimit.Limit{Concurrency: lim.Concurrency, PerSecond: lim.PerSecond}
 }
 
 // admit lets one refresh ahead of providerID's tokens go under its limit
@@ -363,7 +346,7 @@ func (l *refreshLimiter) limit(providerID string) ratelimit.Limit {
 // are let go beyond maxResolved).
 func (a *refreshAhead) admit(ctx context.Context, providerID string) (release func(), err error) {
 	l := &a.limiter
-	lim := l.limit(providerID)
+	lim := l.limit(a.reg, providerID)
 	if a.reg != nil {
 		l.Forget(a.reg.bound(), a.reg.Has)
 	}

@@ -244,11 +244,13 @@ func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(int64(len(cmds))); return next(ctx, cmds) }
 }
 
-// A valid read is one GET, Bearer or DPoP-bound: the key a bound token is
-// sent with is in the record, never fetched apart.
+// A valid read is one GET, Bearer or DPoP-bound, with the authorization
+// details a FAPI grant keeps or without: the key a bound token is sent with
+// and what was granted are in the record, never fetched apart.
 func TestValidTokenReadIsOneRoundTrip(t *testing.T) {
 	t.Parallel()
-	for name, record := range map[string]string{"bearer": benchRecord, "dpop": boundBenchRecord(t)} {
+	fapi := strings.TrimSuffix(boundBenchRecord(t), "}") + `,"authorizationDetails":[{"type":"payment_initiation","instructedAmount":{"currency":"EUR","amount":"12.50"}}]}`
+	for name, record := range map[string]string{"bearer": benchRecord, "dpop": boundBenchRecord(t), "dpop with authorization details": fapi} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			_, c := redistest.Mini(t)

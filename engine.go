@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -362,17 +363,30 @@ func (e *Engine) withTake(ctx context.Context, id string, ops ...*kv.Op) context
 
 // release sends h's final writes with the release of run id's lock and
 // reports them: a finished run's due work that could not be removed is
-// only logged, since work left behind finds its run moved on.
+// only logged, since work left behind finds its run moved on. What follows
+// the release (runstore.Hold.AfterRelease) runs under ctx.
 func (e *Engine) release(ctx context.Context, id string, h *runstore.Hold) error {
+	save, tidy, err := h.Release(ctx, e.kv)
 	ctx = context.WithoutCancel(ctx)
-	save, tidy := h.Release(ctx, e.kv)
 	for _, op := range tidy {
 		if op.Err != nil {
 			e.log.LogAttrs(ctx, slog.LevelWarn, "oauthflow: a finished run's due work could not be removed",
 				slog.String("run", id), slog.String("work", op.Member), slog.String("error", logSafeError(op.Err)))
 		}
 	}
-	return saveError(ctx, save)
+	return errors.Join(saveError(ctx, save), err)
+}
+
+// afterRelease calls fn once the release of run id's lock has sent what
+// goes with it, with the failure of the writes sent at release
+// (runstore.Hold.AfterRelease), when ctx's call path holds the lock; at
+// once otherwise.
+func (e *Engine) afterRelease(ctx context.Context, id string, fn func(ctx context.Context, failed error)) {
+	if h := runstore.Of(ctx, id); h != nil {
+		h.AfterRelease(fn)
+		return
+	}
+	fn(ctx, nil)
 }
 
 // tidyAtRelease removes member from the due-work index with the release of
@@ -421,36 +435,46 @@ func (e *Engine) write(ctx context.Context, r *Run, last bool) error {
 	return saveError(ctx, ops)
 }
 
-// saveOps are the writes that save r: the run, and for an ended run its
-// documents' shorter TTL. An ended child's delivery is owed first, here: its
-// end is not saved unless the delivery is recorded.
+// saveOps are the writes that save r: the documents saved to go with it
+// (saveDocumentWithRun), the run, and for an ended run its other documents'
+// shorter TTL. An ended child's delivery is owed first, here: its end is
+// not saved unless the delivery is recorded.
 func (e *Engine) saveOps(ctx context.Context, r *Run) ([]*kv.Op, error) {
 	r.UpdatedAt = e.now().UnixMilli()
 	b, err := json.Marshal(r)
 	if err != nil {
 		return nil, fmt.Errorf("oauthflow: encode run: %w", err)
 	}
-	ops := []*kv.Op{{Kind: kv.OpSet, Key: keyspace.Run(r.ID), Value: b, TTL: e.ttlOf(r)}}
+	var ops []*kv.Op
+	if h := runstore.Of(ctx, r.ID); h != nil {
+		ops = h.TakeWithSave()
+	}
+	for _, op := range ops {
+		op.TTL = e.ttlOf(r) // an ended run's: its documents need no shortening after
+	}
+	ops = append(ops, &kv.Op{Kind: kv.OpSet, Key: keyspace.Run(r.ID), Value: b, TTL: e.ttlOf(r)})
 	if r.State != StateEnd {
 		return ops, nil
 	}
 	if err := e.recordDelivery(ctx, r); err != nil {
 		return nil, err
 	}
-	expire, err := e.shortenOps(ctx, r)
+	expire, err := e.shortenOps(ctx, r, ops)
 	return append(ops, expire...), err
 }
 
 // saveError is the error of the first save op that failed; nil when all landed.
 func saveError(ctx context.Context, ops []*kv.Op) error {
-	for i, op := range ops {
-		if op.Err == nil {
-			continue
-		}
-		if i == 0 {
+	for _, op := range ops {
+		switch {
+		case op.Err == nil:
+		case op.Kind == kv.OpCompareAndExpire:
+			return errs.Store(ctx, "expire document", op.Err)
+		case strings.HasPrefix(op.Key, keyspace.Run("")):
 			return errs.Store(ctx, "save run", op.Err)
+		default:
+			return errs.Store(ctx, "save document", op.Err)
 		}
-		return errs.Store(ctx, "expire document", op.Err)
 	}
 	return nil
 }
@@ -682,18 +706,8 @@ func (e *Engine) readDocument(ctx context.Context, runID, key string) ([]byte, e
 }
 
 func (e *Engine) saveDocument(ctx context.Context, r *Run, name, widget string, v any) error {
-	if !keyspace.ValidProviderID(name) {
-		return errs.Invalid("document name %q is not valid", name)
-	}
-	data, err := marshalArg(v)
+	b, err := e.encodeDocument(ctx, r, name, widget, v)
 	if err != nil {
-		return err
-	}
-	b, err := json.Marshal(document{Name: name, Widget: widget, Data: data, UpdatedAt: e.now().UnixMilli()})
-	if err != nil {
-		return fmt.Errorf("oauthflow: encode document: %w", err)
-	}
-	if err := runstore.StillHeld(ctx, r.ID); err != nil {
 		return err
 	}
 	if err := e.kv.Set(ctx, keyspace.Doc(r.ID, name), b, e.ttlOf(r)); err != nil {
@@ -702,6 +716,51 @@ func (e *Engine) saveDocument(ctx context.Context, r *Run, name, widget string, 
 	if h := runstore.Of(ctx, r.ID); h != nil {
 		h.Wrote(keyspace.Doc(r.ID, name), b)
 	}
+	noteDocument(r, name, widget, b)
+	return nil
+}
+
+// saveDocumentWithRun saves v as r's document name, rendered by widget, with
+// r's next save, in its batch and ahead of it, when ctx's call path holds
+// r's lock: no round trip of its own, and fenced as the save is (a save
+// that cannot be made leaves the document as it was). Reads on the path
+// see it at once. A path that does not hold the lock saves it at once.
+func (e *Engine) saveDocumentWithRun(ctx context.Context, r *Run, name, widget string, v any) error {
+	h := runstore.Of(ctx, r.ID)
+	if h == nil {
+		return e.saveDocument(ctx, r, name, widget, v)
+	}
+	b, err := e.encodeDocument(ctx, r, name, widget, v)
+	if err != nil {
+		return err
+	}
+	h.WithSave(&kv.Op{Kind: kv.OpSet, Key: keyspace.Doc(r.ID, name), Value: b, TTL: e.ttlOf(r)})
+	noteDocument(r, name, widget, b)
+	return nil
+}
+
+// encodeDocument is the record of r's document name, once the call is
+// found to still hold r's lock (runstore.StillHeld).
+func (e *Engine) encodeDocument(ctx context.Context, r *Run, name, widget string, v any) ([]byte, error) {
+	if !keyspace.ValidProviderID(name) {
+		return nil, errs.Invalid("document name %q is not valid", name)
+	}
+	data, err := marshalArg(v)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(document{Name: name, Widget: widget, Data: data, UpdatedAt: e.now().UnixMilli()})
+	if err != nil {
+		return nil, fmt.Errorf("oauthflow: encode document: %w", err)
+	}
+	if err := runstore.StillHeld(ctx, r.ID); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// noteDocument records in r that its document name, rendered by widget, is b.
+func noteDocument(r *Run, name, widget string, b []byte) {
 	if r.Documents == nil {
 		r.Documents = make(map[string]string)
 	}
@@ -710,18 +769,22 @@ func (e *Engine) saveDocument(ctx context.Context, r *Run, name, widget string, 
 		r.written = make(map[string][]byte)
 	}
 	r.written[name] = b
-	return nil
 }
 
 // shortenOps are the writes that give an ended run's documents its shorter
-// TTL; a document saved under this lock is not read back first.
-func (e *Engine) shortenOps(ctx context.Context, r *Run) ([]*kv.Op, error) {
+// TTL, but for those the save writes (saving); a document saved under this
+// lock is not read back first.
+func (e *Engine) shortenOps(ctx context.Context, r *Run, saving []*kv.Op) ([]*kv.Op, error) {
 	var ops []*kv.Op
 	for name := range r.Documents {
+		key := keyspace.Doc(r.ID, name)
+		if slices.ContainsFunc(saving, func(op *kv.Op) bool { return op.Key == key }) {
+			continue
+		}
 		b, ok := r.written[name]
 		if !ok {
 			var err error
-			b, err = e.kv.Get(ctx, keyspace.Doc(r.ID, name))
+			b, err = e.kv.Get(ctx, key)
 			if errors.Is(err, ErrNotFound) {
 				continue
 			}
@@ -729,7 +792,7 @@ func (e *Engine) shortenOps(ctx context.Context, r *Run) ([]*kv.Op, error) {
 				return nil, errs.Store(ctx, "expire document", err)
 			}
 		}
-		ops = append(ops, &kv.Op{Kind: kv.OpCompareAndExpire, Key: keyspace.Doc(r.ID, name), Value: b, TTL: e.doneTTL})
+		ops = append(ops, &kv.Op{Kind: kv.OpCompareAndExpire, Key: key, Value: b, TTL: e.doneTTL})
 	}
 	return ops, nil
 }

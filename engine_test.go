@@ -327,6 +327,33 @@ func TestEngineDocuments(t *testing.T) {
 	assert.ErrorIs(t, e.Document(ctx, r.ID, "missing", &v), oauthflow.ErrNotFound)
 }
 
+// A run's documents expire with it once it ends, the one its last call
+// saved and the one an earlier call saved alike: an ended run is kept for
+// the finished-run TTL, and so are they.
+func TestEngineEndedRunDocumentsExpireWithIt(t *testing.T) {
+	t.Parallel()
+	kv := oauthflow.NewMemoryKV()
+	e := oauthflow.NewEngine(kv)
+	save := func(name string) func(context.Context, *oauthflow.TransitionContext) error {
+		return func(ctx context.Context, tc *oauthflow.TransitionContext) error {
+			return tc.SaveDocument(ctx, name, "note-widget", map[string]string{"text": name})
+		}
+	}
+	require.NoError(t, e.Register(&oauthflow.Workflow{Name: "notes", States: []string{"start", "open", "end"},
+		Transitions: []oauthflow.Transition{
+			{Name: "first", From: "start", To: "open", Do: save("earlier")},
+			{Name: "last", From: "open", To: "end", Wait: true, Do: save("last")}}}))
+	r, err := e.Launch(ctx, "alice", "notes", nil, oauthflow.RunOptions{})
+	require.NoError(t, err)
+	_, err = e.Fire(ctx, r.ID, "last", nil, "alice")
+	require.NoError(t, err)
+	for _, name := range []string{"earlier", "last"} {
+		ttl, err := kv.TTL(ctx, "oauth:doc:"+r.ID+":"+name)
+		require.NoError(t, err, name)
+		assert.LessOrEqual(t, ttl, 24*time.Hour, "the ended run's document %s", name)
+	}
+}
+
 // fanOutWorkflow launches four "instant" children from goroutines inside one
 // transition, as an agent calling tools in parallel does, and records in its
 // data each child result its callback transition hears.

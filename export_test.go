@@ -57,7 +57,15 @@ type (
 	AccountReader     = accountReader
 	DPoPProvider      = dpopProvider
 	DeviceAuthorizer  = deviceAuthorizer
+	RefreshLimiter    = refreshLimitReporter
 )
+
+// RefreshAheadLimit is the limit m's refreshes ahead of providerID's tokens
+// keep to: how many at once on one instance, how many a second in all.
+func RefreshAheadLimit(m *Module, providerID string) (inFlight, perSecond int) {
+	lim := m.Tokens.ahead.limiter.limit(m.Registry, providerID)
+	return lim.Concurrency, lim.PerSecond
+}
 
 // The shapes of exchange_oauth_token's arguments and results, which a model
 // sends and reads as JSON.

@@ -124,7 +124,10 @@ type Config struct {
 	// RefreshLimits bound each provider's refreshes ahead, by provider ID
 	// ("" for every provider not named): how many one instance runs at once
 	// (100 by default) and how many a second all the instances together send
-	// (no limit by default). A provider that answers 429 slows the whole
+	// (no limit by default). A provider the map leaves out, with no "",
+	// keeps to the limit it documents, if it reports one (the optional
+	// RefreshLimit of [Provider]; the catalog's entries carry those their
+	// providers publish). A provider that answers 429 slows the whole
 	// fleet's refreshes ahead of its tokens for 30 seconds. Refreshes on
 	// read are never held back.
 	RefreshLimits map[string]RefreshLimit

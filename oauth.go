@@ -43,6 +43,12 @@ import (
 //     bad_refresh_token, HubSpot's BAD_REFRESH_TOKEN). Codes are matched
 //     exactly against the error code of a *ProviderError or
 //     *oauth2.RetrieveError.
+//   - RefreshLimit() (limit RefreshLimit, ok bool) reports the bound the
+//     provider documents on the app's token requests (Amazon Cognito's 120
+//     a second, Okta's requests at once): refresh ahead keeps the provider's
+//     refreshes to it unless Config.RefreshLimits has the app's own for the
+//     provider, or for every provider (""). ok is false when it documents
+//     none.
 //   - ExchangeCodeVerifier(ctx context.Context, code, verifier string) (*TokenSet, error)
 //     takes a sign-in's PKCE verifier as a string: a completion calls
 //     ExchangeCodeVerifier(ctx, code, verifier) in place of

@@ -262,7 +262,7 @@ func (o *oauthWorkflow) initiateOAuth(ctx context.Context, tc *TransitionContext
 	if err := o.work.Schedule(ctx, jobLapse, tc.Run.ID, o.now().Add(o.signInTTL)); err != nil {
 		return err
 	}
-	return tc.SaveDocument(ctx, PromptDocumentName, promptWidget, OAuthPromptDocument{
+	return o.engine.saveDocumentWithRun(ctx, tc.Run, PromptDocumentName, promptWidget, OAuthPromptDocument{
 		Provider: args.Provider, AuthURL: res.AuthURL, State: res.State, Status: PromptPending, Binding: res.Binding})
 }
 
@@ -311,7 +311,8 @@ func (o *oauthWorkflow) exchangeTransition(ctx context.Context, tc *TransitionCo
 		return o.failFlow(ctx, tc, data.Provider, &FlowError{Message: "The sign-in response is not valid.", Err: err})
 	}
 	var kept signInKept
-	_, err := o.exchangeCode(withSignInKept(withCallbackFields(ctx, in.Fields), &kept), ToolContext{UserID: tc.Run.UserID, RunID: tc.Run.ID, Session: sessionFrom(ctx)},
+	xctx := withTokensAtRelease(withSignInKept(withCallbackFields(ctx, in.Fields), &kept), tc.Run.ID)
+	_, err := o.exchangeCode(xctx, ToolContext{UserID: tc.Run.UserID, RunID: tc.Run.ID, Session: sessionFrom(ctx)},
 		exchangeOAuthTokenArgs{Provider: data.Provider, Code: in.Code, State: in.State, ExpectedState: data.ExpectedState, Iss: in.Iss})
 	if err != nil {
 		return o.failFlow(ctx, tc, data.Provider, err)
@@ -329,8 +330,21 @@ func (o *oauthWorkflow) exchangeTransition(ctx context.Context, tc *TransitionCo
 	if s := sessionFrom(ctx); s != nil && s.WorkflowID == tc.Run.ID {
 		o.tidyDueWork(ctx, tc.Run.ID, jobAbandon)
 	}
-	o.events.emit(ctx, Event{Kind: EventConnected, UserID: tc.Run.UserID, ProviderID: data.Provider, RunID: tc.Run.ID})
+	o.connectedAtRelease(ctx, tc, data.Provider)
 	return nil
+}
+
+// connectedAtRelease tells the event hook, once the release of the run's
+// lock has sent the sign-in's tokens with the run's end, that the user is
+// connected; or that the flow failed, when the tokens could not be written.
+func (o *oauthWorkflow) connectedAtRelease(ctx context.Context, tc *TransitionContext, provider string) {
+	e := Event{Kind: EventConnected, UserID: tc.Run.UserID, ProviderID: provider, RunID: tc.Run.ID}
+	o.engine.afterRelease(ctx, tc.Run.ID, func(ctx context.Context, failed error) {
+		if failed != nil {
+			e.Kind, e.Err = EventFlowFailed, failed
+		}
+		o.events.emit(ctx, e)
+	})
 }
 
 // reportErrorTransition records a provider's error redirect (access_denied...):
@@ -394,7 +408,7 @@ func (o *oauthWorkflow) settlePrompt(ctx context.Context, tc *TransitionContext,
 		// success needs neither, and the document is kept for a day.
 		doc.AuthURL, doc.Binding = "", ""
 	}
-	return tc.SaveDocument(ctx, PromptDocumentName, promptWidget, doc)
+	return o.engine.saveDocumentWithRun(ctx, tc.Run, PromptDocumentName, promptWidget, doc)
 }
 
 // flowFailureMessage says what went wrong in words for the user, never with
@@ -663,7 +677,7 @@ func (o *oauthWorkflow) initiateDevice(ctx context.Context, tc *TransitionContex
 	if err := o.work.Schedule(ctx, jobLapse, tc.Run.ID, time.UnixMilli(run.ExpiresAt)); err != nil {
 		return err
 	}
-	return tc.SaveDocument(ctx, PromptDocumentName, promptWidget, OAuthPromptDocument{
+	return o.engine.saveDocumentWithRun(ctx, tc.Run, PromptDocumentName, promptWidget, OAuthPromptDocument{
 		Provider: args.Provider, Status: PromptPending, UserCode: auth.UserCode, VerificationURI: auth.VerificationURI,
 		VerificationURIComplete: linkedCompleteURI(auth.VerificationURI, auth.VerificationURIComplete), ExpiresAt: run.ExpiresAt})
 }
@@ -821,7 +835,7 @@ func (o *oauthWorkflow) deviceApproved(ctx context.Context, tc *TransitionContex
 		if p, perr := o.registry.Get(data.Provider); perr == nil {
 			o.readAccount(ctx, p, ts, key)
 		}
-		err = o.storeSignIn(ctx, tc.Run.UserID, data.Provider, ts, key)
+		err = o.storeSignIn(withTokensAtRelease(ctx, tc.Run.ID), tc.Run.UserID, data.Provider, ts, key)
 	}
 	if err != nil {
 		return o.failFlow(ctx, tc, data.Provider, err)
@@ -835,7 +849,7 @@ func (o *oauthWorkflow) deviceApproved(ctx context.Context, tc *TransitionContex
 	}
 	tc.GoTo(StateEnd)
 	o.tidyDueWork(ctx, tc.Run.ID, jobLapse)
-	o.events.emit(ctx, Event{Kind: EventConnected, UserID: tc.Run.UserID, ProviderID: data.Provider, RunID: tc.Run.ID})
+	o.connectedAtRelease(ctx, tc, data.Provider)
 	return nil
 }
 

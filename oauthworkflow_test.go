@@ -8,12 +8,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/oauthflow/oauthflow"
+	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/testkit/authserver"
 	"github.com/oauthflow/oauthflow/internal/testkit/fakeclock"
 	"github.com/stretchr/testify/assert"
@@ -345,6 +347,109 @@ func TestSignInTokensWriteGivesUpWithinTheCompletion(t *testing.T) {
 	assert.Equal(t, oauthflow.RunCompleted, parent.Status, "the parent resumed")
 }
 
+// pipedBlipKV sends a batch in one round trip, in order, as one Redis node
+// does, and fails the next writes of one key in it: a store blip at the
+// worst moment, while a sign-in's tokens go in the batch of its run's end.
+type pipedBlipKV struct {
+	oauthflow.KV
+	key   string
+	fails atomic.Int64
+	first atomic.Pointer[[]string] // the keys of the first batch a write of key failed in
+}
+
+func (p *pipedBlipKV) Pipelines() bool { return true }
+
+func (p *pipedBlipKV) RunInOrder(ctx context.Context, ops []*kv.Op) bool {
+	var keys []string
+	for _, op := range ops {
+		keys = append(keys, op.Key)
+		if op.Kind == kv.OpSet && op.Key == p.key && p.fails.Add(-1) >= 0 {
+			p.first.CompareAndSwap(nil, &keys)
+			op.Err = errBlip
+			continue
+		}
+		op.Run(ctx, p.KV)
+	}
+	return true
+}
+
+// failedWith reports whether the first batch a write of p's key failed in
+// also carried a write of key.
+func (p *pipedBlipKV) failedWith(key string) bool {
+	keys := p.first.Load()
+	return keys != nil && slices.Contains(*keys, key)
+}
+
+// A sign-in's tokens that went with its run's end, in one batch, and failed
+// there are written again: the sign-in ends connected, and the hook hears
+// it once they are stored.
+func TestSignInTokensSentWithTheRunsEndSurviveAStoreBlip(t *testing.T) {
+	t.Parallel()
+	store := &pipedBlipKV{KV: sharedRedis(t, true), key: "oauth:alice:acme"}
+	events := &eventLog{}
+	f := newSignInFixtureWith(t, newFakeProvider("acme"), oauthflow.Config{KV: store, WorkerInterval: time.Hour,
+		OnEvent: events.hook, Logger: slog.New(slog.DiscardHandler)})
+	store.fails.Store(1)
+	rec := httptest.NewRecorder()
+	f.m.CallbackHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, oauthflow.CallbackPath+"?code=c&state="+f.prompt.State, nil))
+	assert.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	assert.EqualValues(t, -1, store.fails.Load(), "two writes: the batch's failed, the second landed")
+	assert.True(t, store.failedWith("oauth:run:"+f.child), "the tokens went in the batch of the run's end")
+	f.assertConnected(t)
+	_, connected := events.last(oauthflow.EventConnected)
+	assert.True(t, connected)
+}
+
+// Tokens that went with the run's end and cannot be written after it either
+// fail the completion: the page says the service is unavailable, and the
+// hook hears the flow failed, not connected.
+func TestSignInTokensSentWithTheRunsEndThatNeverLandFailTheCompletion(t *testing.T) {
+	t.Parallel()
+	store := &pipedBlipKV{KV: sharedRedis(t, true), key: "oauth:alice:acme"}
+	events := &eventLog{}
+	f := newSignInFixtureWith(t, newFakeProvider("acme"), oauthflow.Config{KV: store, WorkerInterval: time.Hour,
+		CompletionTimeout: 2 * time.Second, OnEvent: events.hook, Logger: slog.New(slog.DiscardHandler)})
+	store.fails.Store(1 << 40)
+	rec := httptest.NewRecorder()
+	f.m.CallbackHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, oauthflow.CallbackPath+"?code=c&state="+f.prompt.State, nil))
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	assert.Less(t, store.fails.Load(), int64(1<<40)-1, "the write was tried again")
+	assert.True(t, store.failedWith("oauth:run:"+f.child), "the tokens went in the batch of the run's end")
+	_, err := f.m.Tokens.GetTokens(ctx, "alice", "acme")
+	assert.ErrorIs(t, err, oauthflow.ErrNoToken)
+	failed, ok := events.last(oauthflow.EventFlowFailed)
+	require.True(t, ok, "the hook hears the flow failed")
+	assert.ErrorIs(t, failed.Err, oauthflow.ErrStoreUnavailable)
+	_, connected := events.last(oauthflow.EventConnected)
+	assert.False(t, connected)
+}
+
+// The hook hears a sign-in connected once its tokens are stored: a hook
+// that reads them then finds them.
+func TestConnectedHeardOnceTheTokensAreStored(t *testing.T) {
+	t.Parallel()
+	var m atomic.Pointer[oauthflow.Module]
+	read := make(chan error, 1)
+	hook := func(ctx context.Context, e oauthflow.Event) {
+		if e.Kind == oauthflow.EventConnected {
+			_, err := m.Load().Tokens.GetTokens(ctx, e.UserID, e.ProviderID)
+			read <- err
+		}
+	}
+	f := newSignInFixtureWith(t, newFakeProvider("acme"), oauthflow.Config{WorkerInterval: time.Hour,
+		OnEvent: hook, Logger: slog.New(slog.DiscardHandler)})
+	m.Store(f.m)
+	rec := httptest.NewRecorder()
+	f.m.CallbackHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, oauthflow.CallbackPath+"?code=c&state="+f.prompt.State, nil))
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	select {
+	case err := <-read:
+		assert.NoError(t, err, "the tokens, read when the hook heard the sign-in connected")
+	default:
+		t.Fatal("the hook did not hear the sign-in connected")
+	}
+}
+
 // A parent whose first delivery fails is resumed by the worker, once.
 func TestParentDeliveryRetriedUntilItLands(t *testing.T) {
 	t.Parallel()
@@ -488,6 +593,8 @@ func TestCompletionAbandonedByItsInstanceIsFailedByAnother(t *testing.T) {
 	assert.Equal(t, oauthflow.RunFailed, child.Status, "the run another instance ended stays ended")
 	require.NoError(t, b.Engine.Document(ctx, a.child, oauthflow.PromptDocumentName, &prompt))
 	assert.Equal(t, oauthflow.PromptError, prompt.Status, "and so does its prompt")
+	_, err = b.Tokens.GetTokens(ctx, "alice", "acme")
+	assert.NoError(t, err, "the grant its code bought is kept: the provider gives it once")
 }
 
 // refusingProvider refuses every code: the exchange fails at the provider.

@@ -31,6 +31,7 @@ var (
 	_ oauthflow.CallbackFielder   = (*providers.OAuth2)(nil)
 	_ oauthflow.DPoPProvider      = (*providers.OAuth2)(nil)
 	_ oauthflow.DeviceAuthorizer  = (*providers.OAuth2)(nil)
+	_ oauthflow.RefreshLimiter    = (*providers.OAuth2)(nil)
 )
 
 type panickyProvider struct{ fakeProvider }

@@ -61,7 +61,7 @@ func (h *tripHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 // test logs the measured counts so a change that lowers them shows it.
 const (
 	maxToolSignInTrips     = 3
-	maxWorkflowSignInTrips = 5
+	maxWorkflowSignInTrips = 3
 )
 
 func TestCallbackRoundTrips(t *testing.T) {
@@ -89,7 +89,7 @@ func TestCallbackRoundTrips(t *testing.T) {
 // different slots), so a completion costs more round trips there.
 const (
 	maxClusterToolSignInTrips     = 3
-	maxClusterWorkflowSignInTrips = 14
+	maxClusterWorkflowSignInTrips = 12
 )
 
 func TestCallbackRoundTripsOnACluster(t *testing.T) {

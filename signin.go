@@ -15,6 +15,8 @@ import (
 	"github.com/oauthflow/oauthflow/internal/clip"
 	"github.com/oauthflow/oauthflow/internal/dpop"
 	"github.com/oauthflow/oauthflow/internal/errs"
+	"github.com/oauthflow/oauthflow/internal/kv"
+	"github.com/oauthflow/oauthflow/internal/runstore"
 	"github.com/oauthflow/oauthflow/internal/xcontext"
 	"golang.org/x/oauth2"
 )
@@ -469,6 +471,15 @@ func exchangeWith(ctx context.Context, p Provider, code, verifier string) (*Toke
 // other half ends the run and its prompt honestly if the store stays down.
 // Anything else (a token set refused) fails at once.
 func (si *signIns) storeSignIn(ctx context.Context, userID, provider string, ts *TokenSet, key string) error {
+	if h := si.releaseCarrying(ctx); h != nil {
+		return si.storeSignInAtRelease(h, userID, provider, ts, key)
+	}
+	return si.writeSignIn(ctx, userID, provider, ts, key)
+}
+
+// writeSignIn is storeSignIn's write, sent at once and tried again while the
+// store is unavailable.
+func (si *signIns) writeSignIn(ctx context.Context, userID, provider string, ts *TokenSet, key string) error {
 	left := si.completionTimeout
 	if d, ok := ctx.Deadline(); ok {
 		left = min(left, time.Until(d))
@@ -486,6 +497,57 @@ func (si *signIns) storeSignIn(ctx context.Context, userID, provider string, ts 
 			return err
 		}
 	}
+}
+
+// A sign-in's run ends in the call that writes its tokens: the tokens, the
+// prompt and the run's end are then sent in one batch with the release of
+// the run's lock (runstore.Hold.WriteAtRelease), the tokens first, where
+// the store sends a batch in one round trip, in order: a connection that
+// fails part-way fails what follows, so the run's end is not saved without
+// the tokens before it. The tokens are sent whether or not the run's save is
+// made (a completion that lost its lock to another instance still keeps the
+// grant its code bought), and a write that failed is tried again as
+// storeSignIn tries it. Where the store sends a batch one command at a
+// time, nothing is saved by waiting, and the tokens are written at once.
+
+type tokensAtReleaseKey struct{}
+
+// withTokensAtRelease asks the token write of a sign-in completed on ctx to
+// go with the release of run id's lock, which ctx's call path holds.
+func withTokensAtRelease(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, tokensAtReleaseKey{}, id)
+}
+
+// releaseCarrying is the hold whose release carries the sign-in's token
+// write (withTokensAtRelease), or nil when the write goes at once.
+func (si *signIns) releaseCarrying(ctx context.Context) *runstore.Hold {
+	id, _ := ctx.Value(tokensAtReleaseKey{}).(string)
+	if id == "" || !kv.InOneTrip(si.tokens.kv) {
+		return nil
+	}
+	return runstore.Of(ctx, id)
+}
+
+// storeSignInAtRelease sends the sign-in's token write first in h's
+// release, and then reads it: a store failure is written again
+// (writeSignIn), and the completion fails when that fails too.
+func (si *signIns) storeSignInAtRelease(h *runstore.Hold, userID, provider string, ts *TokenSet, key string) error {
+	w, err := si.tokens.signInWrite(userID, provider, ts, key)
+	if err != nil {
+		return err
+	}
+	h.WriteAtRelease(func(ctx context.Context) error {
+		wctx, cancel := si.tokens.grantWriteContext(ctx)
+		err := w.landed(wctx)
+		cancel()
+		if !errors.Is(err, ErrStoreUnavailable) {
+			return err
+		}
+		si.log.WarnContext(ctx, "oauthflow: a sign-in's tokens could not be written; the write is tried again",
+			"provider", provider, "error", logSafeError(err))
+		return si.writeSignIn(ctx, userID, provider, ts, key)
+	}, w.ops...)
+	return nil
 }
 
 func supportsPKCE(p Provider) bool {

@@ -168,29 +168,74 @@ func NewTokenStore(kv KV, reg *Registry, opts ...TokenStoreOption) *TokenStore {
 // refused with ErrInvalidArgument unless they are a JSON array of objects,
 // each with a non-empty string "type", of at most 16 KiB.
 func (s *TokenStore) StoreTokens(ctx context.Context, userID, providerID string, t StoredTokens) error {
-	if err := keyspace.CheckIDs(userID, providerID); err != nil {
+	w, err := s.newWrite(userID, providerID, t)
+	if err != nil {
 		return err
 	}
+	ctx = xcontext.OrBackground(ctx)
+	kv.RunBatch(ctx, s.kv, w.ops...)
+	return w.landed(ctx)
+}
+
+// tokensWrite is one write of a connection's tokens: its commands, sent in
+// one batch, and what follows once they have run (landed).
+type tokensWrite struct {
+	s                  *TokenStore
+	userID, providerID string
+	refresh            bool // the tokens hold a refresh token
+	now                time.Time
+	set                *kv.Op   // the record
+	marks              []*kv.Op // refresh ahead's marks, when it is on
+	ops                []*kv.Op // the record, the user's connection index, the marks
+}
+
+// newWrite checks t (StoreTokens) and readies its write: the record and, in
+// the same round trip, the provider's entry in the user's connection index
+// ([TokenStore.Connections]). An index write that fails is repaired by the
+// next listing.
+func (s *TokenStore) newWrite(userID, providerID string, t StoredTokens) (*tokensWrite, error) {
+	if err := keyspace.CheckIDs(userID, providerID); err != nil {
+		return nil, err
+	}
 	if t.AccessToken == "" || t.ExpiresAt < 0 {
-		return errs.Invalid("tokens need an access token and a non-negative expiresAt")
+		return nil, errs.Invalid("tokens need an access token and a non-negative expiresAt")
 	}
 	if t.TokenType != "" && (t.TokenType != tokenTypeDPoP || t.DPoPKey == "") {
-		return errs.Invalid(`tokenType is "" (Bearer) or "DPoP" with the key it is bound to`)
+		return nil, errs.Invalid(`tokenType is "" (Bearer) or "DPoP" with the key it is bound to`)
 	}
 	details, err := grantedDetails(t.AuthorizationDetails)
 	if err != nil {
-		return errs.Invalid("%w", err)
+		return nil, errs.Invalid("%w", err)
 	}
 	t.AuthorizationDetails = details
-	ctx = xcontext.OrBackground(ctx)
-	if err := s.write(ctx, userID, providerID, t); err != nil {
-		return err
+	key := keyspace.Token(userID, providerID)
+	w := &tokensWrite{s: s, userID: userID, providerID: providerID, refresh: t.RefreshToken != "", now: s.now()}
+	w.set = &kv.Op{Kind: kv.OpSet, Key: key, Value: s.seal(t, key), TTL: s.ttl(t)}
+	w.ops = []*kv.Op{w.set, {Kind: kv.OpSchedule, Key: keyspace.ConnIndex(userID), Member: providerID, Due: w.now}}
+	if s.ahead.on() && t.RefreshToken != "" && t.ExpiresAt != 0 { // a sign-in counts as a read
+		w.marks = s.ahead.markOps(userID, providerID, w.now, t.ExpiresAt)
+		w.ops = append(w.ops, w.marks...)
 	}
-	if t.RefreshToken != "" {
-		s.replicated(ctx, keyspace.Token(userID, providerID)) // a shortfall is logged: the sign-in's tokens are stored on the master
+	return w, nil
+}
+
+// landed reads w's results once its batch has run: the record's failure is
+// the write's; marks that landed are remembered, a grant with a refresh
+// token waits for the replicas asked for (a shortfall is logged: the tokens
+// are stored on the master), and the hook hears the tokens stored.
+func (w *tokensWrite) landed(ctx context.Context) error {
+	s := w.s
+	if w.set.Err != nil {
+		return errs.Store(ctx, "store tokens", w.set.Err)
 	}
-	s.refresher.pending.drop(keyspace.Token(userID, providerID))
-	s.events.emit(ctx, Event{Kind: EventTokensStored, UserID: userID, ProviderID: providerID})
+	if w.marks != nil && w.marks[0].Err == nil && w.marks[1].Err == nil {
+		s.ahead.remember(connRef{w.userID, w.providerID}, w.now)
+	}
+	if w.refresh {
+		s.replicated(ctx, w.set.Key)
+	}
+	s.refresher.pending.drop(w.set.Key)
+	s.events.emit(ctx, Event{Kind: EventTokensStored, UserID: w.userID, ProviderID: w.providerID})
 	return nil
 }
 
@@ -220,9 +265,25 @@ func (s *TokenStore) storeTokenSet(ctx context.Context, userID, providerID strin
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(xcontext.ValuesOnly(ctx), grantWriteTimeout+s.ackTimeout)
+	ctx, cancel := s.grantWriteContext(ctx)
 	defer cancel()
 	return s.StoreTokens(ctx, userID, providerID, t)
+}
+
+// grantWriteContext is ctx's values with a deadline of their own, for the
+// write of a sign-in's grant (storeTokenSet).
+func (s *TokenStore) grantWriteContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(xcontext.ValuesOnly(ctx), grantWriteTimeout+s.ackTimeout)
+}
+
+// signInWrite readies the write of the grant a sign-in the library ran was
+// given (storeTokenSet), for a batch that sends it later.
+func (s *TokenStore) signInWrite(userID, providerID string, ts *TokenSet, key string) (*tokensWrite, error) {
+	t, err := s.fromTokenSet(providerID, ts, key)
+	if err != nil {
+		return nil, err
+	}
+	return s.newWrite(userID, providerID, t)
 }
 
 // fromTokenSet is the record of a provider's answer, for requests that
@@ -245,28 +306,6 @@ func (s *TokenStore) fromTokenSet(providerID string, ts *TokenSet, key string) (
 		t.TokenType = tokenTypeDPoP
 	}
 	return t, nil
-}
-
-// write stores t and, in the same round trip, enters the provider in the
-// user's connection index ([TokenStore.Connections]). An index write that fails is
-// repaired by the next listing.
-func (s *TokenStore) write(ctx context.Context, userID, providerID string, t StoredTokens) error {
-	key, now := keyspace.Token(userID, providerID), s.now()
-	set := &kv.Op{Kind: kv.OpSet, Key: key, Value: s.seal(t, key), TTL: s.ttl(t)}
-	ops := []*kv.Op{set, {Kind: kv.OpSchedule, Key: keyspace.ConnIndex(userID), Member: providerID, Due: now}}
-	var marks []*kv.Op
-	if s.ahead.on() && t.RefreshToken != "" && t.ExpiresAt != 0 { // a sign-in counts as a read
-		marks = s.ahead.markOps(userID, providerID, now, t.ExpiresAt)
-		ops = append(ops, marks...)
-	}
-	kv.RunBatch(ctx, s.kv, ops...)
-	if set.Err != nil {
-		return errs.Store(ctx, "store tokens", set.Err)
-	}
-	if marks != nil && marks[0].Err == nil && marks[1].Err == nil {
-		s.ahead.remember(connRef{userID, providerID}, now)
-	}
-	return nil
 }
 
 // GetTokens returns the stored record, which may be expired; ErrNoToken when absent.

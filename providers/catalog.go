@@ -44,6 +44,17 @@ type entry struct {
 	// key, DPoP, the server's issuer); an app that has them builds the
 	// provider with WithProfile(ProfileFAPI2).
 	FAPIDoc string `json:"fapi_doc,omitempty"`
+	// RefreshLimit is the bound the provider documents on the app's token
+	// requests, with the page that says so (Config.RefreshLimit).
+	RefreshLimit *refreshLimit `json:"refresh_limit,omitempty"`
+}
+
+// refreshLimit is a provider's documented bound on the app's token requests:
+// how many at once, how many a second, and Doc, the page that documents it.
+type refreshLimit struct {
+	Concurrency int    `json:"concurrency,omitempty"`
+	PerSecond   int    `json:"per_second,omitempty"`
+	Doc         string `json:"doc"`
 }
 
 // deadGrant is one of the provider's own codes for a dead refresh token
@@ -183,9 +194,10 @@ func lookup(id string) (entry, error) {
 
 // checkDocs checks what the entry says of the provider's documentation: a
 // device authorization or pushed authorization request endpoint comes with
-// the page that documents it, and the other way round, and a FAPI 2.0 claim
-// comes with the PAR endpoint the profile requires (FAPI 2.0 §5.3.3.2).
-// Each doc names its https page first, then anything more after ": ".
+// the page that documents it, and the other way round; a FAPI 2.0 claim
+// comes with the PAR endpoint the profile requires (FAPI 2.0 §5.3.3.2); a
+// refresh limit comes with its page. Each doc names its https page first,
+// then anything more after ": ".
 func (e entry) checkDocs() error {
 	if (e.DeviceAuthURL != "") != (e.DeviceDoc != "") {
 		return invalid("%s: device_auth_url and device_doc each need the other", e.ID)
@@ -201,6 +213,21 @@ func (e entry) checkDocs() error {
 			return invalid("%s: doc %q does not name its https page first", e.ID, doc)
 		}
 	}
+	return e.checkRefreshLimit()
+}
+
+// checkRefreshLimit checks a documented refresh limit: it bounds something,
+// no figure is negative, and its doc names the page that documents it.
+func (e entry) checkRefreshLimit() error {
+	l := e.RefreshLimit
+	switch {
+	case l == nil:
+		return nil
+	case l.Concurrency < 0 || l.PerSecond < 0 || l.Concurrency == 0 && l.PerSecond == 0:
+		return invalid("%s: refresh_limit wants concurrency or per_second, and neither negative", e.ID)
+	case !namesPage(l.Doc):
+		return invalid("%s: refresh_limit doc %q does not name its https page first", e.ID, l.Doc)
+	}
 	return nil
 }
 
@@ -212,11 +239,15 @@ func namesPage(doc string) bool {
 	return err == nil && u.Scheme == "https" && u.Host != "" && !strings.ContainsAny(page, " \t\n")
 }
 
-// config is the entry's Config, unfilled, with its dead-grant codes.
+// config is the entry's Config, unfilled, with its dead-grant codes and its
+// refresh limit.
 func (e entry) config() Config {
 	cfg := cloneConfig(e.Config)
 	for _, d := range e.DeadGrants {
 		cfg.DeadGrantCodes = append(cfg.DeadGrantCodes, d.Code)
+	}
+	if l := e.RefreshLimit; l != nil {
+		cfg.RefreshLimit = oauthflow.RefreshLimit{Concurrency: l.Concurrency, PerSecond: l.PerSecond}
 	}
 	return cfg
 }

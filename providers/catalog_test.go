@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
@@ -131,6 +132,10 @@ func TestCatalogDocClaims(t *testing.T) {
 	device := func(endpoint, doc string) entry {
 		return entry{Config: Config{DeviceAuthURL: endpoint}, DeviceDoc: doc}
 	}
+	limit := func(concurrency, perSecond int, doc string) entry {
+		return entry{RefreshLimit: &refreshLimit{Concurrency: concurrency, PerSecond: perSecond, Doc: doc}}
+	}
+	const limits = "https://docs.example/limits: 35 token requests at once"
 	for _, tt := range []struct {
 		name string
 		e    entry
@@ -150,12 +155,58 @@ func TestCatalogDocClaims(t *testing.T) {
 		{"par page over http", par("http://docs.example/par", ""), false},
 		{"fapi page without scheme", par(page, "docs.example/fapi2"), false},
 		{"device page over http", device("https://a.example/device", "http://docs.example/device"), false},
+		{"refresh concurrency and page", limit(35, 0, limits), true},
+		{"refresh rate and page", limit(0, 120, "https://docs.example/quotas"), true},
+		{"refresh limit without page", limit(35, 0, ""), false},
+		{"refresh limit page over http", limit(35, 0, "http://docs.example/limits"), false},
+		{"refresh limit page in prose", limit(0, 120, "see https://docs.example/quotas"), false},
+		{"refresh limit bounding nothing", limit(0, 0, limits), false},
+		{"negative refresh concurrency", limit(-1, 120, limits), false},
+		{"negative refresh rate", limit(35, -1, limits), false},
 	} {
 		tt.e.ID = "acme"
 		err := tt.e.checkDocs()
 		if tt.ok != (err == nil) || err != nil && (!errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "acme")) {
 			t.Errorf("%s: checkDocs() = %v, want ok: %v", tt.name, err, tt.ok)
 		}
+	}
+}
+
+// An entry with a documented refresh limit builds a provider that reports
+// exactly that limit, with its page; any other reports none. Amazon Cognito
+// and Okta document theirs.
+func TestCatalogRefreshLimits(t *testing.T) {
+	t.Parallel()
+	cat, err := loadCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	limited := map[string]oauthflow.RefreshLimit{}
+	for _, id := range Known() {
+		e := cat[id]
+		c := testCreds
+		c.Params = exampleParams(e)
+		p, err := New(id, c)
+		if err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		got, ok := p.RefreshLimit()
+		if ok != (e.RefreshLimit != nil) {
+			t.Errorf("%s: RefreshLimit() ok = %v with refresh_limit %+v", id, ok, e.RefreshLimit)
+		}
+		if ok {
+			limited[id] = got
+			if want := (oauthflow.RefreshLimit{Concurrency: e.RefreshLimit.Concurrency, PerSecond: e.RefreshLimit.PerSecond}); got != want {
+				t.Errorf("%s: RefreshLimit() = %+v, want the entry's %+v", id, got, want)
+			}
+		}
+	}
+	want := map[string]oauthflow.RefreshLimit{"cognito": {PerSecond: 120}, "okta": {Concurrency: 35}}
+	if !maps.Equal(limited, want) {
+		t.Errorf("documented refresh limits %v, want %v", limited, want)
+	}
+	if e, err := Lookup("cognito"); err != nil || e.Config.RefreshLimit != want["cognito"] {
+		t.Errorf("Lookup(cognito) refresh limit %+v, %v", e.Config.RefreshLimit, err)
 	}
 }
 

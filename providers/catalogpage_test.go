@@ -12,7 +12,7 @@ import (
 // TestProvidersPage keeps docs/providers.md equal to the catalog: one row
 // per provider with its parameters, PKCE, refresh, device grant, pushed
 // authorization requests, DPoP, revocation, account and quirks, then each
-// entry's endpoints, notes and documentation. Run it with -update to rewrite
+// entry's endpoints, refresh limit, notes and documentation. Run it with -update to rewrite
 // the page after changing the catalog.
 func TestProvidersPage(t *testing.T) {
 	t.Parallel()
@@ -81,6 +81,9 @@ func providersPage(cat map[string]entry) string {
 		if e.FAPIDoc != "" {
 			item("FAPI 2.0 Security Profile, with `providers.WithProfile(providers.ProfileFAPI2)`: %s", e.FAPIDoc)
 		}
+		if l := e.RefreshLimit; l != nil {
+			item("Refresh limit, which refresh ahead keeps to: at most %s (%s)", refreshLimitText(l), l.Doc)
+		}
 		if e.UserinfoURL != "" {
 			item("Account: `%s` from %s `%s`", e.AccountField, cmpOr(e.UserinfoMethod, "GET"), e.UserinfoURL)
 		}
@@ -137,6 +140,18 @@ func quirks(e entry) []string {
 	add(e.ErrorCodeField != "", "error code in `"+e.ErrorCodeField+"`")
 	add(len(e.DeadGrants) > 0, "dead-grant codes")
 	return q
+}
+
+// refreshLimitText says what a documented refresh limit bounds.
+func refreshLimitText(l *refreshLimit) string {
+	var parts []string
+	if l.Concurrency > 0 {
+		parts = append(parts, fmt.Sprintf("%d token requests at once", l.Concurrency))
+	}
+	if l.PerSecond > 0 {
+		parts = append(parts, fmt.Sprintf("%d token requests a second", l.PerSecond))
+	}
+	return strings.Join(parts, " and ")
 }
 
 func refreshCell(e entry) string {

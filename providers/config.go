@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oauthflow/oauthflow"
 	"github.com/oauthflow/oauthflow/internal/outbound"
 	"golang.org/x/oauth2"
 )
@@ -141,6 +142,13 @@ type Config struct {
 	// client (invalid_client, ...) is refused. Catalog entries list theirs,
 	// each with its documentation, under "dead_grants".
 	DeadGrantCodes []string `json:"-"`
+	// RefreshLimit is the bound the provider documents on the app's token
+	// requests: how many at once, how many a second. Refresh ahead holds the
+	// provider's refreshes to it unless the app sets its own in
+	// oauthflow.Config.RefreshLimits; zero documents none. Catalog entries
+	// carry theirs, each with the page that documents it, under
+	// "refresh_limit". A negative figure is refused.
+	RefreshLimit oauthflow.RefreshLimit `json:"-"`
 	// ErrorCodeField names the JSON field that carries the error code of a
 	// failed answer without an RFC 6749 "error" (HubSpot: "status");
 	// ErrorDescriptionField the one that carries its text (HubSpot: "message").
@@ -271,6 +279,9 @@ func (c *Config) validate() error {
 	}
 	if err := c.validateEnums(); err != nil {
 		return err
+	}
+	if c.RefreshLimit.Concurrency < 0 || c.RefreshLimit.PerSecond < 0 {
+		return invalid("%s: a negative refresh limit", c.ID)
 	}
 	return c.validateDeadGrantCodes()
 }

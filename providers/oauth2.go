@@ -20,8 +20,8 @@ import (
 // OAuth2 is an oauthflow.Provider over golang.org/x/oauth2. Besides the
 // Provider methods it has the optional methods oauthflow looks for (listed
 // on [oauthflow.Provider]): SupportsPKCE, AuthorizationIssuer, RevokeToken,
-// DisplayName, DeadGrantCodes, ExchangeCodeVerifier, UsesDPoP, ReadAccount,
-// CallbackFields, the device authorization grant's SupportsDeviceAuth,
+// DisplayName, DeadGrantCodes, RefreshLimit, ExchangeCodeVerifier, UsesDPoP,
+// ReadAccount, CallbackFields, the device authorization grant's SupportsDeviceAuth,
 // DeviceAuth and DeviceToken, and the pushed authorization requests'
 // PushesAuthorization and PushAuthorization. It is safe for concurrent use; build it with
 // NewOAuth2, New, FromEnv or Discover.
@@ -139,6 +139,14 @@ func (p *OAuth2) RequiresPKCE() bool { return p.cfg.PKCE == PKCERequired }
 // is dead besides invalid_grant (Config.DeadGrantCodes); the token store
 // deletes the record when a refresh fails with one.
 func (p *OAuth2) DeadGrantCodes() []string { return slices.Clone(p.cfg.DeadGrantCodes) }
+
+// RefreshLimit returns the bound the provider documents on the app's token
+// requests (Config.RefreshLimit); ok is false when it documents none. Refresh
+// ahead holds the provider's refreshes to it unless the app sets its own in
+// oauthflow.Config.RefreshLimits.
+func (p *OAuth2) RefreshLimit() (limit oauthflow.RefreshLimit, ok bool) {
+	return p.cfg.RefreshLimit, p.cfg.RefreshLimit != oauthflow.RefreshLimit{}
+}
 
 // Issuer returns the RFC 9207 issuer the authorization response must carry
 // as "iss", or "" when the provider does not send one (Config.IssOptional).

@@ -478,3 +478,30 @@ func TestProviderErrorTextIsBoundedWhereParsed(t *testing.T) {
 		t.Fatalf("err = %#v, want invalid_grant with a valid, bounded description", err)
 	}
 }
+
+// A provider built from a plain Config reports the refresh limit set there,
+// none when it is zero, and a negative one is refused.
+func TestConfigRefreshLimit(t *testing.T) {
+	t.Parallel()
+	cfg := Config{ID: "acme", AuthURL: "https://a.example/authorize", TokenURL: "https://a.example/token", AuthStyle: AuthStyleHeader}
+	p, err := NewOAuth2(cfg, testCreds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := p.RefreshLimit(); ok || got != (oauthflow.RefreshLimit{}) {
+		t.Errorf("no limit set: RefreshLimit() = %+v, %v", got, ok)
+	}
+	cfg.RefreshLimit = oauthflow.RefreshLimit{Concurrency: 4, PerSecond: 9}
+	if p, err = NewOAuth2(cfg, testCreds); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := p.RefreshLimit(); !ok || got != cfg.RefreshLimit {
+		t.Errorf("RefreshLimit() = %+v, %v; want %+v", got, ok, cfg.RefreshLimit)
+	}
+	for _, bad := range []oauthflow.RefreshLimit{{Concurrency: -1}, {PerSecond: -1}} {
+		cfg.RefreshLimit = bad
+		if _, err := NewOAuth2(cfg, testCreds); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("refresh limit %+v: err = %v, want ErrInvalidConfig", bad, err)
+		}
+	}
+}

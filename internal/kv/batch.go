@@ -57,6 +57,13 @@ func RunBatch(ctx context.Context, s Store, ops ...*Op) {
 	}
 }
 
+// InOneTrip reports whether RunBatch sends a batch to s in one round trip,
+// in order (Pipeliner).
+func InOneTrip(s Store) bool {
+	p, ok := s.(Pipeliner)
+	return ok && p.Pipelines()
+}
+
 // Run runs op alone on s, as the Store method of its kind.
 func (op *Op) Run(ctx context.Context, s Store) {
 	switch op.Kind {
@@ -97,6 +104,17 @@ func (p *Prefixed) RunInOrder(ctx context.Context, ops []*Op) bool {
 		op.OK, op.Got, op.Err = inner[i].OK, inner[i].Got, inner[i].Err
 	}
 	return true
+}
+
+// Pipelines reports whether the store under the prefix sends a batch in one
+// round trip.
+func (p *Prefixed) Pipelines() bool { return InOneTrip(p.s) }
+
+// Pipelines reports whether r pipelines its batches: on a single node (or a
+// Sentinel-managed primary), not on a Cluster.
+func (r *Redis) Pipelines() bool {
+	_, single := r.c.(*redis.Client)
+	return single
 }
 
 // RunInOrder pipelines ops on a single node (or a Sentinel-managed primary):

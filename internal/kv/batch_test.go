@@ -90,6 +90,9 @@ func TestBatchOnOneNodeIsOneRoundTripInOrder(t *testing.T) {
 		t.Fatalf("the batch took %d commands and %d pipelines; want one pipeline", n, p)
 	}
 	checkBatchAnswers(t, got, want)
+	if !InOneTrip(NewRedis(c)) || !InOneTrip(WithPrefix(NewRedis(c), prefix)) {
+		t.Error("InOneTrip says a single node's batch takes more than one round trip")
+	}
 	if v, err := c.Get(ctx, prefix+"run").Result(); err != nil || v != `{"state":"end"}` {
 		t.Fatalf("the batch's write is under %q: %q, %v", prefix+"run", v, err)
 	}
@@ -108,6 +111,9 @@ func TestBatchElsewhereRunsOneByOne(t *testing.T) {
 	got := batchScript()
 	RunBatch(ctx, WithPrefix(NewMemory(nil), "p:"), got...)
 	checkBatchAnswers(t, got, want)
+	if InOneTrip(WithPrefix(NewMemory(nil), "p:")) {
+		t.Error("InOneTrip says a store without batches sends one in one round trip")
+	}
 }
 
 // A Cluster client would split a pipeline by node and lose the order: there a
@@ -129,4 +135,7 @@ func TestBatchOnClusterRunsOneByOne(t *testing.T) {
 		t.Fatalf("the batch went as %d pipelines on a Cluster; want none", p)
 	}
 	checkBatchAnswers(t, got, want)
+	if InOneTrip(WithPrefix(NewRedis(c), "batch:")) {
+		t.Error("InOneTrip says a Cluster sends a batch in one round trip")
+	}
 }

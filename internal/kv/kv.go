@@ -52,6 +52,17 @@ type Batcher interface {
 	RunInOrder(ctx context.Context, ops []*Op) bool
 }
 
+// Pipeliner is a Batcher that tells whether RunInOrder sends every batch in
+// one round trip, its commands run in the order sent on one connection (one
+// Redis node; not a Cluster, where it declines). A write may then wait to go
+// with a later batch at no cost of its own: a connection that fails part-way
+// fails the commands after it, never one alone before them. Without it, a
+// batch is taken to go one command at a time (see InOneTrip).
+type Pipeliner interface {
+	Batcher
+	Pipelines() bool
+}
+
 // Scanner walks the keys under a prefix in batches, for maintenance work
 // that must see every record (a re-encryption). Without it, that work
 // reports ErrCannotScan.

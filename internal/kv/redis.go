@@ -25,6 +25,7 @@ type Redis struct {
 var (
 	_ Store           = (*Redis)(nil)
 	_ Batcher         = (*Redis)(nil)
+	_ Pipeliner       = (*Redis)(nil)
 	_ Scanner         = (*Redis)(nil)
 	_ IndexReader     = (*Redis)(nil)
 	_ AbsentScheduler = (*Redis)(nil)

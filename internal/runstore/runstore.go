@@ -8,7 +8,9 @@ package runstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,14 +28,20 @@ type Hold struct {
 	lease *lease.Lease
 	up    *Hold
 
-	// What the hold sends in one batch with its release: the record's last
-	// save, and removals of due work that only tidy up.
+	// What the hold sends in one batch with its release: writes the call
+	// makes whatever becomes of the record, the record's last save, and
+	// removals of due work that only tidy up; then what follows once the
+	// batch has run.
+	first      []*kv.Op
 	save       []*kv.Op
 	tidy       []*kv.Op
 	saveFailed bool // the last save could not be made: it keeps its due work
+	landed     []func(context.Context) error
+	after      []func(context.Context, error)
 
-	mu   sync.Mutex
-	read map[string]*kv.Op // documents read with the take, by key, as they are now
+	mu       sync.Mutex
+	read     map[string]*kv.Op // documents read with the take or written by the hold, by key, as they are now
+	withSave []*kv.Op          // writes of the run's other records that go with its next save
 }
 
 type heldKey struct{}
@@ -151,6 +159,32 @@ func (h *Hold) Wrote(key string, value []byte) {
 	}
 }
 
+// WithSave sends op, a write of another of the run's records (a document),
+// with the record's next save, ahead of it in the same batch: it is fenced
+// as the save is, and when the save is not made, neither is op. A later
+// write of the same key replaces it. Reads on the hold's path see its value
+// from now on (ReadWithTake).
+func (h *Hold) WithSave(op *kv.Op) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.withSave = slices.DeleteFunc(h.withSave, func(o *kv.Op) bool { return o.Key == op.Key })
+	h.withSave = append(h.withSave, op)
+	if h.read == nil {
+		h.read = make(map[string]*kv.Op)
+	}
+	h.read[op.Key] = &kv.Op{Kind: kv.OpGet, Key: op.Key, Got: op.Value}
+}
+
+// TakeWithSave returns the writes WithSave gave since it was last called,
+// for the save that carries them.
+func (h *Hold) TakeWithSave() []*kv.Op {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ops := h.withSave
+	h.withSave = nil
+	return ops
+}
+
 // Fence readies a write of run id's record on ctx's call path, before any
 // of it is made: it checks that the call still holds the run's lock
 // (StillHeld). When last and the path holds the lock, it returns the hold,
@@ -183,16 +217,41 @@ func (h *Hold) SaveAtRelease(ops []*kv.Op, err error) error {
 // TidyAtRelease sends op, a removal that only tidies up, with the release.
 func (h *Hold) TidyAtRelease(op *kv.Op) { h.tidy = append(h.tidy, op) }
 
+// WriteAtRelease sends ops first in the release's batch, ahead of the
+// record's last save and whether or not that save is made: writes the call
+// makes whatever becomes of the run (a sign-in's tokens, which its provider
+// gives once), kept back only to share the batch. Once the batch has run,
+// Release calls landed, which reads their results; its error is the
+// release's.
+func (h *Hold) WriteAtRelease(landed func(context.Context) error, ops ...*kv.Op) {
+	h.first = append(h.first, ops...)
+	h.landed = append(h.landed, landed)
+}
+
+// AfterRelease calls fn once the lock is released and the writes
+// WriteAtRelease gave were read, with their failure (nil when they landed).
+func (h *Hold) AfterRelease(fn func(ctx context.Context, failed error)) {
+	h.after = append(h.after, fn)
+}
+
 // Release sends the hold's final writes and then releases the lock, all in
 // one batch on store: the store runs them in order, so the record is saved
 // before the lock is free. It returns the save's and the tidying's commands,
-// with their results.
-func (h *Hold) Release(ctx context.Context, store kv.Store) (save, tidy []*kv.Op) {
+// with their results, once it has called, with ctx, the landed functions
+// WriteAtRelease gave (err joins their failures) and then what
+// AfterRelease gave.
+func (h *Hold) Release(ctx context.Context, store kv.Store) (save, tidy []*kv.Op, err error) {
 	h.lease.StopRenewing()
 	if h.saveFailed { // a record not saved keeps its due work
 		h.tidy = nil
 	}
-	ops := append(append(h.save, h.tidy...), h.lease.ReleaseOp())
+	ops := slices.Concat(h.first, h.save, h.tidy, []*kv.Op{h.lease.ReleaseOp()})
 	kv.RunBatch(context.WithoutCancel(ctx), store, ops...)
-	return h.save, h.tidy
+	for _, landed := range h.landed {
+		err = errors.Join(err, landed(ctx))
+	}
+	for _, fn := range h.after {
+		fn(ctx, err)
+	}
+	return h.save, h.tidy, err
 }

@@ -148,7 +148,10 @@ func TestReleaseSavesBeforeTheLockIsFree(t *testing.T) {
 			t.Fatalf("SaveAtRelease = %v; want %v", err, failed)
 		}
 		h.TidyAtRelease(&kv.Op{Kind: kv.OpUnschedule, Key: "due", Member: "lapse:r"})
-		save, tidy := h.Release(hctx, store)
+		save, tidy, err := h.Release(hctx, store)
+		if err != nil {
+			t.Fatalf("unsaved %v: Release = %v", unsaved, err)
+		}
 		members, err := store.Store.(*kv.Memory).Members(ctx, "due")
 		if err != nil {
 			t.Fatal(err)
@@ -197,5 +200,82 @@ func TestStillHeldFencesALostLock(t *testing.T) {
 	}
 	if err := StillHeld(ctx, "r"); err != nil {
 		t.Fatalf("StillHeld on a path that does not hold the run = %v; want nil", err)
+	}
+}
+
+// The writes a call makes whatever becomes of the run go first in the
+// release's batch, before the record's save, and are sent even when that
+// save is not made; once the batch has run, their landed function reads
+// them, and what AfterRelease gave hears its failure.
+func TestReleaseSendsItsOwnWritesFirst(t *testing.T) {
+	t.Parallel()
+	errUnwritten := errors.New("the write did not land")
+	for _, tc := range []struct {
+		name    string
+		unsaved bool
+		failed  error
+	}{{"saved", false, nil}, {"save not made", true, nil}, {"write failed", false, errUnwritten}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			store := newStore()
+			hctx, h, _ := take(t, ctx, store, "r")
+			tokens := &kv.Op{Kind: kv.OpSet, Key: "tokens", Value: []byte("t"), TTL: time.Minute}
+			var landedSaw []byte
+			h.WriteAtRelease(func(ctx context.Context) error {
+				landedSaw, _ = store.Get(ctx, "tokens")
+				return tc.failed
+			}, tokens)
+			var heard []error
+			h.AfterRelease(func(_ context.Context, failed error) { heard = append(heard, failed) })
+			var saveErr error
+			if tc.unsaved {
+				saveErr = errors.New("a write the save needed was refused")
+			}
+			_ = h.SaveAtRelease([]*kv.Op{{Kind: kv.OpSet, Key: "run:r", Value: []byte("ended"), TTL: time.Minute}}, saveErr)
+			_, _, err := h.Release(hctx, store)
+			want := []string{"set tokens", "set run:r", "release lock:r"}
+			if tc.unsaved {
+				want = []string{"set tokens", "release lock:r"}
+			}
+			if !slices.Equal(store.order, want) {
+				t.Errorf("the store ran %q; want %q", store.order, want)
+			}
+			if string(landedSaw) != "t" {
+				t.Errorf("landed read %q before the batch had run", landedSaw)
+			}
+			if !errors.Is(err, tc.failed) || (err == nil) != (tc.failed == nil) {
+				t.Errorf("Release = %v; want the landed function's %v", err, tc.failed)
+			}
+			if len(heard) != 1 || !errors.Is(heard[0], tc.failed) || (heard[0] == nil) != (tc.failed == nil) {
+				t.Errorf("AfterRelease heard %v; want once, %v", heard, tc.failed)
+			}
+		})
+	}
+}
+
+// A write given to go with the record's next save is read back on the
+// hold's path at once, replaced by a later write of its key, and handed
+// once to the save that carries it.
+func TestWithSaveGoesWithTheNextSave(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := newStore()
+	hctx, h, _ := take(t, ctx, store, "r")
+	defer h.Release(hctx, store)
+	h.WithSave(&kv.Op{Kind: kv.OpSet, Key: "doc:r", Value: []byte("v1")})
+	h.WithSave(&kv.Op{Kind: kv.OpSet, Key: "doc:r", Value: []byte("v2")})
+	if op := h.ReadWithTake("doc:r"); op == nil || string(op.Got) != "v2" {
+		t.Fatalf("ReadWithTake = %+v; want the write to go with the save", op)
+	}
+	ops := h.TakeWithSave()
+	if len(ops) != 1 || string(ops[0].Value) != "v2" {
+		t.Fatalf("TakeWithSave = %+v; want the later write of the key alone", ops)
+	}
+	if ops := h.TakeWithSave(); len(ops) != 0 {
+		t.Fatalf("TakeWithSave again = %+v; want nothing", ops)
+	}
+	if v, err := store.Get(ctx, "doc:r"); err == nil {
+		t.Fatalf("the write went at once: %q", v)
 	}
 }

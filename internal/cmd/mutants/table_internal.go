@@ -75,6 +75,15 @@ func kvBatchMutants() []mutant {
 			Run:  "^(TestBatchOnClusterRunsOneByOne)$",
 			Why:  "a batch is pipelined only where one connection keeps its order, never across Cluster nodes",
 		},
+		{
+			Name: "batch/cluster-said-one-trip",
+			File: "internal/kv/batch.go",
+			Pkg:  "./internal/kv",
+			Old:  "\t_, single := r.c.(*redis.Client)\n\treturn single\n",
+			New:  "\treturn true\n",
+			Run:  "^(TestBatchOnClusterRunsOneByOne)$",
+			Why:  "a Cluster is never taken to send a batch in one round trip: writes do not wait for a batch there",
+		},
 	}
 }
 
@@ -393,8 +402,8 @@ func runstoreMutants() []mutant {
 		{
 			Name: "engine/released-before-saved",
 			File: "internal/runstore/runstore.go",
-			Old:  "\tops := append(append(h.save, h.tidy...), h.lease.ReleaseOp())\n",
-			New:  "\tops := append([]*kv.Op{h.lease.ReleaseOp()}, append(h.save, h.tidy...)...)\n",
+			Old:  "\tops := slices.Concat(h.first, h.save, h.tidy, []*kv.Op{h.lease.ReleaseOp()})\n",
+			New:  "\tops := slices.Concat([]*kv.Op{h.lease.ReleaseOp()}, h.first, h.save, h.tidy)\n",
 			Run:  "^(TestEngineRunSavedBeforeItsLockIsFree)$",
 			Why:  "a run's last save lands before its lock is free: the next holder reads what this one wrote",
 		},
@@ -429,6 +438,41 @@ func runstoreMutants() []mutant {
 			New:  "\tif err != nil {\n\t\th.save = ops\n\t\treturn err\n\t}\n",
 			Run:  "TestUnsavedEndKeepsItsDueWork|TestReleaseSavesBeforeTheLockIsFree",
 			Why:  "a last save that could not be made is not sent with the release, and the run keeps its due work",
+		},
+		{
+			Name: "runstore/own-writes-after-the-save",
+			File: "internal/runstore/runstore.go",
+			Pkg:  "./internal/runstore",
+			Old:  "\tops := slices.Concat(h.first, h.save, h.tidy, []*kv.Op{h.lease.ReleaseOp()})\n",
+			New:  "\tops := slices.Concat(h.save, h.first, h.tidy, []*kv.Op{h.lease.ReleaseOp()})\n",
+			Run:  "^(TestReleaseSendsItsOwnWritesFirst)$",
+			Why:  "a call's own writes (a sign-in's tokens) go before the run's save in the release's batch: the end is not saved without them",
+		},
+		{
+			Name: "runstore/own-writes-dropped-with-the-save",
+			File: "internal/runstore/runstore.go",
+			Old:  "\t\th.tidy = nil\n\t}\n\tops := slices.Concat(",
+			New:  "\t\th.tidy, h.first = nil, nil\n\t}\n\tops := slices.Concat(",
+			Run:  "^(TestCompletionAbandonedByItsInstanceIsFailedByAnother)$",
+			Why:  "a completion that lost its run's lock still keeps the grant its code bought",
+		},
+		{
+			Name: "runstore/own-writes-unread",
+			File: "internal/runstore/runstore.go",
+			Pkg:  "./internal/runstore",
+			Old:  "\tfor _, landed := range h.landed {\n\t\terr = errors.Join(err, landed(ctx))\n\t}\n",
+			New:  "\t_ = errors.Join\n",
+			Run:  "^(TestReleaseSendsItsOwnWritesFirst)$",
+			Why:  "the writes sent with a release are read once the batch has run, and their failure is the release's",
+		},
+		{
+			Name: "runstore/with-save-kept-twice",
+			File: "internal/runstore/runstore.go",
+			Pkg:  "./internal/runstore",
+			Old:  "\th.withSave = slices.DeleteFunc(h.withSave, func(o *kv.Op) bool { return o.Key == op.Key })\n",
+			New:  "",
+			Run:  "^(TestWithSaveGoesWithTheNextSave)$",
+			Why:  "a later write of a document to go with the save replaces the earlier one",
 		},
 	}
 }

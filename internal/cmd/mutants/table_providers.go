@@ -19,6 +19,42 @@ func providersAccountMutants() []mutant {
 func providersCatalogMutants() []mutant {
 	return []mutant{
 		{
+			Name: "catalog/refresh-limit-without-page",
+			File: "providers/catalog.go",
+			Pkg:  "./providers",
+			Old:  "\tcase !namesPage(l.Doc):\n",
+			New:  "\tcase false:\n",
+			Run:  "^(TestCatalogDocClaims)$",
+			Why:  "a catalog entry's refresh limit names the https page of the provider's documentation that states it",
+		},
+		{
+			Name: "catalog/refresh-limit-bounding-nothing",
+			File: "providers/catalog.go",
+			Pkg:  "./providers",
+			Old:  "\tcase l.Concurrency < 0 || l.PerSecond < 0 || l.Concurrency == 0 && l.PerSecond == 0:\n",
+			New:  "\tcase l.Concurrency < 0 || l.PerSecond < 0:\n",
+			Run:  "^(TestCatalogDocClaims)$",
+			Why:  "a catalog entry's refresh limit bounds the requests at once or a second",
+		},
+		{
+			Name: "catalog/negative-refresh-limit-accepted",
+			File: "providers/catalog.go",
+			Pkg:  "./providers",
+			Old:  "\tcase l.Concurrency < 0 || l.PerSecond < 0 || l.Concurrency == 0 && l.PerSecond == 0:\n",
+			New:  "\tcase l.Concurrency == 0 && l.PerSecond == 0:\n",
+			Run:  "^(TestCatalogDocClaims)$",
+			Why:  "a catalog entry's refresh limit has no negative figure",
+		},
+		{
+			Name: "catalog/refresh-limit-not-carried",
+			File: "providers/catalog.go",
+			Pkg:  "./providers",
+			Old:  "\t\tcfg.RefreshLimit = oauthflow.RefreshLimit{Concurrency: l.Concurrency, PerSecond: l.PerSecond}\n",
+			New:  "\t\t_ = l\n",
+			Run:  "^(TestCatalogRefreshLimits)$",
+			Why:  "a provider built from a catalog entry carries the refresh limit its provider documents",
+		},
+		{
 			Name: "catalog/param-any-value",
 			File: "providers/catalog.go",
 			Pkg:  "./providers",
@@ -96,6 +132,15 @@ func providersCatalogMutants() []mutant {
 // providersConfigMutants guards the code of providers/config.go.
 func providersConfigMutants() []mutant {
 	return []mutant{
+		{
+			Name: "catalog/negative-refresh-limit-built",
+			File: "providers/config.go",
+			Pkg:  "./providers",
+			Old:  "\tif c.RefreshLimit.Concurrency < 0 || c.RefreshLimit.PerSecond < 0 {\n",
+			New:  "\tif false {\n",
+			Run:  "^(TestConfigRefreshLimit)$",
+			Why:  "a provider with a negative refresh limit is refused when built",
+		},
 		{
 			Name: "par/required-without-endpoint-built",
 			File: "providers/config.go",
@@ -203,6 +248,15 @@ func providersParMutants() []mutant {
 // providersOauth2Mutants guards the code of providers/oauth2.go.
 func providersOauth2Mutants() []mutant {
 	return []mutant{
+		{
+			Name: "catalog/no-refresh-limit-reported-as-one",
+			File: "providers/oauth2.go",
+			Pkg:  "./providers",
+			Old:  "\treturn p.cfg.RefreshLimit, p.cfg.RefreshLimit != oauthflow.RefreshLimit{}\n",
+			New:  "\treturn p.cfg.RefreshLimit, true\n",
+			Run:  "^(TestConfigRefreshLimit|TestCatalogRefreshLimits)$",
+			Why:  "a provider that documents no refresh limit says so, and refresh ahead keeps the default for it",
+		},
 		{
 			Name: "device/redirect-less-builds",
 			File: "providers/oauth2.go",

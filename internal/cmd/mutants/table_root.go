@@ -62,6 +62,60 @@ func aheadMutants() []mutant {
 	}
 }
 
+// aheadlimitsMutants guards the code of aheadlimits.go.
+func aheadlimitsMutants() []mutant {
+	return []mutant{
+		{
+			Name: "ahead/app-limit-ignored",
+			File: "aheadlimits.go",
+			Old:  "\tlim, ok := l.limits[providerID]\n",
+			New:  "\tlim, ok := RefreshLimit{}, false\n",
+			Why:  "the app's limit for a provider wins over its limit for every provider and over the provider's own",
+			Run:  "^(TestRefreshLimitWhoseLimit|TestRefreshAheadKeepsToTheDocumentedRate)$",
+		},
+		{
+			Name: "ahead/app-limit-for-all-ignored",
+			File: "aheadlimits.go",
+			Old:  "\t\tlim, ok = l.limits[\"\"]\n",
+			New:  "\t\tlim, ok = RefreshLimit{}, false\n",
+			Why:  "the app's limit for every provider (\"\") wins over a provider's own",
+			Run:  "^(TestRefreshLimitWhoseLimit)$",
+		},
+		{
+			Name: "ahead/documented-limit-ignored",
+			File: "aheadlimits.go",
+			Old:  "\t\tlim = documentedLimit(reg, providerID)\n",
+			New:  "\t\tlim = RefreshLimit{}\n",
+			Why:  "a provider's refreshes ahead keep to the limit it documents when the app sets none",
+			Run:  "^(TestRefreshLimitWhoseLimit|TestRefreshAheadKeepsToTheDocumentedRate)$",
+		},
+		{
+			Name: "ahead/documented-limit-over-the-app",
+			File: "aheadlimits.go",
+			Old:  "\tif !ok {\n\t\tlim = documentedLimit(reg, providerID)\n\t}\n",
+			New:  "\tif d := documentedLimit(reg, providerID); d != (RefreshLimit{}) {\n\t\tlim = d\n\t}\n",
+			Why:  "the app's limit wins over the one the provider documents",
+			Run:  "^(TestRefreshLimitWhoseLimit|TestRefreshAheadKeepsToTheDocumentedRate)$",
+		},
+		{
+			Name: "ahead/unreported-limit-used",
+			File: "aheadlimits.go",
+			Old:  "\tlim, ok := r.RefreshLimit()\n\tif !ok {\n\t\treturn RefreshLimit{}\n\t}\n",
+			New:  "\tlim, _ := r.RefreshLimit()\n",
+			Why:  "a provider that reports no refresh limit gets the default, whatever else it returns",
+			Run:  "^(TestRefreshLimitWhoseLimit)$",
+		},
+		{
+			Name: "ahead/no-default-concurrency",
+			File: "aheadlimits.go",
+			Old:  "\tif lim.Concurrency <= 0 {\n",
+			New:  "\tif false {\n",
+			Why:  "a limit that names no concurrency runs 100 at once, not none",
+			Run:  "^(TestRefreshLimitWhoseLimit)$",
+		},
+	}
+}
+
 // authdetailsMutants guards the code of authdetails.go.
 func authdetailsMutants() []mutant {
 	return []mutant{
@@ -694,9 +748,9 @@ func engineMutants() []mutant {
 		{
 			Name: "engine/ended-run-documents-kept",
 			File: "engine.go",
-			Old:  "\texpire, err := e.shortenOps(ctx, r)\n\treturn append(ops, expire...), err\n",
+			Old:  "\texpire, err := e.shortenOps(ctx, r, ops)\n\treturn append(ops, expire...), err\n",
 			New:  "\treturn ops, nil\n",
-			Run:  "^(TestFinishedSignInExpires)$",
+			Run:  "^(TestFinishedSignInExpires|TestEngineEndedRunDocumentsExpireWithIt)$",
 			Why:  "an ended run's documents expire with it",
 		},
 		{
@@ -746,6 +800,22 @@ func engineMutants() []mutant {
 			New:  "w.maxWait > 0 {",
 			Run:  "^TestChildSignInWaitsAsLongAsItsParent$",
 			Why:  "a child sign-in is kept as long as its parent may wait, since its lapse resumes the parent",
+		},
+		{
+			Name: "engine/ended-run-prompt-kept",
+			File: "engine.go",
+			Old:  "\t\top.TTL = e.ttlOf(r) // an ended run's: its documents need no shortening after\n",
+			New:  "\t\t_ = op\n",
+			Run:  "^(TestFinishedSignInExpires)$",
+			Why:  "a document saved with an ended run's last save expires with the run",
+		},
+		{
+			Name: "roundtrips/ended-prompt-expired-again",
+			File: "engine.go",
+			Old:  "\t\tif slices.ContainsFunc(saving, func(op *kv.Op) bool { return op.Key == key }) {\n",
+			New:  "\t\tif false {\n",
+			Run:  "^(TestCallbackRoundTripsOnACluster)$",
+			Why:  "a document the last save writes with the finished-run TTL is not given it again by a script",
 		},
 	}
 }
@@ -1464,6 +1534,22 @@ func oauthworkflowMutants() []mutant {
 			Why:  "the \"oauth\" workflow asks for the authorization details its arguments name",
 		},
 		{
+			Name: "events/connected-before-the-tokens",
+			File: "oauthworkflow.go",
+			Old:  "\to.engine.afterRelease(ctx, tc.Run.ID, func(ctx context.Context, failed error) {\n\t\tif failed != nil {\n\t\t\te.Kind, e.Err = EventFlowFailed, failed\n\t\t}\n\t\to.events.emit(ctx, e)\n\t})\n",
+			New:  "\to.events.emit(ctx, e)\n",
+			Run:  "^(TestConnectedHeardOnceTheTokensAreStored|TestSignInTokensSentWithTheRunsEndThatNeverLandFailTheCompletion)$",
+			Why:  "the hook hears a sign-in connected once its tokens, sent with the run's end, are stored",
+		},
+		{
+			Name: "events/unwritten-tokens-heard-connected",
+			File: "oauthworkflow.go",
+			Old:  "\t\tif failed != nil {\n\t\t\te.Kind, e.Err = EventFlowFailed, failed\n\t\t}\n",
+			New:  "",
+			Run:  "^(TestSignInTokensSentWithTheRunsEndThatNeverLandFailTheCompletion)$",
+			Why:  "a sign-in whose tokens could not be written is heard as a failed flow, not connected",
+		},
+		{
 			Name: "rar/device-details-ignored",
 			File: "oauthworkflow.go",
 			Old:  "\tif err := noDetails(args.AuthorizationDetails); err != nil {\n",
@@ -2063,6 +2149,30 @@ func signinMutants() []mutant {
 			Why:  "every authorization request of a sign-in carries its authorization details, in the URL or pushed",
 		},
 		{
+			Name: "roundtrips/tokens-not-with-the-runs-end",
+			File: "signin.go",
+			Old:  "\tif id == \"\" || !kv.InOneTrip(si.tokens.kv) {\n",
+			New:  "\tif true || !kv.InOneTrip(si.tokens.kv) {\n",
+			Run:  "^(TestCallbackRoundTrips|TestSignInTokensSentWithTheRunsEndSurviveAStoreBlip)$",
+			Why:  "a workflow sign-in's tokens go in the batch of its run's end: three round trips per completion",
+		},
+		{
+			Name: "signin/tokens-with-the-runs-end-one-by-one",
+			File: "signin.go",
+			Old:  "\tif id == \"\" || !kv.InOneTrip(si.tokens.kv) {\n",
+			New:  "\tif id == \"\" || !kv.InOneTrip(si.tokens.kv) && false {\n",
+			Run:  "^(TestSignInTokensWriteGivesUpWithinTheCompletion)$",
+			Why:  "where a batch goes one command at a time, the tokens are written before the run's end, which fails honestly without them",
+		},
+		{
+			Name: "signin/tokens-with-the-runs-end-not-retried",
+			File: "signin.go",
+			Old:  "\t\terr := w.landed(wctx)\n\t\tcancel()\n\t\tif !errors.Is(err, ErrStoreUnavailable) {\n",
+			New:  "\t\terr := w.landed(wctx)\n\t\tcancel()\n\t\tif true {\n",
+			Run:  "^(TestSignInTokensSentWithTheRunsEndSurviveAStoreBlip)$",
+			Why:  "a sign-in's tokens that failed in the batch of its run's end are written again: the code is spent",
+		},
+		{
 			Name: "rar/details-not-in-session",
 			File: "signin.go",
 			Old:  "Owner: tc.Owner,\n\t\tAuthorizationDetails: details}\n",
@@ -2088,8 +2198,8 @@ func tokenstoreMutants() []mutant {
 		{
 			Name: "conn/sign-in-not-indexed",
 			File: "tokenstore.go",
-			Old:  "\tops := []*kv.Op{set, {Kind: kv.OpSchedule, Key: keyspace.ConnIndex(userID), Member: providerID, Due: now}}\n",
-			New:  "\tops := []*kv.Op{set}\n",
+			Old:  "\tw.ops = []*kv.Op{w.set, {Kind: kv.OpSchedule, Key: keyspace.ConnIndex(userID), Member: providerID, Due: w.now}}\n",
+			New:  "\tw.ops = []*kv.Op{w.set}\n",
 			Why:  "a sign-in enters the provider in the user's connection index, so providers outside the registry are listed",
 			Run:  "TestConnectionsListAndRepair",
 		},
@@ -2184,7 +2294,7 @@ func tokenstoreMutants() []mutant {
 		{
 			Name: "rar/stored-details-unchecked",
 			File: "tokenstore.go",
-			Old:  "\tdetails, err := grantedDetails(t.AuthorizationDetails)\n\tif err != nil {\n\t\treturn errs.Invalid(\"%w\", err)\n\t}\n\tt.AuthorizationDetails = details\n",
+			Old:  "\tdetails, err := grantedDetails(t.AuthorizationDetails)\n\tif err != nil {\n\t\treturn nil, errs.Invalid(\"%w\", err)\n\t}\n\tt.AuthorizationDetails = details\n",
 			New:  "",
 			Run:  "^(TestRARStoreTokensChecksDetails)$",
 			Why:  "StoreTokens refuses authorization details that are not well formed, and keeps them compact",
