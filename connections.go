@@ -34,6 +34,12 @@ type Connection struct {
 	ConnectedAt     time.Time // zero when unknown (a record older than the index)
 	RefreshedAt     time.Time // the last successful refresh of these tokens; zero when none
 	Health          string    // HealthHealthy, HealthRefreshFailing, or HealthUnreadable with Err
+	DPoP            bool      // the access token is bound to a key (RFC 9449)
+	// LastUsed is when the tokens were last read, as refresh ahead notes it
+	// in the user's index (Config.RefreshAhead; at the sign-in, then at most
+	// every RefreshAheadIdle/8 per instance); zero with refresh ahead off.
+	// The listing reads the index anyway: it costs nothing more.
+	LastUsed time.Time
 	// Account names the account the grant is for ("octocat",
 	// "alice@example.com"), as the provider said after the sign-in; "" when
 	// it did not say. Metadata is what the provider's API needs besides the
@@ -78,7 +84,14 @@ func (s *TokenStore) Connections(ctx context.Context, userID string) ([]Connecti
 			return nil, errs.Store(ctx, "read connection index", err)
 		}
 	}
-	maps.DeleteFunc(indexed, func(member string, _ int64) bool { return strings.HasPrefix(member, seenPrefix) }) // refresh ahead's
+	seen := map[string]int64{} // refresh ahead's marks of the last read, by provider
+	maps.DeleteFunc(indexed, func(member string, at int64) bool {
+		id, ok := strings.CutPrefix(member, seenPrefix)
+		if ok {
+			seen[id] = at
+		}
+		return ok
+	})
 	ids := slices.Sorted(maps.Keys(indexed))
 	for _, id := range s.repairIDs() {
 		if _, ok := indexed[id]; !ok {
@@ -103,6 +116,9 @@ func (s *TokenStore) Connections(ctx context.Context, userID string) ([]Connecti
 			return nil, err
 		}
 		if found {
+			if at := seen[id]; at > 0 {
+				c.LastUsed = time.UnixMilli(at)
+			}
 			out = append(out, c)
 		}
 	}
@@ -139,6 +155,7 @@ func (s *TokenStore) connection(ctx context.Context, read, meta *kv.Op, id strin
 		return c, true, nil
 	}
 	c.Scopes, c.HasRefreshToken = strings.Fields(string(v.scope)), len(v.refresh) > 0
+	c.DPoP = v.boundKey() != nil
 	c.Account, c.Metadata = string(v.account), maps.Clone(v.metadata)
 	c.AuthorizationDetails = slices.Clone(v.details)
 	if v.expiresAt != 0 {

@@ -24,7 +24,7 @@ const (
 	EventRevokeFailed    EventKind = "revoke_failed"    // DeleteTokens could not revoke at the provider (the record is deleted anyway)
 	EventConnected       EventKind = "connected"        // a sign-in flow completed
 	EventFlowFailed      EventKind = "flow_failed"      // a sign-in flow ended without tokens
-	EventSignInRefused   EventKind = "sign_in_refused"  // a completion did not come from the user or browser that started the sign-in
+	EventSignInRefused   EventKind = "sign_in_refused"  // a completion did not come from the user or browser that started the sign-in, or a reconnect link was opened by another user
 
 	// A connection's health ([Connection].Health): the first of a run of transient
 	// refresh failures, and the refresh that ends one. Attempts counts the
@@ -42,7 +42,12 @@ type Event struct {
 	Err        error
 	GrantDead  bool // a refresh heard the provider say the grant is gone: the user must sign in again
 	Attempts   int  // failed refreshes in a row, for refresh and health events
-	Time       time.Time
+	// Reason says, on EventRefreshFailed and EventConnectionFailing, what
+	// became of the connection in words an app may pass on to its user (in
+	// a reconnect email, say: see [Module.ReconnectLink]): gone when
+	// GrantDead, failing otherwise. It never holds the provider's own text.
+	Reason string
+	Time   time.Time
 }
 
 // EventHook receives events synchronously; it should return quickly. A panic in
@@ -59,6 +64,9 @@ type notifier struct {
 func (n notifier) emit(ctx context.Context, e Event) {
 	if e.Time.IsZero() && n.now != nil {
 		e.Time = n.now()
+	}
+	if e.Reason == "" && (e.Kind == EventRefreshFailed || e.Kind == EventConnectionFailing) {
+		e.Reason = failureReason("The provider", e.GrantDead, e.Attempts)
 	}
 	if n.log != nil && n.log.Enabled(ctx, eventLevel(e)) { // the line is only built for a logger that keeps it
 		n.log.LogAttrs(ctx, eventLevel(e), "oauthflow: "+string(e.Kind), eventAttrs(e)...)

@@ -36,6 +36,14 @@ type Config struct {
 	// refuses: the answer is 403, the sign-in stays usable by the right user
 	// until it expires, and EventSignInRefused is emitted.
 	VerifyUser func(r *http.Request, userID string) error
+	// CurrentUser names the app's signed-in user of a request (from its own
+	// session cookie, say), or returns an error (or "") when there is none.
+	// The library never keeps a session of its own: the connections
+	// endpoint (GET, POST /api/v1/oauth/connections, DELETE
+	// /api/v1/oauth/connections/{provider}) acts for this user only, and a
+	// reconnect link ([Module.ReconnectLink]) opens for this user only.
+	// nil: the connections endpoint answers 501 and ReconnectLink fails.
+	CurrentUser func(r *http.Request) (userID string, err error)
 	// BindSignIns binds each sign-in to the browser that opens it from the
 	// app, for apps without a login session on the API origin: the widget
 	// opens the provider through POST /api/v1/oauth/start, which sets a
@@ -141,11 +149,12 @@ type Module struct {
 	ExchangeOAuthToken *Tool // exchange_oauth_token
 	KV                 KV
 
-	ring      *seal.Ring     // seals records at rest; nil: plain
-	ownsKV    bool           // New made the store, and Close releases it
-	flow      *oauthWorkflow // the sign-ins: their steps, runs and due work
-	endpoints *endpoints
-	work      *worker.Worker // the time-driven work: lapses, deliveries, abandoned completions, refreshes ahead, device polls
+	ring        *seal.Ring     // seals records at rest; nil: plain
+	ownsKV      bool           // New made the store, and Close releases it
+	flow        *oauthWorkflow // the sign-ins: their steps, runs and due work
+	endpoints   *endpoints
+	connections *connectionsAPI // the connections endpoint and reconnect links
+	work        *worker.Worker  // the time-driven work: lapses, deliveries, abandoned completions, refreshes ahead, device polls
 }
 
 // defaultHTTPTimeout bounds each provider request made with the Module's
@@ -205,6 +214,7 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	}
 	m.endpoints = &endpoints{oauthWorkflow: m.flow, origins: origins,
 		guard: userGuard{verifyUser: cfg.VerifyUser, bind: cfg.BindSignIns, events: events}}
+	m.connections = newConnectionsAPI(m, cfg.CurrentUser)
 	kind := worker.Share{Most: worker.KindShare}
 	m.work.Handle(jobLapse, kind, m.flow.lapse)
 	m.work.Handle(jobDeliver, kind, m.Engine.deliver)
@@ -405,13 +415,30 @@ func (m *Module) StartDeviceSignIn(ctx context.Context, userID, provider string,
 //     provider pushes its authorization requests (RFC 9126): it pushes the
 //     request when the link is opened and sends the browser on (303), so the
 //     link outlives the minute a pushed request lives. A bound sign-in is
-//     refused there (403): it opens through the POST.
+//     refused there (403): it opens through the POST;
+//   - the connections endpoint, for the user Config.CurrentUser names:
+//     "GET /api/v1/oauth/connections" lists the user's connections and the
+//     providers offered, "POST /api/v1/oauth/connections" starts a connect
+//     or reconnect and answers its prompt document, "DELETE
+//     /api/v1/oauth/connections/{provider}" disconnects; writes come from
+//     the API's own origin or one of Config.FrontendOrigins, with the
+//     header "X-Requested-With: oauthflow"; the CORS preflights allow
+//     Config.FrontendOrigins only;
+//   - "GET /api/v1/oauth/reconnect?token=...", a reconnect link
+//     ([Module.ReconnectLink]).
 func (m *Module) Mount(mux *http.ServeMux) {
 	mux.Handle("GET "+CallbackPath, m.CallbackHandler())
 	mux.Handle("POST "+CompletePath, m.CompleteHandler())
 	mux.Handle("OPTIONS "+CompletePath, http.HandlerFunc(m.endpoints.servePreflight))
 	mux.Handle("POST "+StartPath, http.HandlerFunc(m.endpoints.serveStart))
 	mux.Handle("GET "+StartPath, http.HandlerFunc(m.endpoints.serveStartLink))
+	c := m.connections
+	mux.Handle("GET "+connectionsPath, http.HandlerFunc(c.serveList))
+	mux.Handle("POST "+connectionsPath, http.HandlerFunc(c.serveConnect))
+	mux.Handle("DELETE "+connectionsPath+"/{provider}", http.HandlerFunc(c.serveDisconnect))
+	mux.Handle("OPTIONS "+connectionsPath, http.HandlerFunc(c.servePreflight))
+	mux.Handle("OPTIONS "+connectionsPath+"/{provider}", http.HandlerFunc(c.servePreflight))
+	mux.Handle("GET "+reconnectPath, http.HandlerFunc(c.serveReconnect))
 }
 
 // FrontendHandler serves the browser side of the flow, as embedded assets with no
@@ -419,8 +446,11 @@ func (m *Module) Mount(mux *http.ServeMux) {
 // target that hands the code to the widget, or completes through
 // POST /api/v1/oauth/complete when opened directly; in a browser that runs no
 // script, its form sends the provider's answer to GET /api/v1/oauth/callback,
-// which completes the sign-in and shows the outcome) and the oauth-prompt widget
-// (GET /oauth/oauth-prompt.js and .css). Mount it on the frontend's origin:
+// which completes the sign-in and shows the outcome), the oauth-prompt widget
+// (GET /oauth/oauth-prompt.js and .css) and the oauth-connections widget, a
+// user's connected accounts with Connect, Reconnect and Disconnect (GET
+// /oauth/oauth-connections.js and .css, beside oauth-prompt.js, which it
+// uses). Mount it on the frontend's origin:
 //
 //	mux.Handle("GET /oauth/", m.FrontendHandler(""))
 //

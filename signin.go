@@ -265,11 +265,22 @@ func (si *signIns) linkOf(ctx context.Context, p Provider, s *Session, state str
 // callback (CallbackPath); a provider that redirects elsewhere (the
 // frontend's callback page) has no start link on a known origin.
 func startLink(p Provider, state string) (string, bool) {
+	origin, ok := callbackOrigin(p)
+	if !ok {
+		return "", false
+	}
+	return origin + StartPath + "?" + url.Values{"state": {state}}.Encode(), true
+}
+
+// callbackOrigin is the API's origin as p's redirect URI names it, when
+// that is the module's callback (CallbackPath): where the module's own
+// links to the API (a start link, a reconnect link) go.
+func callbackOrigin(p Provider) (string, bool) {
 	r, ok := redirectURI(p)
 	if !ok || r.Host == "" || r.Path != CallbackPath {
 		return "", false
 	}
-	return r.Scheme + "://" + r.Host + StartPath + "?" + url.Values{"state": {state}}.Encode(), true
+	return r.Scheme + "://" + r.Host, true
 }
 
 func callBuildAuthURL(p Provider, scopes []string, state string, opts []oauth2.AuthCodeOption) (u string, err error) {

@@ -44,7 +44,7 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		cfg.Logger = slog.Default()
 	}
 	a := &app{log: cfg.Logger, refreshes: make(map[string]int)}
-	mc := oauthflow.Config{Logger: cfg.Logger, OnEvent: a.onEvent}
+	mc := oauthflow.Config{Logger: cfg.Logger, OnEvent: a.onEvent, CurrentUser: currentUser(userCookie)}
 	if !cfg.UseEnvKV {
 		mc.KV = oauthflow.NewMemoryKV()
 	}
@@ -65,13 +65,13 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	mod.Mount(mux)
 	mux.Handle("GET /oauth/", mod.FrontendHandler(""))
 	mux.Handle("GET /static/", http.FileServerFS(static))
-	mux.HandleFunc("GET /{$}", servePage(static, "static/index.html"))
-	mux.HandleFunc("GET /app/session", withUser("quickstart_user", a.session))
-	mux.HandleFunc("POST /app/connect", withUser("quickstart_user", a.connect))
-	mux.HandleFunc("POST /app/connect-device", withUser("quickstart_user", a.connectDevice))
-	mux.HandleFunc("GET /app/signins/{id}", withUser("quickstart_user", a.signIn))
-	mux.HandleFunc("POST /app/call", withUser("quickstart_user", a.call))
-	mux.HandleFunc("POST /app/disconnect", withUser("quickstart_user", a.disconnect))
+	mux.HandleFunc("GET /{$}", withUser(userCookie, servePage(static, "static/index.html"))) // the widget's first listing needs the cookie
+	mux.HandleFunc("GET /app/session", withUser(userCookie, a.session))
+	mux.HandleFunc("POST /app/connect", withUser(userCookie, a.connect))
+	mux.HandleFunc("POST /app/connect-device", withUser(userCookie, a.connectDevice))
+	mux.HandleFunc("GET /app/signins/{id}", withUser(userCookie, a.signIn))
+	mux.HandleFunc("POST /app/call", withUser(userCookie, a.call))
+	mux.HandleFunc("POST /app/disconnect", withUser(userCookie, a.disconnect))
 	a.Handler = mux
 	return a, nil
 }

@@ -17,16 +17,19 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
+	"github.com/oauthflow/oauthflow/internal/testkit/authserver"
 	"github.com/oauthflow/oauthflow/internal/testkit/browsertest"
+	"github.com/oauthflow/oauthflow/oauthflowtest"
 )
 
 // These tests drive the quickstart page in a real headless Chromium: the
 // oauth-prompt widget, the demo provider's consent page in a popup, the API
 // callback page, and the frontend callback page opened directly.
 
-// Selectors on the page, all inside the demo provider's card.
+// Selectors on the page, all inside the demo provider's card (the
+// "Connected accounts" section below the cards has a row of its own for it).
 const (
-	card        = `[data-provider="demo"]`
+	card        = `#providers > [data-provider="demo"]`
 	startButton = card + `[data-connected="false"] [data-action="start"]`
 	connected   = card + `[data-connected="true"]`
 	widget      = card + ` [data-oauthflow="prompt"]`
@@ -330,7 +333,9 @@ type startedSignIn struct {
 }
 
 // TestScreenshots drives the page to before and after connecting and takes a
-// screenshot of each. It writes docs/quickstart-{before,after}.png only with
+// screenshot of each, of a sign-in with a code, and of the "Connected
+// accounts" section with a connection whose refreshes fail. It writes
+// docs/quickstart-{before,after,device,connections}.png only with
 // UPDATE_SCREENSHOTS=1, so a test run never rewrites tracked files:
 //
 //	UPDATE_SCREENSHOTS=1 go test ./examples/quickstart -run TestScreenshots
@@ -354,6 +359,15 @@ func TestScreenshots(t *testing.T) {
 		chromedp.Click(chromedp.CSS(card+`[data-connected="false"] [data-action="start-device"]`)),
 		chromedp.WaitVisible(chromedp.CSS(widget+`[data-status="pending"] [data-role="qr"]`)))
 	browsertest.Screenshot(t, device, filepath.Join(dir, "quickstart-device.png"))
+
+	a, base := serveApp(t, 30*time.Second)
+	accountsCtx := openAccounts(t, base, "none")
+	connectWithKeyboard(t, accountsCtx, demoConnect, "Connect Demo Cloud", "Connected Demo Cloud as demo-user.")
+	a.demo.FailNext(oauthflowtest.Failure{Grant: authserver.GrantRefreshToken, Status: http.StatusServiceUnavailable})
+	_, _ = a.mod.Tokens.GetValidAccessToken(t.Context(), userOf(t, accountsCtx, base), demoID) // the refresh fails
+	browsertest.Run(t, accountsCtx, "open the page again",
+		chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(demoRow+`[data-health="refresh_failing"]`)))
+	browsertest.ScreenshotOf(t, accountsCtx, "#accounts", filepath.Join(dir, "quickstart-connections.png"))
 }
 
 // Sign-in with a code: "Sign in with a code" shows the demo's code and where to

@@ -5,6 +5,10 @@
 // "Sign in with a code" connects it with the device grant (RFC 8628) instead: the
 // widget shows a code to enter on the demo's page (/demo/device, in another tab
 // or on a phone), and the page polls the sign-in until the user allows or denies.
+// Below the cards, "Connected accounts" is the oauth-connections widget on the
+// library's connections endpoint (the browser's user is the one its cookie
+// names: Config.CurrentUser): reconnect an account that stopped working, or
+// disconnect one.
 //
 //	go run ./examples/quickstart            # then open http://127.0.0.1:8080/
 //	go run ./examples/quickstart -port 9000 # or PORT=9000

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -58,9 +59,10 @@ func registerFromEnv(reg *oauthflow.Registry, log *slog.Logger) {
 	}
 }
 
-// servePage answers GET with the HTML file name from fsys, through writePage.
-func servePage(fsys fs.FS, name string) http.HandlerFunc {
-	return func(w http.ResponseWriter, _ *http.Request) {
+// servePage answers GET with the HTML file name from fsys, through writePage;
+// it is a handler of withUser, whose user it does not need.
+func servePage(fsys fs.FS, name string) func(w http.ResponseWriter, r *http.Request, user string) {
+	return func(w http.ResponseWriter, _ *http.Request, _ string) {
 		page, err := fs.ReadFile(fsys, name)
 		if err != nil {
 			http.Error(w, "missing page", http.StatusInternalServerError)
@@ -81,6 +83,22 @@ func writePage(w http.ResponseWriter, page []byte) {
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "+
 		"img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 	_, _ = w.Write(page)
+}
+
+// userCookie is the cookie that names the browser's user: the example has no login.
+const userCookie = "quickstart_user"
+
+// currentUser is the app's Config.CurrentUser: the user the cookie named
+// cookie holds, as withUser set it. The connections endpoint acts for this
+// user only.
+func currentUser(cookie string) func(r *http.Request) (string, error) {
+	return func(r *http.Request) (string, error) {
+		c, err := r.Cookie(cookie)
+		if err != nil || len(c.Value) != 32 {
+			return "", errors.New("no quickstart user: open the page first")
+		}
+		return c.Value, nil
+	}
 }
 
 // withUser gives each browser its own user, kept in the cookie named cookie:

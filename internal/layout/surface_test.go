@@ -77,7 +77,9 @@ func rootSurface(t *testing.T) []string {
 // types) stay at most maxSurface; a name exported only for a sibling package
 // belongs in an internal package both can import.
 func TestRootSurface(t *testing.T) {
-	const maxSurface = 160
+	// 161: Module.ReconnectLink is the binding name of connected accounts'
+	// reconnect links (issue 37).
+	const maxSurface = 161
 	names := rootSurface(t)
 	if len(names) > maxSurface {
 		t.Errorf("the root exports %d names, at most %d:\n%s", len(names), maxSurface, strings.Join(names, "\n"))

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// TestJavaScript runs the widget's and the callback page's unit tests
+// TestJavaScript runs the widgets' and the callback page's unit tests
 // (testdata/*.test.mjs) with node's built-in runner, in a fake DOM with fake
 // timers and no npm dependencies. Without node the test is skipped, except
 // under CI=true, where it fails: CI must not pass with the scripts untested.
@@ -25,7 +25,7 @@ func TestJavaScript(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "--test", "testdata/oauth-prompt.test.mjs", "testdata/callback.test.mjs")
+	cmd := exec.CommandContext(ctx, node, "--test", "testdata/oauth-prompt.test.mjs", "testdata/callback.test.mjs", "testdata/oauth-connections.test.mjs")
 	cmd.Env = append(os.Environ(), "NODE_OPTIONS=", "NO_COLOR=1", "OAUTHFLOW_ASSETS_DIR="+embeddedAssets(t))
 	out, err := cmd.CombinedOutput()
 	if err != nil {

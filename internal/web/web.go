@@ -1,5 +1,6 @@
 // Package web serves the browser side of the flow as embedded assets with no
-// build step: the frontend callback page and the oauth-prompt widget.
+// build step: the frontend callback page, the oauth-prompt widget and the
+// oauth-connections widget.
 //
 // Handler answers, relative to where it is mounted:
 //
@@ -7,6 +8,8 @@
 //	GET /oauth/callback.js         its script
 //	GET /oauth/oauth-prompt.js     the oauth-prompt widget (custom element and OAuthFlow.renderPrompt)
 //	GET /oauth/oauth-prompt.css    styles for the widget and the callback page
+//	GET /oauth/oauth-connections.js   the oauth-connections widget (needs oauth-prompt.js)
+//	GET /oauth/oauth-connections.css  its styles
 //
 // Mount it on the frontend's origin, for example:
 //
@@ -90,10 +93,12 @@ func Handler(opts Options) http.Handler {
 	}
 	return &handler{
 		routes: map[string]asset{
-			callbackPagePath:          {body: page, contentType: "text/html; charset=utf-8", cacheControl: "no-store"},
-			"/oauth/callback.js":      staticAsset("callback.js"),
-			"/oauth/oauth-prompt.js":  widgetAsset(base.URL),
-			"/oauth/oauth-prompt.css": staticAsset("oauth-prompt.css"),
+			callbackPagePath:               {body: page, contentType: "text/html; charset=utf-8", cacheControl: "no-store"},
+			"/oauth/callback.js":           staticAsset("callback.js"),
+			"/oauth/oauth-prompt.js":       widgetAsset("oauth-prompt.js", base.URL),
+			"/oauth/oauth-prompt.css":      staticAsset("oauth-prompt.css"),
+			"/oauth/oauth-connections.js":  widgetAsset("oauth-connections.js", base.URL),
+			"/oauth/oauth-connections.css": staticAsset("oauth-connections.css"),
 		},
 		csp:     contentSecurityPolicy(base.Origin),
 		apiBase: base.URL,
@@ -111,29 +116,29 @@ func staticAsset(name string) asset {
 	return newAsset(name, body)
 }
 
-// widgetAPIBaseLine is the line of oauth-prompt.js that holds the API base the
-// widget uses when its host gives none.
+// widgetAPIBaseLine is the line of each widget's script (oauth-prompt.js,
+// oauth-connections.js) that holds the API base it uses when its host gives none.
 const widgetAPIBaseLine = `var DEFAULT_API_BASE = "";`
 
-// widgetAsset is oauth-prompt.js with apiBase (checked by parseAPIBase) as the
-// widget's default, so that a widget served by a frontend on another origin
-// completes through the API and accepts the result the API's callback page
-// posts from there. apiBase is written as a JSON string, whose escapes (<, >, &,
-// U+2028, U+2029) keep it a string literal in any script.
-func widgetAsset(apiBase string) asset {
-	a := staticAsset("oauth-prompt.js")
+// widgetAsset is the widget script name with apiBase (checked by
+// parseAPIBase) as its default, so that a widget served by a frontend on
+// another origin talks to the API there and accepts the result the API's
+// callback page posts from there. apiBase is written as a JSON string, whose
+// escapes (<, >, &, U+2028, U+2029) keep it a string literal in any script.
+func widgetAsset(name, apiBase string) asset {
+	a := staticAsset(name)
 	if apiBase == "" {
 		return a
 	}
 	if bytes.Count(a.body, []byte(widgetAPIBaseLine)) != 1 {
-		panic("web: oauth-prompt.js must hold " + widgetAPIBaseLine + " once")
+		panic("web: " + name + " must hold " + widgetAPIBaseLine + " once")
 	}
 	quoted, err := json.Marshal(apiBase)
 	if err != nil {
 		panic("web: " + err.Error()) // a string always marshals
 	}
 	line := "var DEFAULT_API_BASE = " + string(quoted) + ";"
-	return newAsset("oauth-prompt.js", bytes.Replace(a.body, []byte(widgetAPIBaseLine), []byte(line), 1))
+	return newAsset(name, bytes.Replace(a.body, []byte(widgetAPIBaseLine), []byte(line), 1))
 }
 
 func newAsset(name string, body []byte) asset {

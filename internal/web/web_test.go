@@ -35,6 +35,8 @@ func TestRoutesAndContentTypes(t *testing.T) {
 		{"/oauth/callback.js", "text/javascript; charset=utf-8", assetMaxAge, "oauthflow:callback"},
 		{"/oauth/oauth-prompt.js", "text/javascript; charset=utf-8", assetMaxAge, `customElements.define("oauth-prompt"`},
 		{"/oauth/oauth-prompt.css", "text/css; charset=utf-8", assetMaxAge, "oauth-prompt"},
+		{"/oauth/oauth-connections.js", "text/javascript; charset=utf-8", assetMaxAge, `customElements.define("oauth-connections"`},
+		{"/oauth/oauth-connections.css", "text/css; charset=utf-8", assetMaxAge, "oauth-connections"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
@@ -51,7 +53,8 @@ func TestRoutesAndContentTypes(t *testing.T) {
 func TestSecurityHeadersOnEveryResponse(t *testing.T) {
 	t.Parallel()
 	h := Handler(Options{})
-	for _, path := range []string{"/oauth/callback", "/oauth/callback.js", "/oauth/oauth-prompt.js", "/oauth/oauth-prompt.css", "/oauth/nope"} {
+	for _, path := range []string{"/oauth/callback", "/oauth/callback.js", "/oauth/oauth-prompt.js", "/oauth/oauth-prompt.css",
+		"/oauth/oauth-connections.js", "/oauth/oauth-connections.css", "/oauth/nope"} {
 		t.Run(path, func(t *testing.T) {
 			t.Parallel()
 			res := get(t, h, http.MethodGet, path+"?code=c&state=s")
@@ -133,11 +136,20 @@ func TestAPIBase(t *testing.T) {
 	}
 }
 
-// The widget is served with the API base as its default, as a JSON string
+// Each widget is served with the API base as its default, as a JSON string
 // that markup in the base cannot break out of; without one it is the file as is.
 func TestWidgetServedWithTheAPIBase(t *testing.T) {
 	t.Parallel()
-	plain := get(t, Handler(Options{}), http.MethodGet, "/oauth/oauth-prompt.js")
+	for _, path := range []string{"/oauth/oauth-prompt.js", "/oauth/oauth-connections.js"} {
+		t.Run(path, func(t *testing.T) {
+			t.Parallel()
+			widgetServedWithTheAPIBase(t, path)
+		})
+	}
+}
+
+func widgetServedWithTheAPIBase(t *testing.T, path string) {
+	plain := get(t, Handler(Options{}), http.MethodGet, path)
 	plainBody := body(t, plain)
 	assert.Equal(t, 1, strings.Count(plainBody, widgetAPIBaseLine))
 	tests := []struct{ apiBase, line string }{
@@ -148,7 +160,7 @@ func TestWidgetServedWithTheAPIBase(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.apiBase, func(t *testing.T) {
 			t.Parallel()
-			res := get(t, Handler(Options{APIBase: tt.apiBase}), http.MethodGet, "/oauth/oauth-prompt.js")
+			res := get(t, Handler(Options{APIBase: tt.apiBase}), http.MethodGet, path)
 			js := body(t, res)
 			assert.Equal(t, 1, strings.Count(js, tt.line), "the default API base line")
 			assert.NotContains(t, js, widgetAPIBaseLine)
@@ -243,7 +255,8 @@ func TestServedUnderAPrefix(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 
-	for _, path := range []string{"/app/oauth/callback", "/app/oauth/callback.js", "/app/oauth/oauth-prompt.js", "/app/oauth/oauth-prompt.css"} {
+	for _, path := range []string{"/app/oauth/callback", "/app/oauth/callback.js", "/app/oauth/oauth-prompt.js", "/app/oauth/oauth-prompt.css",
+		"/app/oauth/oauth-connections.js", "/app/oauth/oauth-connections.css"} {
 		res, err := srv.Client().Get(srv.URL + path)
 		require.NoError(t, err)
 		_ = res.Body.Close()

@@ -4,12 +4,25 @@
 // grant) starts one whose prompt shows a code to enter on any device, and polls
 // the sign-in's document until the user has acted. A connected card shows who
 // connected, the token's fingerprint and expiry, calls the protected API, and
-// disconnects.
+// disconnects. The "Connected accounts" section is the oauth-connections
+// widget, on the library's connections endpoint; each side lists again when
+// the other changed something.
 (function () {
   "use strict";
   var SIGN_IN_POLL_MS = 1000;
   var clockSkew = 0; // server time minus browser time, ms
   var cards = {};
+  var accounts = document.querySelector("oauth-connections");
+
+  function refreshAccounts() {
+    if (accounts && typeof accounts.refresh === "function") accounts.refresh();
+  }
+
+  if (accounts) {
+    accounts.addEventListener("oauthflow:change", function (ev) {
+      if (ev.detail.status === "success") load();
+    });
+  }
 
   function api(method, path, body) {
     var init = { method: method, headers: {}, credentials: "same-origin" };
@@ -144,7 +157,7 @@
     var holder = document.createElement("div");
     slot.appendChild(holder);
     holder.addEventListener("oauthflow:done", function (ev) {
-      if (ev.detail.status === "success") setTimeout(load, 600);
+      if (ev.detail.status === "success") setTimeout(function () { load().then(refreshAccounts); }, 600);
       else if (doc.userCode) showStart(cards[view.id], view);
     });
     return OAuthFlow.renderPrompt(holder, doc, { providerName: view.name });
@@ -159,14 +172,14 @@
         ? "GET /demo/api/me with token " + r.data.fingerprint + "\n" + JSON.stringify(r.data.me, null, 2)
         : "Error " + r.status + ": " + r.data.error;
       out.setAttribute("data-status", r.status === 200 ? "success" : "error");
-      return load();
+      return load().then(refreshAccounts); // a call may have refreshed the token, or learned the grant ended
     });
   }
 
   function disconnect(id) {
     api("POST", "/app/disconnect", { provider: id }).then(function () {
       part(cards[id], "result").hidden = true;
-      return load();
+      return load().then(refreshAccounts);
     });
   }
 

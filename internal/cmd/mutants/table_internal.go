@@ -897,3 +897,80 @@ func authserverClientauthMutants() []mutant {
 		},
 	}
 }
+
+// webAssetsOauthConnectionsMutants guards the code of internal/web/assets/oauth-connections.js.
+func webAssetsOauthConnectionsMutants() []mutant {
+	const file, pkg, run = "internal/web/assets/oauth-connections.js", "./internal/web", "^TestJavaScript$"
+	return []mutant{
+		{
+			Name: "pages/connections-text-unfiltered",
+			File: file, Pkg: pkg, Run: run,
+			Old: `var t = typeof s === "string" ? s.replace(UNSHOWN, "").trim() : "";`,
+			New: `var t = typeof s === "string" ? s.trim() : "";`,
+			Why: "the connections widget shows a provider's text without control, format or bidi characters",
+		},
+		{
+			Name: "pages/connections-health-as-given",
+			File: file, Pkg: pkg, Run: run,
+			Old: `var health = Object.prototype.hasOwnProperty.call(STATES, c.health) && c.health !== "none" ? c.health : "unknown";`,
+			New: `var health = c.health;`,
+			Why: "the connections widget shows only the states it knows, any other as unknown",
+		},
+		{
+			Name: "pages/connections-no-write-header",
+			File: file, Pkg: pkg, Run: run,
+			Old: "      init.headers[WRITE_HEADER] = WRITE_HEADER_VALUE;\n",
+			New: "",
+			Why: "the connections widget's writes carry the header a cross-site form cannot send",
+		},
+		{
+			Name: "pages/connections-cookies-same-origin-only",
+			File: file, Pkg: pkg, Run: run,
+			Old: `var init = { method: method, credentials: "include",`,
+			New: `var init = { method: method, credentials: "same-origin",`,
+			Why: "the connections widget sends the app's cookies to an API on another origin, which names the user by them",
+		},
+		{
+			Name: "pages/connections-disconnect-unasked",
+			File: file, Pkg: pkg, Run: run,
+			Old: "        this._askDisconnect(row, button);",
+			New: "        this._confirming = { row: row, button: button };\n        this._disconnect();",
+			Why: "the connections widget disconnects only once the user confirms",
+		},
+		{
+			Name: "pages/connections-path-unescaped",
+			File: file, Pkg: pkg, Run: run,
+			Old: `"/" + encodeURIComponent(row.id)`,
+			New: `"/" + row.id`,
+			Why: "the connections widget names the provider to disconnect as one path segment",
+		},
+		{
+			Name: "pages/connections-reconnect-unoffered",
+			File: file, Pkg: pkg, Run: run,
+			Old: `if (row.offered && c && c.health !== "healthy") {`,
+			New: `if (c && c.health !== "healthy") {`,
+			Why: "the connections widget offers Reconnect only for a provider the app offers",
+		},
+		{
+			Name: "pages/connections-stale-listing",
+			File: file, Pkg: pkg, Run: run,
+			Old: "        if (load !== self._loads) {\n          return;\n        }\n        self.removeAttribute",
+			New: "        self.removeAttribute",
+			Why: "the connections widget shows only its latest listing",
+		},
+		{
+			Name: "pages/connections-follows-any-link",
+			File: file, Pkg: pkg, Run: run,
+			Old: "      if (!isHTTPURL(a.doc.authUrl)) {",
+			New: "      if (false) {",
+			Why: "a full-page sign-in goes only to an http(s) link",
+		},
+		{
+			Name: "pages/connections-announces-unlisted",
+			File: file, Pkg: pkg, Run: run,
+			Old: "      var row = r && this._rowOf(r.provider);",
+			New: "      var row = r && (this._rowOf(r.provider) || { id: r.provider, name: r.provider, connection: null });",
+			Why: "the address's outcome is announced only for a provider the listing names, in the widget's words",
+		},
+	}
+}

@@ -151,10 +151,23 @@ func Screenshot(t testing.TB, ctx context.Context, path string) {
 	t.Helper()
 	var png []byte
 	Run(t, ctx, "screenshot "+path, Into(chromedp.FullScreenshot(100), &png))
+	writePNG(t, path, png)
+}
+
+func writePNG(t testing.TB, path string, png []byte) {
+	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, png, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// ScreenshotOf writes a PNG of the element sel in ctx's tab to path, creating its folder.
+func ScreenshotOf(t testing.TB, ctx context.Context, sel, path string) {
+	t.Helper()
+	var png []byte
+	Run(t, ctx, "screenshot "+sel, Into(chromedp.Screenshot(chromedp.CSS(sel)), &png))
+	writePNG(t, path, png)
 }

@@ -147,6 +147,9 @@ class FakeElement extends FakeEventTarget {
   click() {
     this.dispatchEvent(new FakeEvent("click", { bubbles: true, cancelable: true }));
   }
+  focus() {
+    if (this.ownerDocument) this.ownerDocument.activeElement = this;
+  }
   // Test helpers (the scripts under test do not use them).
   all() {
     return this.childNodes.flatMap((c) => [c, ...c.all()]);
@@ -289,6 +292,17 @@ export function makeBrowser(opts = {}) {
   document.createElement = (tag) => {
     const Ctor = registry.get(String(tag).toLowerCase());
     const node = Ctor ? new Ctor() : new FakeElement(tag);
+    node.ownerDocument = document;
+    if (node.tagName === "DIALOG") {
+      // A <dialog>: showModal opens it, close closes it and fires "close", as a browser does
+      // (which fires it a task later).
+      node.showModal = () => node.setAttribute("open", "");
+      node.close = () => {
+        if (!node.hasAttribute("open")) return;
+        node.removeAttribute("open");
+        node.dispatchEvent(new FakeEvent("close"));
+      };
+    }
     if (node.tagName === "FORM") {
       node.submit = () => {
         const fields = {};
@@ -302,6 +316,7 @@ export function makeBrowser(opts = {}) {
     return node;
   };
   document.getElementById = (id) => html.find((n) => n.id === id);
+  document.activeElement = body;
   if (opts.svg !== false) {
     document.createElementNS = (ns, tag) => {
       const node = new FakeElement(tag);
@@ -327,6 +342,9 @@ export function makeBrowser(opts = {}) {
     search,
     get href() {
       return origin + this.pathname + this.search;
+    },
+    assign(url) {
+      log.push(["assign", url]);
     },
   };
 
