@@ -221,8 +221,7 @@ func (a *refreshAhead) job(ctx context.Context, member string) (rescheduled bool
 	if err != nil {
 		return false, err
 	}
-	t, err := a.refreshDue(ctx, userID, providerID, raw)
-	release()
+	t, err := a.refreshDue(ctx, userID, providerID, raw, sync.OnceFunc(release))
 	var failing *refreshFailingError
 	switch {
 	case err == nil && t.ExpiresAt != 0:
@@ -239,9 +238,11 @@ func (a *refreshAhead) job(ctx context.Context, member string) (rescheduled bool
 }
 
 // refreshDue refreshes the record read as raw, unless it was rewritten by the
-// time the lock is held.
-func (a *refreshAhead) refreshDue(ctx context.Context, userID, providerID string, raw []byte) (StoredTokens, error) {
-	return a.runRefresh(ctx, userID, providerID, raw, refreshWhen{ahead: true})
+// time the lock is held. release gives back the slot admit gave: once the
+// provider has answered, or when no request went out at all.
+func (a *refreshAhead) refreshDue(ctx context.Context, userID, providerID string, raw []byte, release func()) (StoredTokens, error) {
+	defer release()
+	return a.runRefresh(ctx, userID, providerID, raw, refreshWhen{ahead: true, answered: release})
 }
 
 // reschedule makes the connection's entry due at due; it reports

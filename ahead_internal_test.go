@@ -105,7 +105,7 @@ func TestRefreshDueOnceForTwoClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 { // both read raw before either refreshed
-		if _, err := s.ahead.refreshDue(ctx, "u", "acme", raw); err != nil {
+		if _, err := s.ahead.refreshDue(ctx, "u", "acme", raw, func() {}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -536,5 +536,61 @@ func TestWorkerNotStarvedByAHangingProvider(t *testing.T) {
 	}
 	if b, l := beta.calls.Load(), lapses.Load(); b != 1 || l != 1 {
 		t.Fatalf("beta refreshed %d times, the lapse ran %d times; want once each", b, l)
+	}
+}
+
+// swapWatchKV calls onSwap before each compare-and-swap: the refresh's
+// write of what the provider answered.
+type swapWatchKV struct {
+	*kv.Memory
+	onSwap func(key string)
+}
+
+func (k *swapWatchKV) CompareAndSwap(ctx context.Context, key string, old, value []byte, ttl time.Duration) (bool, error) {
+	if k.onSwap != nil {
+		k.onSwap(key)
+	}
+	return k.Memory.CompareAndSwap(ctx, key, old, value, ttl)
+}
+
+// A refresh ahead holds its slot under the provider's limit while its request
+// is at the provider, not while the answer is written: the limit bounds the
+// requests in flight, and the store's time is not taken out of it.
+func TestRefreshAheadSlotFreeWhileTheAnswerIsWritten(t *testing.T) {
+	t.Parallel()
+	p, clock := &countingProvider{}, fakeclock.New(time.Unix(1_800_000_000, 0))
+	reg := NewRegistry()
+	if err := reg.Register(p); err != nil {
+		t.Fatal(err)
+	}
+	store := &swapWatchKV{Memory: kv.NewMemory(nil)}
+	s := NewTokenStore(store, reg, WithClock(clock.Now), WithLogger(slog.New(slog.DiscardHandler)),
+		withRefreshAhead(5*time.Minute, 3*time.Hour), withRefreshLimits(map[string]RefreshLimit{"acme": {Concurrency: 1}}))
+	ctx := context.Background()
+	if err := s.StoreTokens(ctx, "u1", "acme", StoredTokens{AccessToken: "a", RefreshToken: "r",
+		ExpiresAt: clock.Now().Add(4 * time.Minute).UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetValidAccessToken(ctx, "u1", "acme"); err != nil { // marks it read: due now
+		t.Fatal(err)
+	}
+	heldAtWrite := int64(-1)
+	store.onSwap = func(key string) {
+		if key == keyspace.Token("u1", "acme") {
+			heldAtWrite = int64(s.ahead.limiter.Held("acme"))
+		}
+	}
+	w := worker.New(store, worker.Config{Now: clock.Now, Every: time.Hour})
+	w.Handle(jobAhead, aheadShare, s.ahead.job)
+	w.Pass(ctx)
+	w.Wait()
+	if n := p.calls.Load(); n != 1 {
+		t.Fatalf("%d refreshes, want 1", n)
+	}
+	if heldAtWrite != 0 {
+		t.Fatalf("%d of the provider's slots held while the refreshed tokens were written, want 0 (-1: never written)", heldAtWrite)
+	}
+	if held := s.ahead.limiter.Held("acme"); held != 0 {
+		t.Fatalf("%d slots held once the refresh is done, want 0", held)
 	}
 }

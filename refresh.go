@@ -89,6 +89,11 @@ func (rf *refresher) refreshRejected(ctx context.Context, userID, providerID, re
 type refreshWhen struct {
 	rejected string // an access token an API refused: due, whatever its expiry
 	ahead    bool   // due though valid, unless rewritten since it was seen (withRefreshAhead)
+	// answered, when set, is called as soon as the provider has answered a
+	// refresh, before anything is written: a refresh ahead gives its slot
+	// under the provider's limit back then, so the limit bounds requests in
+	// flight at the provider, not this process's store work.
+	answered func()
 }
 
 // runRefresh is refresh, where a record is also due as when says.
@@ -263,6 +268,9 @@ func (r *refreshRun) round(ctx context.Context, l *lease.Lease, raw []byte, base
 		return StoredTokens{}, false, err
 	}
 	ts, err := r.rf.callRefresh(ctx, r.providerID, base)
+	if r.when.answered != nil {
+		r.when.answered()
+	}
 	if err != nil {
 		again, err = r.failed(ctx, l, raw, err, health, base)
 		return StoredTokens{}, again, err

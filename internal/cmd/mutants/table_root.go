@@ -1594,6 +1594,14 @@ func recordsMutants() []mutant {
 func refreshMutants() []mutant {
 	return []mutant{
 		{
+			Name: "refresh/ahead-slot-held-through-the-write",
+			File: "refresh.go",
+			Old:  "\tif r.when.answered != nil {\n\t\tr.when.answered()\n\t}",
+			New:  "\tif r.when.answered != nil {\n\t}",
+			Run:  "^(TestRefreshAheadSlotFreeWhileTheAnswerIsWritten)$",
+			Why:  "a refresh ahead gives its slot under the provider's limit back once the provider answered, not after the store work",
+		},
+		{
 			Name: "refresh/under-callers-ctx",
 			File: "refresh.go",
 			Old:  "context.WithTimeout(context.WithoutCancel(ctx), rf.refreshTimeout)",
