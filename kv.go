@@ -249,10 +249,10 @@ type MemoryKV struct {
 var _ KV = (*MemoryKV)(nil)
 
 // NewMemoryKV returns an empty in-memory store on the real clock.
-func NewMemoryKV() *MemoryKV { return newMemoryKV(time.Now) }
+func NewMemoryKV() *MemoryKV { return newMemoryKV(nil) }
 
 // newMemoryKV is an empty in-memory store that reads expiries against the
-// clock now: the tests' fake clocks.
+// clock now (nil: time.Now): the tests' fake clocks.
 func newMemoryKV(now func() time.Time) *MemoryKV {
 	m := &kv.Memory{}
 	m.SetClock(now)

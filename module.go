@@ -195,7 +195,7 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	}
 	m.Registry.watchRegistered(func(p Provider) { reportUnservedRedirect(log, p) })
 	signInTTL, runLockLease := orDefault(cfg.SignInTTL, defaultSessionTTL), orDefault(cfg.RunLockLease, runLockLeaseDefault)
-	m.Tokens = NewTokenStore(store, m.Registry, WithClock(now), WithLogger(log), withEventHook(cfg.OnEvent),
+	m.Tokens = NewTokenStore(store, m.Registry, WithClock(cfg.Now), WithLogger(log), withEventHook(cfg.OnEvent),
 		WithEncryption(ring), withRefreshBackoff(cfg.RefreshBackoff), withRefreshAhead(cfg.RefreshAhead, cfg.RefreshAheadIdle),
 		withRefreshLimits(cfg.RefreshLimits),
 		WithReplicaAcks(cfg.ReplicaAcks, orDefault(cfg.ReplicaAckTimeout, 500*time.Millisecond)))

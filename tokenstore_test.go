@@ -1330,3 +1330,15 @@ func TestRefreshShortLivedAnswerRefreshedOnce(t *testing.T) {
 		assert.EqualValues(t, 1, f.prov.refreshes.Load())
 	})
 }
+
+// A MemoryKV on a clock of its own judges only its own expiries: a TokenStore
+// on time.Now judges a token's freshness on time.Now, even on the fast read.
+func TestMemoryReadOnTheStoresClock(t *testing.T) {
+	t.Parallel()
+	kv := oauthflow.NewMemoryKVOn(fakeclock.New(time.Now().Add(-24 * time.Hour)).Now) // a day behind
+	store := oauthflow.NewTokenStore(kv, oauthflow.NewRegistry(), oauthflow.WithLogger(slog.New(slog.DiscardHandler)))
+	require.NoError(t, store.StoreTokens(ctx, "u", "acme", oauthflow.StoredTokens{AccessToken: "a",
+		ExpiresAt: time.Now().Add(-time.Hour).UnixMilli()})) // expired an hour ago on time.Now
+	_, err := store.GetValidAccessToken(ctx, "u", "acme")
+	require.ErrorIs(t, err, oauthflow.ErrNoToken, "an expired token was served on the MemoryKV's clock")
+}

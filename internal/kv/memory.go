@@ -126,24 +126,36 @@ func (m *Memory) Get(_ context.Context, key string) ([]byte, error) {
 // decodes differently from others (another key ring) must check whose result
 // it got. The result must be treated as read-only.
 func (m *Memory) GetMemo(key []byte, decode func([]byte) any) ([]byte, any, bool) {
+	v, memo, _, ok := m.GetMemoAt(key, decode)
+	return v, memo, ok
+}
+
+// GetMemoAt is GetMemo that also returns the time on the store's clock that
+// the value was found live at: a caller on the same clock reads no other.
+func (m *Memory) GetMemoAt(key []byte, decode func([]byte) any) (value []byte, memo any, at time.Time, ok bool) {
 	m.mu.RLock()
 	e, ok := m.m[string(key)]
 	m.mu.RUnlock()
-	if !ok || !e.live(m.clock().UnixNano()) {
-		return nil, nil, false
+	at = m.clock()
+	if !ok || !e.live(at.UnixNano()) {
+		return nil, nil, at, false
 	}
 	if e.memo != nil {
-		return e.v, e.memo, true
+		return e.v, e.memo, at, true
 	}
-	memo := decode(e.v)
+	memo = decode(e.v)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if cur, ok := m.m[string(key)]; ok && sameBytes(cur.v, e.v) {
 		cur.memo = memo
 		m.m[string(key)] = cur
 	}
-	return e.v, memo, true
+	return e.v, memo, at, true
 }
+
+// OnSystemClock reports whether the store reads expiries against time.Now
+// (no other clock was set).
+func (m *Memory) OnSystemClock() bool { return m.now == nil }
 
 // sameBytes reports whether a and b are the same stored value (not merely equal bytes).
 func sameBytes(a, b []byte) bool {

@@ -2195,6 +2195,22 @@ func signinMutants() []mutant {
 func tokenstoreMutants() []mutant {
 	return []mutant{
 		{
+			Name: "tokenstore/memory-read-on-the-kv-clock-with-a-store-clock",
+			File: "tokenstore.go",
+			Old:  "s.direct.mem.OnSystemClock() && !s.ownClock",
+			New:  "s.direct.mem.OnSystemClock()",
+			Run:  "^(TestTokenStoreSkew)$",
+			Why:  "a TokenStore on a clock of its own judges a MemoryKV record's freshness on that clock",
+		},
+		{
+			Name: "tokenstore/memory-read-on-a-kv-clock-of-its-own",
+			File: "tokenstore.go",
+			Old:  "s.direct.mem != nil && s.direct.mem.OnSystemClock()",
+			New:  "s.direct.mem != nil",
+			Run:  "^(TestMemoryReadOnTheStoresClock)$",
+			Why:  "a MemoryKV on a clock of its own does not lend that clock to a TokenStore on time.Now",
+		},
+		{
 			Name: "crypt/memo-of-another-ring",
 			File: "tokenstore.go",
 			Old:  "if !ok || t == nil || t.ring != s.ring {",
