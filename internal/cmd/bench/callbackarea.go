@@ -15,7 +15,7 @@ type handler struct {
 	trips   sample // Redis round trips per completion (the library's only)
 }
 
-// callbacks load-tests the five handlers, rotating their order each round.
+// callbacks load-tests the six handlers, rotating their order each round.
 func callbacks(e *env) (*table, error) {
 	t := &table{title: "Completing a sign-in (GET callback, load from a second process)"}
 	r, err := newRig(e)
@@ -29,6 +29,7 @@ func callbacks(e *env) (*table, error) {
 		{name: "library, build_oauth_url, DPoP", prepare: func(ctx context.Context, n int) ([]string, error) { return r.toolSignIns(ctx, benchDPoPProvider, n) }},
 		{name: "library, oauth workflow", prepare: r.workflowSignIns},
 		{name: "x/oauth2 straightforward", prepare: func(ctx context.Context, n int) ([]string, error) { return r.handSignIns(ctx, r.pl, n) }},
+		{name: "library, build_oauth_url, Config{} defaults", prepare: r.defaultSignIns},
 	}
 	for i := range e.opts.rounds {
 		for j := range hs {
@@ -41,7 +42,7 @@ func callbacks(e *env) (*table, error) {
 			}
 		}
 	}
-	t.rows = callbackRows(hs[0], hs[1], hs[2], hs[3], hs[4])
+	t.rows = callbackRows(hs[0], hs[1], hs[2], hs[3], hs[4], hs[5])
 	t.prose = fmt.Sprintf("%d requests per handler per round, %d in flight, keep-alive, on loopback; one token endpoint in the parent answers at once for all.",
 		e.opts.loadReqs, e.opts.loadConc)
 	return t, nil
@@ -77,7 +78,7 @@ func pick(rs []result, f func(result) float64) sample {
 	return s
 }
 
-func callbackRows(lim, tool, bound, wf, plain *handler) []row {
+func callbackRows(lim, tool, bound, wf, plain, def *handler) []row {
 	atLeast := func(x float64) func(float64) bool { return func(v float64) bool { return v >= x } }
 	atMost := func(x float64) func(float64) bool { return func(v float64) bool { return v <= x } }
 	return []row{
@@ -85,6 +86,8 @@ func callbackRows(lim, tool, bound, wf, plain *handler) []row {
 			ratio: ratios(tool.rps(), lim.rps()), target: ">= 0.8x", want: atLeast(0.8)},
 		{figure: "build_oauth_url sign-in: p99", value: tool.p99().format(" ms", 2), limit: lim.name, limitValue: lim.p99().format(" ms", 2),
 			ratio: ratios(tool.p99(), lim.p99()), target: "<= 1.5x", want: atMost(1.5)},
+		{figure: "build_oauth_url sign-in, Config{} defaults: requests/s", value: def.value(), limit: lim.name, limitValue: lim.rps().format(" req/s", 0),
+			ratio: ratios(def.rps(), lim.rps()), target: ">= 0.85x", want: atLeast(0.85)},
 		{figure: "build_oauth_url sign-in: requests/s", value: tool.rps().format(" req/s", 0), limit: plain.name, limitValue: plain.value(),
 			ratio: ratios(tool.rps(), plain.rps()), target: ">= 1.3x", want: atLeast(1.3)},
 		{figure: "DPoP sign-in: requests/s", value: bound.value(), limit: tool.name, limitValue: tool.rps().format(" req/s", 0),

@@ -30,9 +30,15 @@ type rig struct {
 	token, lim, pl, lib *httptest.Server
 	mod                 *oauthflow.Module
 	modRDB              *redis.Client
-	hook                *countHook
-	dir                 string
-	users               atomic.Int64
+	// def is a second Module as an app that sets nothing else would have
+	// it: Config{} defaults (the default logger, worker and refresh ahead)
+	// besides its store and providers.
+	def    *oauthflow.Module
+	defLib *httptest.Server
+	defRDB *redis.Client
+	hook   *countHook
+	dir    string
+	users  atomic.Int64
 }
 
 func newRig(e *env) (*rig, error) {
@@ -65,6 +71,25 @@ func (r *rig) startModule() error {
 		return err
 	}
 	r.mod.Mount(mux)
+	return r.startDefaultModule()
+}
+
+// startDefaultModule wires a second Module with Config{} defaults: only its
+// store, key prefix and providers are set.
+func (r *rig) startDefaultModule() error {
+	mux := http.NewServeMux()
+	r.defLib = httptest.NewServer(mux)
+	reg, err := benchRegistry(r.token.URL, r.defLib.URL+oauthflow.CallbackPath)
+	if err != nil {
+		return err
+	}
+	r.defRDB = newClient(r.e.rdb.Options().Addr)
+	r.def, err = oauthflow.New(context.Background(), oauthflow.Config{KV: oauthflow.NewRedisKV(r.defRDB), KeyPrefix: r.e.prefix,
+		Registry: reg})
+	if err != nil {
+		return err
+	}
+	r.def.Mount(mux)
 	return nil
 }
 
@@ -88,13 +113,21 @@ func benchRegistry(tokenURL, redirectURL string) (*oauthflow.Registry, error) {
 }
 
 func (r *rig) close() {
-	for _, s := range []*httptest.Server{r.lim, r.pl, r.lib, r.token} {
-		s.Close()
+	for _, s := range []*httptest.Server{r.lim, r.pl, r.lib, r.defLib, r.token} {
+		if s != nil {
+			s.Close()
+		}
 	}
-	if r.mod != nil {
-		_ = r.mod.Close()
+	for _, m := range []*oauthflow.Module{r.mod, r.def} {
+		if m != nil {
+			_ = m.Close()
+		}
 	}
-	_ = r.modRDB.Close()
+	for _, c := range []*redis.Client{r.modRDB, r.defRDB} {
+		if c != nil {
+			_ = c.Close()
+		}
+	}
 	_ = os.RemoveAll(r.dir)
 }
 
@@ -119,10 +152,19 @@ func (r *rig) handSignIns(ctx context.Context, srv *httptest.Server, n int) ([]s
 
 // toolSignIns starts n sign-ins with build_oauth_url alone, at provider.
 func (r *rig) toolSignIns(ctx context.Context, provider string, n int) ([]string, error) {
+	return r.toolSignInsOf(ctx, r.mod, r.lib, provider, n)
+}
+
+// defaultSignIns starts n build_oauth_url sign-ins on the Module with Config{} defaults.
+func (r *rig) defaultSignIns(ctx context.Context, n int) ([]string, error) {
+	return r.toolSignInsOf(ctx, r.def, r.defLib, benchProvider, n)
+}
+
+func (r *rig) toolSignInsOf(ctx context.Context, mod *oauthflow.Module, lib *httptest.Server, provider string, n int) ([]string, error) {
 	args := json.RawMessage(`{"provider":"` + provider + `","scopes":["repo"]}`)
 	urls := make([]string, n)
 	for i := range urls {
-		raw, err := r.mod.BuildOAuthURL.Call(ctx, oauthflow.ToolContext{UserID: r.user()}, args)
+		raw, err := mod.BuildOAuthURL.Call(ctx, oauthflow.ToolContext{UserID: r.user()}, args)
 		var res oauthflow.BuildOAuthURLResult
 		if err == nil {
 			err = json.Unmarshal(raw, &res)
@@ -130,7 +172,7 @@ func (r *rig) toolSignIns(ctx context.Context, provider string, n int) ([]string
 		if err != nil {
 			return nil, err
 		}
-		urls[i] = r.callbackURL(res.State)
+		urls[i] = lib.URL + oauthflow.CallbackPath + "?code=c0de&state=" + res.State
 	}
 	return urls, nil
 }
