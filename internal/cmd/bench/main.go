@@ -31,6 +31,8 @@ type options struct {
 	records   int    // token records for bytes per record
 	sessions  int    // expired sessions for the reclaim figure
 	only      string // one area's name (see areas), or "" for all
+	baseline  string // a commit whose memory read is measured beside this tree's ("": none)
+	baselineN int    // iterations of each baseline benchmark run
 
 	scale        bool   // the scale mode (scale.go) instead of the suite: long, never part of the default run
 	scaleNs      []int  // connection counts the scale mode stores
@@ -46,6 +48,7 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.out, "out", "BENCHMARKS.md", "the report to write")
 	fs.BoolVar(&o.quick, "quick", false, "a short smoke run: 1 round, small counts (CI)")
 	fs.StringVar(&o.only, "only", "", "run one area alone: "+strings.Join(areaNames(), ", "))
+	fs.StringVar(&o.baseline, "baseline", "", "a commit whose memory read to measure beside this tree's, in the same run (needs git)")
 	fs.BoolVar(&o.scale, "scale", false, "measure memory and worker costs as stored connections grow, instead of the suite (minutes)")
 	ns := fs.String("scale-n", "10000,100000", "connection counts for -scale, comma-separated (1000000 needs about 1 GB of Redis)")
 	fs.StringVar(&o.scaleOut, "scale-out", "docs/SCALE.md", "the report -scale writes; its chart goes beside it as scale.svg")
@@ -75,9 +78,11 @@ func parseOptions(args []string) (options, error) {
 func (o *options) sized() {
 	o.benchtime, o.blocks, o.loadReqs, o.loadConc = "1s", 40, 4000, 32
 	o.storm, o.records, o.sessions = 1000, 20000, 100000
+	o.baselineN = 3_000_000
 	if o.quick {
 		o.rounds, o.benchtime, o.blocks, o.loadReqs, o.loadConc = 1, "100x", 4, 300, 8
 		o.storm, o.records, o.sessions = 100, 1000, 5000
+		o.baselineN = 1000
 	}
 }
 

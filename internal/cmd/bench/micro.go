@@ -257,7 +257,7 @@ func memoryReads(e *env) ([]row, error) {
 		})
 		boundNs, boundAllocs = append(boundNs, n), append(boundAllocs, a)
 	}
-	return []row{
+	rows := []row{
 		{figure: "GetValidAccessToken, memory", value: ns.format(" ns/op", 0), limit: "mutex-guarded map lookup", limitValue: mapNs.format(" ns/op", 0),
 			ratio: ratios(ns, mapNs), gauge: ns, target: "<= 200 ns/op", want: func(v float64) bool { return v <= 200 }},
 		{figure: "GetValidAccessToken, memory: allocations", value: allocs.format(" allocs/op", 0), limit: "oauth2.ReuseTokenSource.Token()", limitValue: reuseNs.format(" ns/op", 0),
@@ -268,7 +268,17 @@ func memoryReads(e *env) ([]row, error) {
 		{figure: "GetValidAccessToken, memory, DPoP-bound", value: boundNs.format(" ns/op", 0) + ", " + boundAllocs.format(" allocs/op", 0),
 			limit: "the same read, Bearer", limitValue: ns.format(" ns/op", 0),
 			ratio: ratios(boundNs, ns), gauge: boundAllocs, target: "0 allocs", want: func(v float64) bool { return v == 0 }},
-	}, nil
+	}
+	if rev := e.opts.baseline; rev != "" {
+		now, then, err := baselineRead(e, rev)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row{figure: "BenchmarkGetValidAccessToken/memory, this tree", value: now.format(" ns/op", 0),
+			limit: "the same benchmark at " + rev, limitValue: then.format(" ns/op", 0),
+			ratio: ratios(now, then), target: "<= 1.0x", want: func(v float64) bool { return v <= 1 }})
+	}
+	return rows, nil
 }
 
 func first(a, _ float64) float64 { return a }

@@ -71,6 +71,9 @@ const notesHeading = "## Notes (internal/cmd/bench/NOTES.md"
 
 func (r *report) header(b *strings.Builder) {
 	mode := fmt.Sprintf("%d rounds", r.opts.rounds)
+	if r.opts.baseline != "" {
+		mode += ", the memory read beside " + r.opts.baseline + "'s (-baseline " + r.opts.baseline + ")"
+	}
 	if r.opts.quick {
 		mode = "quick smoke run (1 round, small counts): not a measurement"
 	}
@@ -88,6 +91,7 @@ Machine: %s.
 `+"```sh"+`
 # a Redis at KVSTORE_HOST:KVSTORE_PORT (default 127.0.0.1:6379); without one an in-process miniredis stands in
 go run ./internal/cmd/bench -rounds 5          # about three minutes on 2 cores; rewrites BENCHMARKS.md
+go run ./internal/cmd/bench -rounds 5 -baseline d600c1a   # and the memory read beside that commit's (a git checkout)
 go run ./internal/cmd/bench -quick -out /dev/stdout   # the CI smoke (also run by go test ./internal/cmd/bench)
 `+"```"+`
 
