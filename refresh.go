@@ -118,6 +118,41 @@ type refreshRun struct {
 	publish                 func(StoredTokens, error) // answers the callers before the run ends
 	unsaved                 error                     // why refreshed tokens are kept unwritten, if they are
 	when                    refreshWhen               // due besides the rule
+	// record and meta are the token record and its health as read when the
+	// lock was taken, for the first round; nil once used.
+	record, meta *kv.Op
+}
+
+// readRecord is the record as read with the lock's take, the first time,
+// and as read now after that.
+func (r *refreshRun) readRecord(ctx context.Context) ([]byte, tokenView, error) {
+	op := r.record
+	if op == nil {
+		return r.rf.read(ctx, r.key)
+	}
+	r.record = nil
+	switch {
+	case errors.Is(op.Err, ErrNotFound):
+		return nil, tokenView{}, ErrNoToken
+	case op.Err != nil:
+		return nil, tokenView{}, errs.Store(ctx, "read tokens", op.Err)
+	}
+	v, err := r.rf.parse(op.Got, r.key)
+	return op.Got, v, err
+}
+
+// readHealth is the connection's health as read with the lock's take, the
+// first time, and as read now after that.
+func (r *refreshRun) readHealth(ctx context.Context) connMeta {
+	op := r.meta
+	if op == nil {
+		return r.rf.readMeta(ctx, r.userID, r.providerID)
+	}
+	r.meta = nil
+	if op.Err != nil {
+		return connMeta{}
+	}
+	return decodeMeta(op.Got)
 }
 
 // current is refresher.current, where the rejected token never is, and a
@@ -147,11 +182,14 @@ func (r *refreshRun) shared(ctx context.Context, seen []byte) (StoredTokens, err
 	var released <-chan struct{}
 	wait := r.rf.lockWait
 	for backoff := wait.first; ; backoff = min(2*backoff, wait.max) {
-		l, got, err := lease.Try(ctx, r.rf.kv, lock, r.rf.lockLease)
+		// The record and its health are read in the take's round trip: a
+		// holder reads both before its request anyway.
+		l, reads, got, err := lease.TryReading(ctx, r.rf.kv, lock, r.rf.lockLease, r.key, metaKey(r.userID, r.providerID))
 		if err != nil {
 			return StoredTokens{}, err
 		}
 		if got {
+			r.record, r.meta = reads[0], reads[1]
 			t, err := r.locked(ctx, l, seen)
 			l.Release(ctx)
 			kv.AnnounceRelease(ctx, r.rf.kv, lock)
@@ -234,8 +272,11 @@ func (rf *refresher) current(raw []byte, v tokenView, seen []byte) bool {
 // record turns out current, or the provider fails; a record that changed under
 // the refresh (a sign-in, a disconnect) starts the next round from a new read.
 func (r *refreshRun) locked(ctx context.Context, l *lease.Lease, seen []byte) (StoredTokens, error) {
-	for range maxRefreshRounds {
-		raw, v, err := r.rf.read(ctx, r.key)
+	for i := range maxRefreshRounds {
+		if i > 0 {
+			r.meta = nil // read afresh with the record
+		}
+		raw, v, err := r.readRecord(ctx)
 		if err != nil {
 			return StoredTokens{}, err
 		}
@@ -263,7 +304,7 @@ func (r *refreshRun) round(ctx context.Context, l *lease.Lease, raw []byte, base
 	if base.RefreshToken == "" {
 		return StoredTokens{}, false, fmt.Errorf("%w: the access token expired and there is no refresh token", ErrNoToken)
 	}
-	health := r.rf.readMeta(ctx, r.userID, r.providerID)
+	health := r.readHealth(ctx)
 	if err := r.rf.coolingDown(health, base, r.providerID); err != nil {
 		return StoredTokens{}, false, err
 	}

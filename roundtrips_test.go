@@ -152,3 +152,27 @@ func startWithWorkflow(t *testing.T, m *oauthflow.Module) string {
 	require.NoError(t, err)
 	return doc.State
 }
+
+// maxRefreshTrips bounds the Redis round trips of a read that refreshes: the
+// read, the lock's take with the record and its health (one batch), the
+// lease's renewal and the fenced write, the health record, the release and
+// its announcement.
+const maxRefreshTrips = 7
+
+// A read that finds its token expired refreshes it in at most
+// maxRefreshTrips round trips on one node.
+func TestRefreshRoundTrips(t *testing.T) {
+	t.Parallel()
+	c := redistest.Real(t)
+	m, hook := countedModule(t, c, redistest.Prefix(t, c))
+	ctx := context.Background()
+	require.NoError(t, m.Tokens.StoreTokens(ctx, "u", "acme", oauthflow.StoredTokens{AccessToken: "old", RefreshToken: "r",
+		ExpiresAt: time.Now().Add(-time.Minute).UnixMilli()}))
+	before := hook.n.Load()
+	tok, err := m.Tokens.GetValidAccessToken(ctx, "u", "acme")
+	require.NoError(t, err)
+	require.NotEqual(t, "old", tok)
+	trips, names := hook.n.Load()-before, hook.since(before)
+	t.Logf("a read that refreshes: %d Redis round trips: %v", trips, names)
+	require.LessOrEqual(t, trips, int64(maxRefreshTrips))
+}

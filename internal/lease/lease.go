@@ -76,6 +76,28 @@ func Try(ctx context.Context, store kv.Store, key string, ttl time.Duration) (*L
 	return held(ctx, store, key, owner, ttl), true, nil
 }
 
+// TryReading is Try that also reads readKeys in the same batch, after the
+// take (one round trip where the store can keep the order). When the lock is
+// taken, the reads saw what the previous holder left; when it is not, they
+// are nil and the caller reads nothing into them.
+func TryReading(ctx context.Context, store kv.Store, key string, ttl time.Duration, readKeys ...string) (*Lease, []*kv.Op, bool, error) {
+	owner := newOwner()
+	take := &kv.Op{Kind: kv.OpSetNX, Key: key, Value: owner, TTL: ttl}
+	batch := make([]*kv.Op, 1, 1+len(readKeys))
+	batch[0] = take
+	for _, k := range readKeys {
+		batch = append(batch, &kv.Op{Kind: kv.OpGet, Key: k})
+	}
+	kv.RunBatch(ctx, store, batch...)
+	if take.Err != nil {
+		return nil, nil, false, errs.Store(ctx, "take lock", take.Err)
+	}
+	if !take.OK {
+		return nil, nil, false, nil
+	}
+	return held(ctx, store, key, owner, ttl), batch[1:], true, nil
+}
+
 // newOwner is a fresh owner's mark: 16 random bytes, hex.
 func newOwner() []byte {
 	b := make([]byte, 16)

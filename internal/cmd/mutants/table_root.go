@@ -1594,6 +1594,22 @@ func recordsMutants() []mutant {
 func refreshMutants() []mutant {
 	return []mutant{
 		{
+			Name: "refresh/take-time-read-reused",
+			File: "refresh.go",
+			Old:  "\tr.record = nil\n",
+			New:  "\n",
+			Run:  "^(TestRefreshLosesToSignIn|TestDisconnectDuringRefreshLeavesNothingLive|TestKeptTokensGiveWayToANewerSignIn)$",
+			Why:  "the record read with the lock's take serves the first round only: a round after a sign-in reads the record anew",
+		},
+		{
+			Name: "refresh/take-reads-when-not-taken",
+			File: "internal/lease/lease.go",
+			Old:  "\tif !take.OK {\n\t\treturn nil, nil, false, nil\n\t}\n\treturn held(ctx, store, key, owner, ttl), batch[1:], true, nil",
+			New:  "\treturn held(ctx, store, key, owner, ttl), batch[1:], true, nil",
+			Run:  "",
+			Why:  "a lock another process holds is not taken: its holder's refresh is waited for, never run beside",
+		},
+		{
 			Name: "refresh/ahead-slot-held-through-the-write",
 			File: "refresh.go",
 			Old:  "\tif r.when.answered != nil {\n\t\tr.when.answered()\n\t}",
