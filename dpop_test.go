@@ -107,7 +107,7 @@ func TestDPoPBindsASignInToAKeyEveryInstanceHolds(t *testing.T) {
 	require.NotEmpty(t, stored.DPoPKey)
 	raw, err := env.kv.Get(ctx, "oauth:alice:demo")
 	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(string(raw), "enc1:k1:"), "the record is sealed")
+	require.True(t, strings.HasPrefix(string(raw), "enc2:k1:"), "the record is sealed")
 	require.NotContains(t, string(raw), stored.DPoPKey, "the key is not in the store in the clear")
 
 	for i := range 2 {

@@ -26,8 +26,9 @@ func fuzzRing(t testing.TB) *KeyRing {
 }
 
 // A sealed token record decodes exactly as its plain form does: the same
-// records accepted, the same tokens, the same refusals (errCorruptRecord).
-// The sealed form opens under its own name only, and any change to its bytes
+// records accepted, the same tokens, the same refusals (errCorruptRecord), in
+// either sealed form (raw, as records are written; text, as they were). The
+// sealed form opens under its own name only, and any change to its bytes
 // (at, to) makes it a refusal that is errCorruptRecord or ErrUnknownKey, never
 // other tokens.
 func FuzzDecodeSealedTokens(f *testing.F) {
@@ -36,47 +37,56 @@ func FuzzDecodeSealedTokens(f *testing.F) {
 		`{"accessToken":"a","expiresAt":0,"scope":""}`,
 		`{"accessToken":"a\u00e9","expiresAt":-0,"scope":"s"}`,
 		`{"accessToken":"a","expiresAt":1,"scope":"s","x":1}`,
-		`enc1:cur:AAAA`, `null`, ``,
+		`enc1:cur:AAAA`, "enc2:cur:\x00:\xff", `enc2:old:{"accessToken":"a"}`, `null`, ``,
 	} {
 		f.Add([]byte(seed), "oauth:alice:github", uint16(7), byte('x'))
 	}
+	f.Add([]byte(`{"accessToken":"a"}`), "oauth:bob:github", uint16(3), byte(':')) // the raw form's key ID cut short
 	ring := fuzzRing(f).sealer()
 	store := &tokenRecords{ring: ring}
 	f.Fuzz(func(t *testing.T, plain []byte, name string, at uint16, to byte) {
 		want, wantErr := parseTokenView(plain)
-		sealed := ring.Seal(plain, name)
-		got, err := store.parse(sealed, name)
-		if (err == nil) != (wantErr == nil) || err == nil && !reflect.DeepEqual(got.tokens(), want.tokens()) {
-			t.Fatalf("sealed %q decodes as %+v, %v; plain as %+v, %v", plain, got.tokens(), err, want.tokens(), wantErr)
-		}
-		if err != nil && !errors.Is(err, errCorruptRecord) {
-			t.Fatalf("refusal %v does not wrap errCorruptRecord", err)
-		}
-		if _, err := ring.Open(sealed, name+"x"); !errors.Is(err, errCorruptRecord) {
-			t.Fatalf("a record opened under another name: %v", err)
-		}
-		i := int(at) % len(sealed)
-		if sealed[i] == to {
-			return
-		}
-		changed := bytes.Clone(sealed)
-		changed[i] = to
-		opened, err := ring.Open(changed, name)
-		switch {
-		case err == nil && !seal.Sealed(changed):
-			// no longer a sealed record: it is read as plain, as it is
-			if !bytes.Equal(opened, changed) {
-				t.Fatalf("plain record %q read as %q", changed, opened)
+		for _, sealed := range [][]byte{ring.Seal(plain, name), ring.SealText(plain, name)} {
+			got, err := store.parse(sealed, name)
+			if (err == nil) != (wantErr == nil) || err == nil && !reflect.DeepEqual(got.tokens(), want.tokens()) {
+				t.Fatalf("sealed %q decodes as %+v, %v; plain as %+v, %v", plain, got.tokens(), err, want.tokens(), wantErr)
 			}
-		case err == nil:
-			// base64 can decode two spellings of the last bits to the same bytes
-			if !bytes.Equal(opened, plain) {
-				t.Fatalf("changed record %q opened to %q", changed, opened)
+			if err != nil && !errors.Is(err, errCorruptRecord) {
+				t.Fatalf("refusal %v does not wrap errCorruptRecord", err)
 			}
-		case !errors.Is(err, errCorruptRecord) && !errors.Is(err, ErrUnknownKey):
-			t.Fatalf("changed record: error %v is neither corrupt nor an unknown key", err)
+			if _, err := ring.Open(sealed, name+"x"); !errors.Is(err, errCorruptRecord) {
+				t.Fatalf("a record opened under another name: %v", err)
+			}
+			checkChangedRecord(t, ring, sealed, plain, name, int(at)%len(sealed), to)
 		}
 	})
+}
+
+// checkChangedRecord fails when sealed, with its byte at i set to to, opens
+// to anything but plain or fails otherwise than as errCorruptRecord or
+// ErrUnknownKey.
+func checkChangedRecord(t *testing.T, ring *seal.Ring, sealed, plain []byte, name string, i int, to byte) {
+	t.Helper()
+	if sealed[i] == to {
+		return
+	}
+	changed := bytes.Clone(sealed)
+	changed[i] = to
+	opened, err := ring.Open(changed, name)
+	switch {
+	case err == nil && !seal.Sealed(changed):
+		// no longer a sealed record: it is read as plain, as it is
+		if !bytes.Equal(opened, changed) {
+			t.Fatalf("plain record %q read as %q", changed, opened)
+		}
+	case err == nil:
+		// base64 can decode two spellings of the last bits to the same bytes
+		if !bytes.Equal(opened, plain) || !bytes.HasPrefix(changed, []byte(seal.TextMark)) {
+			t.Fatalf("changed record %q opened to %q", changed, opened)
+		}
+	case !errors.Is(err, errCorruptRecord) && !errors.Is(err, ErrUnknownKey):
+		t.Fatalf("changed record: error %v is neither corrupt nor an unknown key", err)
+	}
 }
 
 // gatedKV holds every Get at its gate until the gate opens, counting the

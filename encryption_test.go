@@ -146,7 +146,7 @@ func TestEncryptedKeyspaceHoldsNoSecrets(t *testing.T) {
 	for _, dump := range []map[string]string{before, after} {
 		for key, v := range dump {
 			if isTokenOrSessionKey(key) {
-				require.True(t, strings.HasPrefix(v, "enc1:k1:"), "%s is stored plain: %.60q", key, v)
+				require.True(t, strings.HasPrefix(v, "enc2:k1:"), "%s is stored plain: %.60q", key, v)
 				sealed++
 			}
 		}
@@ -239,7 +239,7 @@ func testEncryptionKeyRotation(t *testing.T, rs *rotationStores) {
 	require.NoError(t, rs.plain.StoreTokens(ctx, "old", "demo", valid))
 	require.True(t, strings.HasPrefix(rs.raw(t, "old"), "{"), "written before encryption: plain")
 	require.NoError(t, rs.k1.StoreTokens(ctx, "one", "demo", expired))
-	require.True(t, strings.HasPrefix(rs.raw(t, "one"), "enc1:k1:"))
+	require.True(t, strings.HasPrefix(rs.raw(t, "one"), "enc2:k1:"))
 
 	tok, err := rs.k21.GetValidAccessToken(ctx, "old", "demo")
 	require.NoError(t, err, "a plain record stays readable")
@@ -251,9 +251,9 @@ func testEncryptionKeyRotation(t *testing.T, rs *rotationStores) {
 	tok, err = rs.k21.GetValidAccessToken(ctx, "one", "demo") // due: a refresh rewrites it
 	require.NoError(t, err)
 	require.Equal(t, "access-1", tok)
-	require.True(t, strings.HasPrefix(rs.raw(t, "one"), "enc1:k2:"), "the refresh wrote under the current key")
+	require.True(t, strings.HasPrefix(rs.raw(t, "one"), "enc2:k2:"), "the refresh wrote under the current key")
 	require.NoError(t, rs.k21.StoreTokens(ctx, "old", "demo", valid))
-	require.True(t, strings.HasPrefix(rs.raw(t, "old"), "enc1:k2:"), "the next write seals the plain record")
+	require.True(t, strings.HasPrefix(rs.raw(t, "old"), "enc2:k2:"), "the next write seals the plain record")
 
 	// k2 alone, or no ring at all, meets a record under k1.
 	require.NoError(t, rs.k1.StoreTokens(ctx, "stale", "demo", expired))
@@ -316,7 +316,7 @@ func TestEncryptedSessions(t *testing.T) {
 			require.NoError(t, svc(k1).Register(ctx, state, s))
 			raw, err := kv.Get(ctx, "oauth:session:"+state)
 			require.NoError(t, err)
-			require.True(t, strings.HasPrefix(string(raw), "enc1:k1:"))
+			require.True(t, strings.HasPrefix(string(raw), "enc2:k1:"))
 			require.NotContains(t, string(raw), s.CodeVerifier)
 
 			_, err = svc(k2).Consume(ctx, state)
@@ -393,7 +393,7 @@ func TestModuleKeyRingFromEnv(t *testing.T) {
 	require.NoError(t, m.Tokens.StoreTokens(context.Background(), "alice", "demo", oauthflow.StoredTokens{AccessToken: "at", Scope: "read"}))
 	raw, err := kv.Get(context.Background(), "oauth:alice:demo")
 	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(string(raw), "enc1:envkey:"))
+	require.True(t, strings.HasPrefix(string(raw), "enc2:envkey:"))
 }
 
 // Reencrypt seals every token record and pending sign-in under the current
@@ -503,7 +503,7 @@ func testReencrypt(t *testing.T, kv oauthflow.KV) {
 	for user := range users {
 		raw, err := kv.Get(ctx, "oauth:"+userSegment(user)+":demo")
 		require.NoError(t, err, user)
-		require.True(t, strings.HasPrefix(string(raw), "enc1:k2:"), "%s: %.20q", user, raw)
+		require.True(t, strings.HasPrefix(string(raw), "enc2:k2:"), "%s: %.20q", user, raw)
 		ttl, err := kv.TTL(ctx, "oauth:"+userSegment(user)+":demo")
 		require.NoError(t, err)
 		require.Greater(t, ttl, 59*time.Minute, "%s keeps its time to live", user)
@@ -514,7 +514,7 @@ func testReencrypt(t *testing.T, kv oauthflow.KV) {
 	require.Equal(t, tokens(0), *got)
 	raw, err := kv.Get(ctx, "oauth:session:"+state)
 	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(string(raw), "enc1:k2:"))
+	require.True(t, strings.HasPrefix(string(raw), "enc2:k2:"))
 	s, err := oauthflow.NewSealedSessionService(kv, keyRing(t, k2)).Consume(ctx, state)
 	require.NoError(t, err)
 	require.Equal(t, "v", s.CodeVerifier)
@@ -678,5 +678,5 @@ func TestReencryptSealsAShortRecord(t *testing.T) {
 	require.Equal(t, 1, p.Rewritten)
 	b, err := kv.Get(context.Background(), "oauth:alice:github")
 	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(string(b), "enc1:k1:"), "%s", b)
+	require.True(t, strings.HasPrefix(string(b), "enc2:k1:"), "%s", b)
 }

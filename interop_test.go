@@ -749,7 +749,7 @@ func thumbprintOf(t *testing.T, enc string) string {
 func requireSealed(t *testing.T, space *redisSpace, tok *oauthflow.StoredTokens) {
 	t.Helper()
 	values := space.dump(t)
-	require.True(t, strings.HasPrefix(values["oauth:alice:peer"], "enc1:k1:"), "the token record is sealed")
+	require.True(t, strings.HasPrefix(values["oauth:alice:peer"], "enc2:k1:"), "the token record is sealed")
 	raw, err := base64.RawURLEncoding.DecodeString(tok.DPoPKey)
 	require.NoError(t, err)
 	d := raw[1:33] // the private scalar, after the encoding's version byte

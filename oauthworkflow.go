@@ -682,8 +682,9 @@ func (o *oauthWorkflow) initiateDevice(ctx context.Context, tc *TransitionContex
 		VerificationURIComplete: linkedCompleteURI(auth.VerificationURI, auth.VerificationURIComplete), ExpiresAt: run.ExpiresAt})
 }
 
-// newDeviceRun is the poll state of a new device code: its secrets sealed,
-// its interval and lifetime bounded, its first poll one interval away.
+// newDeviceRun is the poll state of a new device code: its secrets sealed
+// (in the text form: they travel in the run's JSON), its interval and
+// lifetime bounded, its first poll one interval away.
 func (o *oauthWorkflow) newDeviceRun(runID string, p Provider, a *DeviceAuthorization) (*deviceRun, error) {
 	now := o.now()
 	interval := defaultDeviceInterval
@@ -695,14 +696,14 @@ func (o *oauthWorkflow) newDeviceRun(runID string, p Provider, a *DeviceAuthoriz
 		life = time.Duration(min(a.ExpiresIn, int64(maxDeviceLifetime/time.Second))) * time.Second
 	}
 	name := deviceSecretName(runID)
-	run := &deviceRun{Code: string(o.ring.Seal([]byte(a.DeviceCode), name)), Interval: int64(interval / time.Second),
+	run := &deviceRun{Code: string(o.ring.SealText([]byte(a.DeviceCode), name)), Interval: int64(interval / time.Second),
 		ExpiresAt: now.Add(life).UnixMilli(), NextPollAt: now.Add(interval).UnixMilli()}
 	if usesDPoP(p) {
 		_, enc, err := newGrantKey()
 		if err != nil {
 			return nil, err
 		}
-		run.Key = string(o.ring.Seal([]byte(enc), name))
+		run.Key = string(o.ring.SealText([]byte(enc), name))
 	}
 	return run, nil
 }

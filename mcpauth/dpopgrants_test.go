@@ -633,7 +633,7 @@ func TestGrantKeyIsSealedAtRest(t *testing.T) {
 	if err != nil || stored.TokenType != "DPoP" || stored.DPoPKey == "" {
 		t.Fatalf("the stored token: type %q, key %t, %v; want one bound to a key", stored.TokenType, stored.DPoPKey != "", err)
 	}
-	checkSealed(t, dumpStrings(t, c, prefix), "enc1:k1:", []string{stored.AccessToken, stored.DPoPKey})
+	checkSealed(t, dumpStrings(t, c, prefix), "enc2:k1:", []string{stored.AccessToken, stored.DPoPKey})
 	status, body := callMCP(t, in, f, grantsWithoutSignIn[0], "agent")
 	checkBoundCall(t, f, status, body)
 }

@@ -128,7 +128,7 @@ func TestDynamicRegistrationIsSealedAtRest(t *testing.T) {
 		t.Fatal(err)
 	}
 	signIn(t, in, "alice", id)
-	if n := checkSealed(t, dumpStrings(t, c, prefix), "enc1:k1:", append(wire.tokens, dynSecret)); n != 1 {
+	if n := checkSealed(t, dumpStrings(t, c, prefix), "enc2:k1:", append(wire.tokens, dynSecret)); n != 1 {
 		t.Fatalf("the keyspace holds %d dynamic registrations, want 1", n)
 	}
 
@@ -137,12 +137,12 @@ func TestDynamicRegistrationIsSealedAtRest(t *testing.T) {
 	if _, err := rotated.mod.Reencrypt(ctx, oauthflow.ReencryptOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	checkSealed(t, dumpStrings(t, c, prefix), "enc1:k2:", append(wire.tokens, dynSecret))
+	checkSealed(t, dumpStrings(t, c, prefix), "enc2:k2:", append(wire.tokens, dynSecret))
 	signIn(t, rotated, "bob", id)
 	if n := f.registrations.Load(); n != 1 {
 		t.Fatalf("%d registrations: the resealed registration did not serve", n)
 	}
-	checkSealed(t, dumpStrings(t, c, prefix), "enc1:k2:", append(wire.tokens, dynSecret))
+	checkSealed(t, dumpStrings(t, c, prefix), "enc2:k2:", append(wire.tokens, dynSecret))
 }
 
 // checkSealed fails when a value holds one of secrets, or a registration

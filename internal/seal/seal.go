@@ -1,6 +1,13 @@
-// Package seal seals stored records at rest with AES-256-GCM:
+// Package seal seals stored records at rest with AES-256-GCM, in one of two
+// forms:
 //
-//	enc1:{keyID}:{base64url(nonce ‖ ciphertext ‖ tag)}
+//	enc2:{keyID}:{nonce ‖ ciphertext ‖ tag}            raw bytes, what Seal writes
+//	enc1:{keyID}:{base64url(nonce ‖ ciphertext ‖ tag)}  text, what SealText writes
+//
+// A record is a value of its own in the store, where any bytes fit, so it is
+// sealed raw: a third smaller than its text form. A sealed value carried
+// inside text (a JSON string) is sealed as text. Open reads both forms, and
+// records written before the raw form existed are enc1.
 //
 // The record's key name (without the app's key prefix) is the additional
 // data, so a sealed record copied under another user's key does not open.
@@ -27,8 +34,13 @@ import (
 // not hold; the error names the key ID. The root package re-exports it.
 var ErrUnknownKey = errors.New("oauthflow: record is encrypted under a key that is not in the key ring")
 
-// Mark starts every sealed record; a plain record starts with "{".
-const Mark = "enc1:"
+// The marks that start a sealed record, one for each form; a plain record
+// starts with "{". A key ID holds no ':', so the first ':' after the mark
+// ends it, whatever bytes follow.
+const (
+	RawMark  = "enc2:"
+	TextMark = "enc1:"
+)
 
 // MaxKeyIDLen is the longest key ID a record may carry.
 const MaxKeyIDLen = 32
@@ -45,6 +57,7 @@ type Ring struct {
 type ringKey struct {
 	id   string
 	aead cipher.AEAD
+	head []byte // RawMark, the id and ':': how a record Seal writes under this key starts
 }
 
 // Add puts the key id (32 bytes, AES-256) on r, after the ones it holds; the
@@ -68,7 +81,7 @@ func (r *Ring) Add(id string, key []byte) error {
 	if err != nil {
 		return errs.Invalid("encryption key %q: %w", id, err)
 	}
-	r.keys = append(r.keys, ringKey{id: id, aead: aead})
+	r.keys = append(r.keys, ringKey{id: id, aead: aead, head: []byte(RawMark + id + ":")})
 	r.current = r.keys[0]
 	return nil
 }
@@ -113,19 +126,33 @@ func (r *Ring) find(id string) *ringKey {
 	return nil
 }
 
-// Seal returns plain sealed under r's current key, bound to name (the
-// record's key without the app's prefix); a nil r returns plain as it is.
+// Seal returns plain sealed under r's current key in the raw form, bound to
+// name (the record's key without the app's prefix); a nil r returns plain as
+// it is. The result is bytes, not text: it is for a value of its own in the
+// store, never for a field of a JSON document (SealText).
 func (r *Ring) Seal(plain []byte, name string) []byte {
 	if r == nil {
 		return plain
 	}
 	k := r.current
-	nonceLen, raw := k.aead.NonceSize(), make([]byte, 0, k.aead.NonceSize()+len(plain)+k.aead.Overhead())
-	raw = raw[:nonceLen]
-	_, _ = rand.Read(raw) // crypto/rand.Read never fails (Go 1.24)
-	raw = k.aead.Seal(raw, raw, plain, boundTo(name))
-	out := make([]byte, 0, len(Mark)+len(k.id)+1+base64.RawURLEncoding.EncodedLen(len(raw)))
-	out = append(append(append(out, Mark...), k.id...), ':')
+	head, nonceLen := len(k.head), k.aead.NonceSize()
+	out := make([]byte, head+nonceLen, head+nonceLen+len(plain)+k.aead.Overhead())
+	copy(out, k.head)
+	nonce := out[head:]
+	_, _ = rand.Read(nonce) // crypto/rand.Read never fails (Go 1.24)
+	return k.aead.Seal(out, nonce, plain, boundTo(name))
+}
+
+// SealText is Seal in the text form (enc1, base64url), for a sealed value
+// carried inside text: a JSON string holds valid UTF-8 only.
+func (r *Ring) SealText(plain []byte, name string) []byte {
+	if r == nil {
+		return plain
+	}
+	k := r.current
+	raw := r.Seal(plain, name)[len(k.head):]
+	out := make([]byte, 0, len(TextMark)+len(k.id)+1+base64.RawURLEncoding.EncodedLen(len(raw)))
+	out = append(append(append(out, TextMark...), k.id...), ':')
 	return base64.RawURLEncoding.AppendEncode(out, raw)
 }
 
@@ -133,31 +160,51 @@ func (r *Ring) Seal(plain []byte, name string) []byte {
 // the name's own memory, without a copy, since GCM only reads it.
 func boundTo(name string) []byte { return unsafe.Slice(unsafe.StringData(name), len(name)) }
 
-// Sealed reports whether b is a sealed record, as opposed to plain JSON.
-func Sealed(b []byte) bool { return bytes.HasPrefix(b, []byte(Mark)) }
+// Sealed reports whether b is a sealed record, in either form, as opposed to
+// plain JSON.
+func Sealed(b []byte) bool {
+	return bytes.HasPrefix(b, []byte(RawMark)) || bytes.HasPrefix(b, []byte(TextMark))
+}
+
+// Current reports whether b is sealed as Seal seals now: in the raw form,
+// under r's current key. Anything else (plain, the text form, an older key)
+// is rewritten by a re-encryption.
+func (r *Ring) Current(b []byte) bool {
+	return r != nil && len(r.keys) > 0 && bytes.HasPrefix(b, r.current.head)
+}
 
 // KeyID returns the key ID a sealed record names; ok is false for a plain
 // record and for a sealed one without a valid key ID.
 func KeyID(b []byte) (id string, ok bool) {
+	id, _, ok = split(b)
+	return id, ok
+}
+
+// split returns the key ID of a sealed record and the body after it; ok is
+// false for a plain record and for a sealed one without a valid key ID. The
+// ID ends at the first ':' after the mark, looked for among the bytes a key
+// ID can take only: the raw body after it may hold any byte.
+func split(b []byte) (id string, body []byte, ok bool) {
 	if !Sealed(b) {
-		return "", false
+		return "", nil, false
 	}
-	raw, _, ok := bytes.Cut(b[len(Mark):], []byte(":"))
-	if !ok || !validKeyID(string(raw)) {
-		return "", false
+	rest := b[len(RawMark):] // both marks are as long
+	end := bytes.IndexByte(rest[:min(len(rest), MaxKeyIDLen+1)], ':')
+	if end < 0 || !validKeyID(string(rest[:end])) {
+		return "", nil, false
 	}
-	return string(raw), true
+	return string(rest[:end]), rest[end+1:], true
 }
 
 // Open returns the plain form of a stored record: b itself when it is
-// plain, else b opened with r (which may be nil) and checked against name.
-// A key ID the ring lacks is ErrUnknownKey; anything that does not open is
-// errs.CorruptRecord.
+// plain, else b opened with r (which may be nil) and checked against name,
+// in either sealed form. A key ID the ring lacks is ErrUnknownKey; anything
+// that does not open is errs.CorruptRecord. Open never writes b.
 func (r *Ring) Open(b []byte, name string) ([]byte, error) {
 	if !Sealed(b) {
 		return b, nil
 	}
-	id, ok := KeyID(b)
+	id, body, ok := split(b)
 	if !ok {
 		return nil, fmt.Errorf("%w: sealed record without a valid key ID", errs.CorruptRecord)
 	}
@@ -168,18 +215,36 @@ func (r *Ring) Open(b []byte, name string) ([]byte, error) {
 	if k == nil {
 		return nil, fmt.Errorf("%w: key ID %q", ErrUnknownKey, id)
 	}
-	body := b[len(Mark)+len(id)+1:]
-	raw := make([]byte, base64.RawURLEncoding.DecodedLen(len(body)))
-	n, err := base64.RawURLEncoding.Decode(raw, body)
-	if err != nil || n < k.aead.NonceSize()+k.aead.Overhead() {
+	raw, own := sealedBytes(b, body)
+	if len(raw) < k.aead.NonceSize()+k.aead.Overhead() {
 		return nil, fmt.Errorf("%w: sealed record under key %q is malformed", errs.CorruptRecord, id)
 	}
-	nonce, sealed := raw[:k.aead.NonceSize()], raw[k.aead.NonceSize():n]
-	plain, err := k.aead.Open(sealed[:0], nonce, sealed, boundTo(name))
+	nonce, sealed := raw[:k.aead.NonceSize()], raw[k.aead.NonceSize():]
+	var dst []byte // the raw form opens into a new slice: b is read-only
+	if own {
+		dst = sealed[:0]
+	}
+	plain, err := k.aead.Open(dst, nonce, sealed, boundTo(name))
 	if err != nil {
 		return nil, fmt.Errorf("%w: sealed record under key %q does not open here (altered, or moved from another key)", errs.CorruptRecord, id)
 	}
 	return plain, nil
+}
+
+// sealedBytes is the nonce, ciphertext and tag of the sealed record b, whose
+// body follows its key ID: the body itself in the raw form, and in the text
+// form a decoded copy, which own says may be opened in place; nil when the
+// text does not decode.
+func sealedBytes(b, body []byte) (raw []byte, own bool) {
+	if !bytes.HasPrefix(b, []byte(TextMark)) {
+		return body, false
+	}
+	raw = make([]byte, base64.RawURLEncoding.DecodedLen(len(body)))
+	n, err := base64.RawURLEncoding.Decode(raw, body)
+	if err != nil {
+		return nil, false
+	}
+	return raw[:n], true
 }
 
 // OfModule returns the ring an *oauthflow.Module seals its records with (nil:

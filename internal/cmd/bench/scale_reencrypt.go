@@ -5,7 +5,6 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -118,23 +117,25 @@ func gcmOf(key []byte) cipher.AEAD {
 	return aead
 }
 
-// openSealed opens a record of the documented sealed form
-// "enc1:{keyID}:{base64url(nonce ‖ ciphertext ‖ tag)}", bound to its name.
+// openSealed opens a record of the documented raw sealed form
+// "enc2:{keyID}:{nonce ‖ ciphertext ‖ tag}", bound to its name.
 func openSealed(aead cipher.AEAD, v, name string) ([]byte, error) {
-	parts := strings.SplitN(v, ":", 3)
-	if len(parts) != 3 || parts[0] != "enc1" {
+	mark, rest, _ := strings.Cut(v, ":")
+	_, raw, ok := strings.Cut(rest, ":")
+	if mark != "enc2" || !ok {
 		return nil, errors.New("not a sealed record")
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(parts[2])
-	if err != nil || len(raw) < aead.NonceSize() {
+	if len(raw) < aead.NonceSize()+aead.Overhead() {
 		return nil, errors.New("a malformed sealed record")
 	}
-	return aead.Open(nil, raw[:aead.NonceSize()], raw[aead.NonceSize():], []byte(name))
+	return aead.Open(nil, []byte(raw[:aead.NonceSize()]), []byte(raw[aead.NonceSize():]), []byte(name))
 }
 
-func sealWith(aead cipher.AEAD, keyID string, plain []byte, name string) string {
-	raw := make([]byte, aead.NonceSize(), aead.NonceSize()+len(plain)+aead.Overhead())
-	_, _ = rand.Read(raw)
-	raw = aead.Seal(raw, raw, plain, []byte(name))
-	return "enc1:" + keyID + ":" + base64.RawURLEncoding.EncodeToString(raw)
+func sealWith(aead cipher.AEAD, keyID string, plain []byte, name string) []byte {
+	head := "enc2:" + keyID + ":"
+	out := make([]byte, len(head)+aead.NonceSize(), len(head)+aead.NonceSize()+len(plain)+aead.Overhead())
+	copy(out, head)
+	nonce := out[len(head):]
+	_, _ = rand.Read(nonce)
+	return aead.Seal(out, nonce, plain, []byte(name))
 }

@@ -166,7 +166,7 @@ func (p *scalePoint) ours(kind string) string {
 	switch {
 	case kind == "token":
 		return fmt.Sprintf("the sealed record, %.0f B long: %d B of tokens, the rest its JSON (field names, expiry) sealed "+
-			"(key ID, nonce, tag) and in base64; Redis keeps a value that long apart from its object header",
+			"(key ID, nonce, tag) as raw bytes; Redis keeps a value that long apart from its object header",
 			float64(got.values)/float64(got.keys), tokenBytes)
 	case shared(c, kind):
 		m := p.floor.members[kind][0]

@@ -1432,7 +1432,7 @@ func oauthworkflowMutants() []mutant {
 		{
 			Name: "device/code-plain",
 			File: "oauthworkflow.go",
-			Old:  "run := &deviceRun{Code: string(o.ring.Seal([]byte(a.DeviceCode), name)),",
+			Old:  "run := &deviceRun{Code: string(o.ring.SealText([]byte(a.DeviceCode), name)),",
 			New:  "run := &deviceRun{Code: a.DeviceCode,",
 			Run:  "^(TestDevice.*|TestStartDeviceSignIn.*)$",
 			Why:  "the device code is sealed in the run when encryption is on",
