@@ -147,7 +147,8 @@ type ReencryptProgress struct {
 	Scanned int
 	// Rewritten counts the records sealed anew under the ring's current key.
 	Rewritten int
-	// Current counts the records already sealed under the current key.
+	// Current counts the records already sealed under the current key, in
+	// the raw form; one in the older text form (enc1) is rewritten.
 	Current int
 	// Changed counts the records written by someone else between the walk's
 	// read and its write; their writer sealed them, so they are left alone.
@@ -278,7 +279,7 @@ func reseal(ctx context.Context, kv KV, ring *seal.Ring, key string, p *Reencryp
 	if err != nil {
 		return errs.Store(ctx, "read "+key, err)
 	}
-	if id, ok := seal.KeyID(b); ok && id == ring.CurrentKeyID() {
+	if ring.Current(b) {
 		p.Current++
 		return nil
 	}

@@ -2,6 +2,8 @@ package oauthflow_test
 
 import (
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -524,6 +526,68 @@ func testReencrypt(t *testing.T, kv oauthflow.KV) {
 		require.NoError(t, err)
 		require.Equal(t, want, string(raw), "%s is left alone", key)
 	}
+}
+
+// A record sealed in the text form (enc1, as every record was before the raw
+// form) still opens, and Reencrypt rewrites it to the raw form even when it
+// is under the current key already, keeping its time to live.
+func TestReencryptRewritesTheTextForm(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			testReencryptRewritesTheTextForm(t, b.new(t))
+		})
+	}
+}
+
+func testReencryptRewritesTheTextForm(t *testing.T, kv oauthflow.KV) {
+	ctx := context.Background()
+	k1 := newKey(t, "k1")
+	ring, reg := keyRing(t, k1), oauthflow.NewRegistry()
+	tokens := oauthflow.StoredTokens{AccessToken: "at-text", RefreshToken: "rt-text", ExpiresAt: time.Now().Add(time.Hour).UnixMilli(), Scope: "read"}
+	const key = "oauth:alice:demo"
+	require.NoError(t, oauthflow.NewTokenStore(kv, reg).StoreTokens(ctx, "alice", "demo", tokens))
+	plain, err := kv.Get(ctx, key)
+	require.NoError(t, err)
+	require.NoError(t, kv.Set(ctx, key, sealText(t, k1, plain, key), time.Hour))
+
+	got, err := oauthflow.NewTokenStore(kv, reg, oauthflow.WithEncryption(ring)).GetTokens(ctx, "alice", "demo")
+	require.NoError(t, err)
+	require.Equal(t, tokens, *got, "the text form opens")
+	p, err := oauthflow.Reencrypt(ctx, kv, ring, oauthflow.ReencryptOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, p.Rewritten, "a record in the text form under the current key is rewritten: %+v", p)
+	raw, err := kv.Get(ctx, key)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(raw), "enc2:k1:"), "%.20q", raw)
+	ttl, err := kv.TTL(ctx, key)
+	require.NoError(t, err)
+	require.Greater(t, ttl, 59*time.Minute, "the rewrite keeps the time to live")
+	got, err = oauthflow.NewTokenStore(kv, reg, oauthflow.WithEncryption(ring)).GetTokens(ctx, "alice", "demo")
+	require.NoError(t, err)
+	require.Equal(t, tokens, *got)
+	again, err := oauthflow.Reencrypt(ctx, kv, ring, oauthflow.ReencryptOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, again.Current, "the raw form under the current key is current: %+v", again)
+}
+
+// sealText seals plain as the documented text form does, by hand:
+// "enc1:{keyID}:{base64url(nonce ‖ ciphertext ‖ tag)}", bound to name; spec
+// is the key as newKey gives it.
+func sealText(t *testing.T, spec string, plain []byte, name string) []byte {
+	t.Helper()
+	id, b64, _ := strings.Cut(spec, ":")
+	key, err := base64.StdEncoding.DecodeString(b64)
+	require.NoError(t, err)
+	block, err := aes.NewCipher(key)
+	require.NoError(t, err)
+	aead, err := cipher.NewGCM(block)
+	require.NoError(t, err)
+	raw := make([]byte, aead.NonceSize())
+	_, _ = rand.Read(raw)
+	raw = aead.Seal(raw, raw, plain, []byte(name))
+	return []byte("enc1:" + id + ":" + base64.RawURLEncoding.EncodeToString(raw))
 }
 
 // userSegment is a user ID as token keys hold it (see the package's keyspace).
