@@ -4,7 +4,7 @@
 // repeated, so that the ratio holds whatever the machine.
 //
 //	go run ./internal/cmd/bench [-rounds 5] [-out BENCHMARKS.md] [-quick] [-only callbacks]
-//	go run ./internal/cmd/bench -scale [-scale-n 10000,100000] [-scale-out docs/SCALE.md]
+//	go run ./internal/cmd/bench -scale [-scale-n 10000,100000] [-scale-out docs/SCALE.md] [-scale-only reencrypt]
 package main
 
 import (
@@ -39,6 +39,7 @@ type options struct {
 	scaleOut     string // the scale report; the chart goes beside it
 	scaleSignIns int    // sign-ins the scale mode runs against Redis
 	scaleRefresh int    // connections the scale mode refreshes ahead at once (0: not measured)
+	scaleOnly    string // one scale figure alone, printed, no report: "reencrypt", or "" for all
 }
 
 func parseOptions(args []string) (options, error) {
@@ -54,6 +55,7 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.scaleOut, "scale-out", "docs/SCALE.md", "the report -scale writes; its chart goes beside it as scale.svg")
 	fs.IntVar(&o.scaleSignIns, "scale-signins", 10000, "sign-ins -scale runs end to end against Redis")
 	fs.IntVar(&o.scaleRefresh, "scale-refreshes", 100000, "connections -scale refreshes ahead at once against a 100 ms provider (0: leave the area out)")
+	fs.StringVar(&o.scaleOnly, "scale-only", "", "with -scale, take one figure alone at each N and print it instead of writing the report: reencrypt")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -66,6 +68,9 @@ func parseOptions(args []string) (options, error) {
 	}
 	if o.scaleSignIns < 1 {
 		return o, fmt.Errorf("-scale-signins %d: want at least 1", o.scaleSignIns)
+	}
+	if o.scaleOnly != "" && o.scaleOnly != "reencrypt" {
+		return o, fmt.Errorf("-scale-only %q: the one figure it takes alone is reencrypt", o.scaleOnly)
 	}
 	if o.only != "" && !slices.Contains(areaNames(), o.only) {
 		return o, fmt.Errorf("-only %q: no such area (%s)", o.only, strings.Join(areaNames(), ", "))

@@ -194,6 +194,9 @@ func runScale(o options) error {
 	if err != nil {
 		return err
 	}
+	if o.scaleOnly == "reencrypt" {
+		return s.reencryptOnly(context.Background())
+	}
 	if err := s.measure(context.Background()); err != nil {
 		return err
 	}

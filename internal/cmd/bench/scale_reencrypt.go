@@ -47,6 +47,40 @@ func (s *scaler) reencrypt(ctx context.Context, mod *oauthflow.Module, n int) (r
 	return r, err
 }
 
+// reencryptOnly is -scale-only reencrypt: at each N, the connections stored
+// in the main configuration, re-encrypted by the library and by hand, and
+// the two times printed; it leaves nothing behind.
+func (s *scaler) reencryptOnly(ctx context.Context) error {
+	for _, n := range s.e.opts.scaleNs {
+		r, err := s.reencryptAt(ctx, n)
+		if err != nil {
+			return fmt.Errorf("N=%d: %w", n, err)
+		}
+		fmt.Printf("N=%d: %d records rewritten; Reencrypt %s, by hand, batched %s: %.2fx\n", n, r.rewritten,
+			r.lib.Round(time.Millisecond), r.byHand.Round(time.Millisecond), r.lib.Seconds()/r.byHand.Seconds())
+	}
+	return nil
+}
+
+// reencryptAt stores n connections in the main configuration and takes the
+// re-encryption figure on them.
+func (s *scaler) reencryptAt(ctx context.Context, n int) (_ reencryptCost, err error) {
+	defer func() {
+		if cerr := clearPrefix(ctx, s.e.rdb, s.e.prefix); err == nil {
+			err = cerr
+		}
+	}()
+	mod, err := scaleModule(ctx, oauthflow.NewRedisKV(s.e.rdb), s.e.prefix, scaleConfig{encrypted: true, ahead: true}, s.reg)
+	if err != nil {
+		return reencryptCost{}, err
+	}
+	defer func() { _ = mod.Close() }()
+	if _, _, err := storeAll(ctx, mod, n); err != nil {
+		return reencryptCost{}, err
+	}
+	return s.reencrypt(ctx, mod, n)
+}
+
 // resealByHand is Reencrypt's limit: the same walk (SCAN) and the same
 // AES-256-GCM work on each record, with one MGET and one pipeline of SETs
 // (KEEPTTL) per batch of 500 keys instead of a read, a TTL and a
