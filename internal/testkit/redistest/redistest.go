@@ -72,7 +72,8 @@ func Mini(t testing.TB) (*miniredis.Miniredis, redis.UniversalClient) {
 	return mr, c
 }
 
-// dialWhileOpen dials mr in memory until it is closed (mr.Ctx ends on Close).
+// dialWhileOpen dials mr in memory until it is closed (mr.Ctx ends on Close),
+// with a send buffer as a socket has (bufferedConn).
 func dialWhileOpen(mr *miniredis.Miniredis) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(_ context.Context, _, addr string) (net.Conn, error) {
 		closed := &net.OpError{Op: "dial", Net: "pipe", Err: errors.New("miniredis at " + addr + " was closed by the test")}
@@ -80,11 +81,14 @@ func dialWhileOpen(mr *miniredis.Miniredis) func(ctx context.Context, network, a
 			return nil, closed
 		}
 		conn, err := mr.Dial()
-		if err == nil && mr.Ctx.Err() != nil { // closed while we dialed
+		if err != nil {
+			return nil, err
+		}
+		if mr.Ctx.Err() != nil { // closed while we dialed
 			_ = conn.Close()
 			return nil, closed
 		}
-		return conn, err
+		return buffered(conn), nil
 	}
 }
 

@@ -2,7 +2,9 @@ package redistest_test
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -64,4 +66,27 @@ func (h *dialCounter) DialHook(next redis.DialHook) redis.DialHook {
 func (h *dialCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 func (h *dialCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
+}
+
+// A pipeline far longer than any read buffer goes through Mini's in-memory
+// connection as through a socket: the client writes it all before it reads
+// the first reply, which miniredis writes before it reads on.
+func TestMiniTakesALongPipeline(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, c := redistest.Mini(t)
+	value := strings.Repeat("v", 1000)
+	cmds, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range 500 {
+			p.Set(ctx, fmt.Sprint("k", i), value, 0)
+			p.Get(ctx, fmt.Sprint("k", i))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cmds[len(cmds)-1].(*redis.StringCmd).Val(); got != value {
+		t.Fatalf("the last GET answered %.10q", got)
+	}
 }
