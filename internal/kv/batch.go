@@ -3,8 +3,10 @@ package kv
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/oauthflow/oauthflow/internal/errs"
 	"github.com/oauthflow/oauthflow/internal/xcontext"
 	"github.com/redis/go-redis/v9"
 )
@@ -31,13 +33,20 @@ const (
 	OpCompareAndDelete               // OK: key held Value
 	OpSchedule                       //
 	OpUnschedule                     //
+	OpCompareAndSwap                 // OK: key held Old, and now holds Value
 )
+
+// KeepTTL, as an OpCompareAndSwap's TTL, keeps the time to live the key
+// has. Run alone (on a store that cannot batch), the op reads it first with
+// TTL: a change to it between that read and the swap is not kept.
+const KeepTTL time.Duration = -1
 
 // Op is one command of a batch, and its result once the batch has run.
 type Op struct {
 	Kind   OpKind
 	Key    string // the index, for OpSchedule and OpUnschedule
 	Value  []byte // to store, or to compare with
+	Old    []byte // what OpCompareAndSwap compares with
 	TTL    time.Duration
 	Member string
 	Due    time.Time
@@ -81,7 +90,24 @@ func (op *Op) Run(ctx context.Context, s Store) {
 		op.Err = s.Schedule(ctx, op.Key, op.Member, op.Due)
 	case OpUnschedule:
 		op.Err = s.Unschedule(ctx, op.Key, op.Member)
+	case OpCompareAndSwap:
+		op.OK, op.Err = swapAlone(ctx, s, op)
 	}
+}
+
+// swapAlone runs op, an OpCompareAndSwap, alone on s: the key's TTL read
+// first when op keeps it.
+func swapAlone(ctx context.Context, s Store, op *Op) (bool, error) {
+	ttl := op.TTL
+	if ttl == KeepTTL {
+		var err error
+		if ttl, err = s.TTL(ctx, op.Key); errors.Is(err, errs.NotFound) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+	}
+	return s.CompareAndSwap(ctx, op.Key, op.Old, op.Value, ttl)
 }
 
 // RunInOrder runs ops in the order given on the store under the prefix,
@@ -119,14 +145,17 @@ func (r *Redis) Pipelines() bool {
 
 // RunInOrder pipelines ops on a single node (or a Sentinel-managed primary):
 // one connection runs them in the order sent. A Cluster client splits a
-// pipeline by node, so there it declines.
+// pipeline by node, so there it declines. Consecutive compare-and-swaps go
+// as one script (up to maxSwapsPerScript a script), which runs them in order
+// and answers each as its own script would: a script's own cost is most of
+// a compare-and-swap's, and a re-encryption sends hundreds.
 func (r *Redis) RunInOrder(ctx context.Context, ops []*Op) bool {
 	c, single := r.c.(*redis.Client)
 	if !single {
 		return false
 	}
 	for _, op := range ops {
-		if op.Kind == OpSet || op.Kind == OpSetNX || op.Kind == OpCompareAndExpire {
+		if op.Kind == OpSet || op.Kind == OpSetNX || op.Kind == OpCompareAndExpire || op.Kind == OpCompareAndSwap && op.TTL != KeepTTL {
 			if op.Err = checkTTL(op.TTL); op.Err != nil {
 				return false
 			}
@@ -135,15 +164,107 @@ func (r *Redis) RunInOrder(ctx context.Context, ops []*Op) bool {
 	ctx = xcontext.OrBackground(ctx)
 	cmds := make([]redis.Cmder, len(ops))
 	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, op := range ops {
-			cmds[i] = queue(ctx, p, op)
+		for i := 0; i < len(ops); {
+			n := swapsAt(ops[i:])
+			if n == 0 {
+				cmds[i] = queue(ctx, p, ops[i])
+				i++
+				continue
+			}
+			cmd := queueSwaps(ctx, p, ops[i:i+n])
+			for ; n > 0; n-- {
+				cmds[i] = cmd
+				i++
+			}
 		}
 		return nil
 	})
-	for i, op := range ops {
-		op.read(cmds[i])
+	for i := 0; i < len(ops); {
+		if n := swapsAt(ops[i:]); n > 0 {
+			readSwaps(cmds[i], ops[i:i+n])
+			i += n
+			continue
+		}
+		ops[i].read(cmds[i])
+		i++
 	}
 	return true
+}
+
+// maxSwapsPerScript bounds the compare-and-swaps one script runs: the node
+// serves no one else while a script runs.
+const maxSwapsPerScript = 100
+
+// swapsAt counts the compare-and-swaps at the head of ops, up to
+// maxSwapsPerScript: those that go as one script.
+func swapsAt(ops []*Op) int {
+	n := 0
+	for n < len(ops) && n < maxSwapsPerScript && ops[n].Kind == OpCompareAndSwap {
+		n++
+	}
+	return n
+}
+
+// compareAndSwapEach is compareAndSwap for each of its keys in turn, with
+// ARGV holding old, value and px for each (px -1: keep the key's time to
+// live); it answers 1 or 0 for each key, or the error a key's command met,
+// as compareAndSwap alone would.
+var compareAndSwapEach = redis.NewScript(`
+local out = {}
+for i, key in ipairs(KEYS) do
+  local got = redis.pcall("GET", key)
+  if type(got) == "table" and got.err then
+    out[i] = got
+  elseif got ~= ARGV[3*i-2] then
+    out[i] = 0
+  else
+    local px, set = tonumber(ARGV[3*i]), nil
+    if px > 0 then
+      set = redis.pcall("SET", key, ARGV[3*i-1], "PX", px)
+    elseif px < 0 then
+      set = redis.pcall("SET", key, ARGV[3*i-1], "KEEPTTL")
+    else
+      set = redis.pcall("SET", key, ARGV[3*i-1])
+    end
+    if set.err then out[i] = set else out[i] = 1 end
+  end
+end
+return out`)
+
+// queueSwaps adds the compare-and-swaps ops to p as one script.
+func queueSwaps(ctx context.Context, p redis.Pipeliner, ops []*Op) redis.Cmder {
+	keys, args := make([]string, len(ops)), make([]any, 0, 3*len(ops))
+	for i, op := range ops {
+		keys[i] = op.Key
+		px := pxMillis(op.TTL)
+		if op.TTL == KeepTTL {
+			px = -1
+		}
+		args = append(args, op.Old, op.Value, px)
+	}
+	return compareAndSwapEach.Eval(ctx, p, keys, args...)
+}
+
+// readSwaps takes each of ops' answers from the script that ran them.
+func readSwaps(cmd redis.Cmder, ops []*Op) {
+	answers, err := cmd.(*redis.Cmd).Slice()
+	if err == nil && len(answers) != len(ops) {
+		err = fmt.Errorf("oauthflow: %d answers to %d compare-and-swaps", len(answers), len(ops))
+	}
+	for i, op := range ops {
+		if err != nil {
+			op.Err = err
+			continue
+		}
+		switch a := answers[i].(type) {
+		case int64:
+			op.OK = a == 1
+		case error:
+			op.Err = a
+		default:
+			op.Err = fmt.Errorf("oauthflow: compare-and-swap answered %v", a)
+		}
+	}
 }
 
 // queue adds op to p as the command Redis's method of the same name sends.

@@ -22,6 +22,17 @@ func batchScript() []*Op {
 		{Kind: OpCompareAndExpire, Key: "lock", Value: []byte("you"), TTL: time.Hour},
 		{Kind: OpSet, Key: "run", Value: []byte(`{"state":"end"}`), TTL: time.Hour},
 		{Kind: OpGet, Key: "run"},
+		{Kind: OpSchedule, Key: "idx", Member: "m", Due: time.UnixMilli(1000)},
+		// Compare-and-swaps in a row, one of them on a key of another type.
+		{Kind: OpCompareAndSwap, Key: "run", Old: []byte(`{"state":"run"}`), Value: []byte("x"), TTL: time.Minute},
+		{Kind: OpCompareAndSwap, Key: "idx", Old: []byte("m"), Value: []byte("x")},
+		{Kind: OpCompareAndSwap, Key: "run", Old: []byte(`{"state":"end"}`), Value: []byte(`{"state":"gone"}`)},
+		{Kind: OpCompareAndSwap, Key: "absent", Old: []byte("a"), Value: []byte("b")},
+		{Kind: OpSet, Key: "kept", Value: []byte("a"), TTL: time.Hour},
+		{Kind: OpCompareAndSwap, Key: "kept", Old: []byte("a"), Value: []byte("b"), TTL: KeepTTL},
+		{Kind: OpCompareAndSwap, Key: "absent", Old: []byte("a"), Value: []byte("b"), TTL: KeepTTL},
+		{Kind: OpUnschedule, Key: "idx", Member: "m"},
+		{Kind: OpGet, Key: "run"},
 		{Kind: OpSchedule, Key: "due", Member: "lapse:r", Due: time.UnixMilli(1000)},
 		{Kind: OpUnschedule, Key: "due", Member: "lapse:r"},
 		{Kind: OpCompareAndDelete, Key: "lock", Value: []byte("you")},
@@ -31,9 +42,18 @@ func batchScript() []*Op {
 }
 
 // checkBatchAnswers compares a batch's answers with those of the same
-// commands sent one by one.
-func checkBatchAnswers(t *testing.T, got, want []*Op) {
+// commands sent one by one, and checks on s, the store the batch ran on,
+// that a compare-and-swap that keeps the key's time to live kept it.
+func checkBatchAnswers(t *testing.T, s Store, got, want []*Op) {
 	t.Helper()
+	for _, op := range got {
+		if op.Kind == OpCompareAndSwap && op.Key == "kept" && (op.Err != nil || !op.OK) {
+			t.Errorf("the swap that keeps the time to live answered %v, %v", op.OK, op.Err)
+		}
+	}
+	if ttl, err := s.TTL(context.Background(), "kept"); err != nil || ttl < 59*time.Minute {
+		t.Errorf("the swap that keeps the time to live left %v, %v", ttl, err)
+	}
 	for i := range want {
 		g, w := got[i], want[i]
 		if g.OK != w.OK || string(g.Got) != string(w.Got) || !errors.Is(g.Err, w.Err) && (g.Err == nil) != (w.Err == nil) {
@@ -85,15 +105,16 @@ func TestBatchOnOneNodeIsOneRoundTripInOrder(t *testing.T) {
 	hook.commands.Store(0)
 	prefix := redistest.Prefix(t, c)
 	got := batchScript()
-	RunBatch(ctx, WithPrefix(NewRedis(c), prefix), got...)
+	batched := WithPrefix(NewRedis(c), prefix)
+	RunBatch(ctx, batched, got...)
 	if n, p := hook.commands.Load(), hook.pipelines.Load(); n != 0 || p != 1 {
 		t.Fatalf("the batch took %d commands and %d pipelines; want one pipeline", n, p)
 	}
-	checkBatchAnswers(t, got, want)
+	checkBatchAnswers(t, batched, got, want)
 	if !InOneTrip(NewRedis(c)) || !InOneTrip(WithPrefix(NewRedis(c), prefix)) {
 		t.Error("InOneTrip says a single node's batch takes more than one round trip")
 	}
-	if v, err := c.Get(ctx, prefix+"run").Result(); err != nil || v != `{"state":"end"}` {
+	if v, err := c.Get(ctx, prefix+"run").Result(); err != nil || v != `{"state":"gone"}` {
 		t.Fatalf("the batch's write is under %q: %q, %v", prefix+"run", v, err)
 	}
 }
@@ -109,8 +130,9 @@ func TestBatchElsewhereRunsOneByOne(t *testing.T) {
 		op.Run(ctx, one)
 	}
 	got := batchScript()
-	RunBatch(ctx, WithPrefix(NewMemory(nil), "p:"), got...)
-	checkBatchAnswers(t, got, want)
+	batched := WithPrefix(NewMemory(nil), "p:")
+	RunBatch(ctx, batched, got...)
+	checkBatchAnswers(t, batched, got, want)
 	if InOneTrip(WithPrefix(NewMemory(nil), "p:")) {
 		t.Error("InOneTrip says a store without batches sends one in one round trip")
 	}
@@ -130,11 +152,12 @@ func TestBatchOnClusterRunsOneByOne(t *testing.T) {
 	hook := &pipelineCounter{}
 	c.AddHook(hook)
 	got := batchScript()
-	RunBatch(ctx, WithPrefix(NewRedis(c), "batch:"), got...)
+	batched := WithPrefix(NewRedis(c), "batch:")
+	RunBatch(ctx, batched, got...)
 	if p := hook.pipelines.Load(); p != 0 {
 		t.Fatalf("the batch went as %d pipelines on a Cluster; want none", p)
 	}
-	checkBatchAnswers(t, got, want)
+	checkBatchAnswers(t, batched, got, want)
 	if InOneTrip(WithPrefix(NewRedis(c), "batch:")) {
 		t.Error("InOneTrip says a Cluster sends a batch in one round trip")
 	}

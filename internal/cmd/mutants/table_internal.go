@@ -84,6 +84,42 @@ func kvBatchMutants() []mutant {
 			Run:  "^(TestBatchOnClusterRunsOneByOne)$",
 			Why:  "a Cluster is never taken to send a batch in one round trip: writes do not wait for a batch there",
 		},
+		{
+			Name: "batch/swaps-not-compared",
+			File: "internal/kv/batch.go",
+			Pkg:  "./internal/kv",
+			Old:  "  elseif got ~= ARGV[3*i-2] then\n",
+			New:  "  elseif false then\n",
+			Run:  "^(TestBatchOnOneNodeIsOneRoundTripInOrder)$",
+			Why:  "the compare-and-swaps a batch sends as one script each compare before they set",
+		},
+		{
+			Name: "batch/swap-keeps-no-ttl",
+			File: "internal/kv/batch.go",
+			Pkg:  "./internal/kv",
+			Old:  "set = redis.pcall(\"SET\", key, ARGV[3*i-1], \"KEEPTTL\")",
+			New:  "set = redis.pcall(\"SET\", key, ARGV[3*i-1])",
+			Run:  "^(TestBatchOnOneNodeIsOneRoundTripInOrder)$",
+			Why:  "a compare-and-swap that keeps the time to live keeps it",
+		},
+		{
+			Name: "batch/swap-alone-keeps-no-ttl",
+			File: "internal/kv/batch.go",
+			Pkg:  "./internal/kv",
+			Old:  "\tif ttl == KeepTTL {\n",
+			New:  "\tif false {\n",
+			Run:  "^(TestBatchElsewhereRunsOneByOne)$",
+			Why:  "a compare-and-swap that keeps the time to live, run alone, reads it first",
+		},
+		{
+			Name: "batch/swap-error-lost",
+			File: "internal/kv/batch.go",
+			Pkg:  "./internal/kv",
+			Old:  "\t\tcase error:\n\t\t\top.Err = a\n",
+			New:  "\t\tcase error:\n",
+			Run:  "^(TestBatchOnOneNodeIsOneRoundTripInOrder)$",
+			Why:  "a compare-and-swap of a batch that met an error answers it, as alone",
+		},
 	}
 }
 
