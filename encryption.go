@@ -11,6 +11,7 @@ import (
 
 	"github.com/oauthflow/oauthflow/internal/errs"
 	"github.com/oauthflow/oauthflow/internal/keyspace"
+	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/seal"
 )
 
@@ -132,8 +133,9 @@ type ReencryptOptions struct {
 	Cursor string
 	// Batch is how many keys are asked of the store at a time. 0: 500.
 	Batch int
-	// Concurrency is how many records of a batch are rewritten side by side,
-	// each with its own round trips. 0: 16.
+	// Concurrency is how many records of a batch are rewritten side by side
+	// where the store cannot send a batch in one round trip (a Redis
+	// Cluster, a KV of the app's own), each with its own round trips. 0: 16.
 	Concurrency int
 	// Progress hears the running totals after each batch.
 	Progress func(ReencryptProgress)
@@ -165,10 +167,13 @@ const (
 
 // Reencrypt walks kv (SCAN, on every master of a Cluster) and seals every
 // token record, pending sign-in and MCP dynamic registration under ring's
-// current key, so that older keys can leave the ring. Each record is
-// rewritten with a compare-and-swap that keeps its time to live: a record
-// written meanwhile (by a sign-in, a refresh, another walk) is left to its
-// writer. A walk that stops (an error, ctx ending) returns the progress so
+// current key, in the raw form, so that older keys can leave the ring. Each
+// record is rewritten with a compare-and-swap that keeps its time to live: a
+// record written meanwhile (by a sign-in, a refresh, another walk) is left to
+// its writer. On one Redis node (a RedisKV over a single node or a
+// Sentinel-managed primary) a batch takes two round trips, one for its reads
+// and one for its compare-and-swaps; elsewhere its records go Concurrency at a
+// time, each with its own read, TTL and compare-and-swap. A walk that stops (an error, ctx ending) returns the progress so
 // far, whose Cursor resumes it; running it again from the start is also safe,
 // and rewrites nothing twice.
 func Reencrypt(ctx context.Context, kv KV, ring *KeyRing, opts ReencryptOptions) (ReencryptProgress, error) {
@@ -216,9 +221,13 @@ func reencrypt(ctx context.Context, kv KV, ring *seal.Ring, opts ReencryptOption
 	}
 }
 
-// resealAll reseals keys on up to workers goroutines and returns what it
-// counted; the first error stops the rest.
-func resealAll(ctx context.Context, kv KV, ring *seal.Ring, keys []string, workers int) (ReencryptProgress, error) {
+// resealAll reseals keys and returns what it counted: in two round trips
+// where the store sends a batch in one, else one by one on up to workers
+// goroutines, the first error stopping the rest.
+func resealAll(ctx context.Context, store KV, ring *seal.Ring, keys []string, workers int) (ReencryptProgress, error) {
+	if s := storeOf(store); kv.InOneTrip(s) {
+		return resealBatch(ctx, s, ring, keys)
+	}
 	var (
 		mu    sync.Mutex
 		total ReencryptProgress
@@ -239,7 +248,7 @@ func resealAll(ctx context.Context, kv KV, ring *seal.Ring, keys []string, worke
 		wg.Go(func() {
 			var mine ReencryptProgress
 			for key, ok := take(); ok; key, ok = take() {
-				if err := reseal(ctx, kv, ring, key, &mine); err != nil {
+				if err := reseal(ctx, store, ring, key, &mine); err != nil {
 					mu.Lock()
 					first = cmp.Or(first, err)
 					mu.Unlock()
@@ -265,8 +274,19 @@ func (p *ReencryptProgress) add(q ReencryptProgress) {
 	p.Corrupt += q.Corrupt
 }
 
+// swapped counts a compare-and-swap's answer: rewritten, or changed by
+// someone else since it was read.
+func (p *ReencryptProgress) swapped(ok bool) {
+	if ok {
+		p.Rewritten++
+	} else {
+		p.Changed++
+	}
+}
+
 // reseal rewrites the record under key (when it is one that is sealed at
-// rest) under ring's current key, counting what it found in p.
+// rest) under ring's current key, counting what it found in p: a read, a
+// read of its time to live and a compare-and-swap, one after another.
 func reseal(ctx context.Context, kv KV, ring *seal.Ring, key string, p *ReencryptProgress) error {
 	p.Scanned++
 	if !sealedKind(key) {
@@ -279,6 +299,84 @@ func reseal(ctx context.Context, kv KV, ring *seal.Ring, key string, p *Reencryp
 	if err != nil {
 		return errs.Store(ctx, "read "+key, err)
 	}
+	next := resealed(ring, key, b, p)
+	if next == nil {
+		return nil
+	}
+	ttl, err := kv.TTL(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return errs.Store(ctx, "read the ttl of "+key, err)
+	}
+	swapped, err := kv.CompareAndSwap(ctx, key, b, next, ttl)
+	if err != nil {
+		return errs.Store(ctx, "rewrite "+key, err)
+	}
+	p.swapped(swapped)
+	return nil
+}
+
+// resealBatch reseals keys in two round trips: one batch reads each record
+// that is sealed at rest, one rewrites those that need it, each with a
+// compare-and-swap over the bytes read (a record written meanwhile is left to
+// its writer) that keeps its time to live.
+func resealBatch(ctx context.Context, store kv.Store, ring *seal.Ring, keys []string) (ReencryptProgress, error) {
+	p := ReencryptProgress{Scanned: len(keys)}
+	reads := readsOf(keys)
+	kv.RunBatch(ctx, store, reads...)
+	writes := make([]*kv.Op, 0, len(reads))
+	for _, read := range reads {
+		w, err := resealOp(ctx, ring, read, &p)
+		if err != nil {
+			return p, err
+		}
+		if w != nil {
+			writes = append(writes, w)
+		}
+	}
+	kv.RunBatch(ctx, store, writes...)
+	for _, w := range writes {
+		if w.Err != nil {
+			return p, errs.Store(ctx, "rewrite "+w.Key, w.Err)
+		}
+		p.swapped(w.OK)
+	}
+	return p, nil
+}
+
+// readsOf is a GET for each of keys that names a record sealed at rest.
+func readsOf(keys []string) []*kv.Op {
+	var reads []*kv.Op
+	for _, key := range keys {
+		if sealedKind(key) {
+			reads = append(reads, &kv.Op{Kind: kv.OpGet, Key: key})
+		}
+	}
+	return reads
+}
+
+// resealOp is the compare-and-swap that rewrites the record read read, its
+// time to live kept; nil when it needs none or is gone, counted in p.
+func resealOp(ctx context.Context, ring *seal.Ring, read *kv.Op, p *ReencryptProgress) (*kv.Op, error) {
+	if errors.Is(read.Err, ErrNotFound) {
+		return nil, nil
+	}
+	if read.Err != nil {
+		return nil, errs.Store(ctx, "read "+read.Key, read.Err)
+	}
+	next := resealed(ring, read.Key, read.Got, p)
+	if next == nil {
+		return nil, nil
+	}
+	return &kv.Op{Kind: kv.OpCompareAndSwap, Key: read.Key, Old: read.Got, Value: next, TTL: kv.KeepTTL}, nil
+}
+
+// resealed is b, the record stored under key, sealed anew under ring's
+// current key; nil, counted in p, when it needs no rewrite (it is current)
+// or cannot have one (it is under a key the ring lacks, or corrupt).
+func resealed(ring *seal.Ring, key string, b []byte, p *ReencryptProgress) []byte {
 	if ring.Current(b) {
 		p.Current++
 		return nil
@@ -292,23 +390,7 @@ func reseal(ctx context.Context, kv KV, ring *seal.Ring, key string, p *Reencryp
 		p.Corrupt++
 		return nil
 	}
-	ttl, err := kv.TTL(ctx, key)
-	if errors.Is(err, ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return errs.Store(ctx, "read the ttl of "+key, err)
-	}
-	swapped, err := kv.CompareAndSwap(ctx, key, b, ring.Seal(plain, key), ttl)
-	if err != nil {
-		return errs.Store(ctx, "rewrite "+key, err)
-	}
-	if swapped {
-		p.Rewritten++
-	} else {
-		p.Changed++
-	}
-	return nil
+	return ring.Seal(plain, key)
 }
 
 // sealedKind reports whether key (without the app's prefix) names a record

@@ -5,14 +5,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/seal"
+	"github.com/oauthflow/oauthflow/internal/testkit/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // fuzzRing is a fixed two-key ring: "cur" seals, "old" also opens.
@@ -155,4 +160,129 @@ func TestReencryptSideBySide(t *testing.T) {
 			t.Errorf("%d of Reencrypt's reads were in flight at once, want Concurrency's 4", held)
 		}
 	})
+}
+
+// midWalkHook counts what a client sends, and once armed runs write just
+// before the first pipeline that holds a script: a Reencrypt batch's
+// compare-and-swaps, sent after its reads.
+type midWalkHook struct {
+	armed     atomic.Bool
+	writing   atomic.Bool
+	write     func(ctx context.Context)
+	pipelines atomic.Int64 // pipelines sent, the write's own and handshakes left out
+	alone     atomic.Int64 // reads and writes of a key sent alone, the write's own left out
+}
+
+func (h *midWalkHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *midWalkHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		switch cmd.Name() {
+		case "get", "pttl", "set", "eval", "evalsha":
+			if !h.writing.Load() {
+				h.alone.Add(1)
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *midWalkHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.writing.Load() || slices.Contains([]string{"hello", "client", "auth", "select"}, cmds[0].Name()) {
+			return next(ctx, cmds) // the write's own, or a new connection's handshake
+		}
+		h.pipelines.Add(1)
+		if slices.ContainsFunc(cmds, func(c redis.Cmder) bool { return c.Name() == "eval" }) && h.armed.CompareAndSwap(true, false) {
+			h.writing.Store(true)
+			h.write(ctx)
+			h.writing.Store(false)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// On one Redis node Reencrypt reads a batch of records in one round trip and
+// rewrites them in another, each with a compare-and-swap over the bytes it
+// read: a sign-in that lands between the two is left as its writer sealed
+// it and counted as changed, and the batch's other records are rewritten.
+func TestReencryptBatchLeavesARecordWrittenMidWalk(t *testing.T) {
+	t.Parallel()
+	for name, client := range map[string]func(t *testing.T) (redis.UniversalClient, string){
+		"miniredis": func(t *testing.T) (redis.UniversalClient, string) { _, c := redistest.Mini(t); return c, "" },
+		"redis": func(t *testing.T) (redis.UniversalClient, string) {
+			c := redistest.Real(t)
+			return c, redistest.Prefix(t, c)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c, prefix := client(t)
+			testReencryptBatchLeavesARecordWrittenMidWalk(t, c, WithKeyPrefix(NewRedisKV(c), prefix), prefix == "")
+		})
+	}
+}
+
+func testReencryptBatchLeavesARecordWrittenMidWalk(t *testing.T, c redis.UniversalClient, store KV, oneScan bool) {
+	ctx := context.Background()
+	oldRing, newRing := fuzzRingOf(t, "k1"), fuzzRingOf(t, "k2", "k1")
+	expiry := time.Now().Add(time.Hour).UnixMilli()
+	before := NewTokenStore(store, NewRegistry(), WithEncryption(oldRing), WithLogger(slog.New(slog.DiscardHandler)))
+	after := NewTokenStore(store, NewRegistry(), WithEncryption(newRing), WithLogger(slog.New(slog.DiscardHandler)))
+	const records = 12
+	for i := range records {
+		if err := before.StoreTokens(ctx, fmt.Sprint("user-", i), "demo", StoredTokens{AccessToken: "old", ExpiresAt: expiry}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	signIn := StoredTokens{AccessToken: "new", RefreshToken: "rt-new", ExpiresAt: expiry, Scope: "read"}
+	hook := &midWalkHook{write: func(ctx context.Context) {
+		if err := after.StoreTokens(ctx, "user-3", "demo", signIn); err != nil {
+			t.Errorf("the sign-in during the walk: %v", err)
+		}
+	}}
+	c.AddHook(hook)
+	hook.armed.Store(true)
+	p, err := Reencrypt(ctx, store, newRing, ReencryptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hook.armed.Load() {
+		t.Fatal("the walk sent no compare-and-swap in a pipeline")
+	}
+	if p.Changed != 1 || p.Rewritten != records-1 {
+		t.Errorf("the walk counted %d changed and %d rewritten; want 1 changed, %d rewritten", p.Changed, p.Rewritten, records-1)
+	}
+	if n := hook.alone.Load(); n != 0 {
+		t.Errorf("the walk sent %d reads or writes of a record alone; want every one in a batch", n)
+	}
+	if n := hook.pipelines.Load(); oneScan && n != 2 {
+		t.Errorf("the walk took %d pipelines for one batch; want 2, its reads and its writes", n)
+	}
+	for i := range records {
+		got, err := after.GetTokens(ctx, fmt.Sprint("user-", i), "demo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := StoredTokens{AccessToken: "old", ExpiresAt: expiry}
+		if i == 3 {
+			want = signIn
+		}
+		if !reflect.DeepEqual(*got, want) {
+			t.Errorf("user-%d holds %+v after the walk; want %+v", i, *got, want)
+		}
+	}
+}
+
+// fuzzRingOf is a ring of fixed keys named by ids, the first one sealing.
+func fuzzRingOf(t *testing.T, ids ...string) *KeyRing {
+	var keys []encryptionKey
+	for _, id := range ids {
+		keys = append(keys, encryptionKey{ID: id, Key: bytes.Repeat([]byte(id[1:]), 32)})
+	}
+	r, err := newKeyRing(keys...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

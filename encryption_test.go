@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
+	kvpkg "github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/testkit/authserver"
 	"github.com/oauthflow/oauthflow/internal/testkit/redistest"
 	"github.com/redis/go-redis/v9"
@@ -412,29 +413,51 @@ func TestReencrypt(t *testing.T) {
 }
 
 // A record in its last millisecond keeps an expiry when Reencrypt rewrites
-// it: Redis answers PTTL 0 for a key whose expiry is now (its ttl is
-// clamped to 0, not -1), which RedisKV.TTL read as "no expiry", and the
-// re-seal was written without PX, for ever. miniredis answers 0 for a key
-// with 500 µs left.
+// it, whether it sends a batch in two round trips (its compare-and-swap keeps
+// the time to live) or goes one record at a time: Redis answers PTTL 0 for a
+// key whose expiry is now (its ttl is clamped to 0, not -1), which RedisKV.TTL
+// read as "no expiry", and the re-seal was written without PX, for ever.
+// miniredis answers 0 for a key with 500 µs left.
 func TestReencryptKeepsAnExpiryInTheLastMillisecond(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	mr, c := redistest.Mini(t)
-	kv := oauthflow.NewRedisKV(c)
-	store := oauthflow.NewTokenStore(kv, oauthflow.NewRegistry(), oauthflow.WithLogger(slog.New(slog.DiscardHandler)))
-	require.NoError(t, store.StoreTokens(ctx, "alice", "demo",
-		oauthflow.StoredTokens{AccessToken: "at", ExpiresAt: time.Now().Add(time.Hour).UnixMilli()}))
-	const key = "oauth:alice:demo"
-	require.True(t, mr.Exists(key))
-	mr.SetTTL(key, 500*time.Microsecond)
-	left, err := kv.TTL(ctx, key)
-	require.NoError(t, err)
-	require.Positive(t, left, "a key that expires has time left, not none")
+	for name, wrap := range map[string]func(*oauthflow.RedisKV, redis.UniversalClient) oauthflow.KV{
+		"batched": func(kv *oauthflow.RedisKV, _ redis.UniversalClient) oauthflow.KV { return kv },
+		"one by one": func(kv *oauthflow.RedisKV, c redis.UniversalClient) oauthflow.KV {
+			return unbatched{kv, kvpkg.NewRedis(c)}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			mr, c := redistest.Mini(t)
+			kv := oauthflow.NewRedisKV(c)
+			store := oauthflow.NewTokenStore(kv, oauthflow.NewRegistry(), oauthflow.WithLogger(slog.New(slog.DiscardHandler)))
+			require.NoError(t, store.StoreTokens(ctx, "alice", "demo",
+				oauthflow.StoredTokens{AccessToken: "at", ExpiresAt: time.Now().Add(time.Hour).UnixMilli()}))
+			const key = "oauth:alice:demo"
+			require.True(t, mr.Exists(key))
+			mr.SetTTL(key, 500*time.Microsecond)
+			left, err := kv.TTL(ctx, key)
+			require.NoError(t, err)
+			require.Positive(t, left, "a key that expires has time left, not none")
 
-	p, err := oauthflow.Reencrypt(ctx, kv, keyRing(t, newKey(t, "k1")), oauthflow.ReencryptOptions{})
-	require.NoError(t, err)
-	require.Equal(t, 1, p.Rewritten)
-	require.Positive(t, mr.TTL(key), "the re-sealed record keeps an expiry")
+			p, err := oauthflow.Reencrypt(ctx, wrap(kv, c), keyRing(t, newKey(t, "k1")), oauthflow.ReencryptOptions{})
+			require.NoError(t, err)
+			require.Equal(t, 1, p.Rewritten)
+			require.Positive(t, mr.TTL(key), "the re-sealed record keeps an expiry")
+		})
+	}
+}
+
+// unbatched is a KV that sends no batch in one round trip (as an app's own
+// KV, or a Redis Cluster), but walks its keys as Redis does.
+type unbatched struct {
+	oauthflow.KV
+	scan kvpkg.Scanner
+}
+
+func (u unbatched) ScanPrefix(ctx context.Context, prefix, cursor string, count int) ([]string, string, error) {
+	return u.scan.ScanPrefix(ctx, prefix, cursor, count)
 }
 
 func testReencrypt(t *testing.T, kv oauthflow.KV) {
