@@ -1470,6 +1470,14 @@ func oauthworkflowMutants() []mutant {
 			Why:  "the device code is sealed in the run when encryption is on",
 		},
 		{
+			Name: "device/code-raw-in-json",
+			File: "oauthworkflow.go",
+			Old:  "run := &deviceRun{Code: string(o.ring.SealText([]byte(a.DeviceCode), name)),",
+			New:  "run := &deviceRun{Code: string(o.ring.Seal([]byte(a.DeviceCode), name)),",
+			Run:  "^(TestDeviceSignInSealsTheDeviceCode)$",
+			Why:  "a sealed secret inside the run's JSON is in the text form: a JSON string holds valid UTF-8 only",
+		},
+		{
 			Name: "device/unproven-poll",
 			File: "oauthworkflow.go",
 			Old:  "\t\tctx = withProofs(ctx, key, &o.tokens.nonces)\n",
