@@ -23,17 +23,19 @@ import (
 // OpKind is what an Op does.
 type OpKind int
 
-// The kinds of Op, each the Store method of the same name; the result fields
-// each one sets.
+// The kinds of Op, each the Store method (or the function) of the same
+// name; the result fields each one sets.
 const (
-	OpGet              OpKind = iota // Got, or errs.NotFound in Err
-	OpSetNX                          // OK: set
-	OpSet                            //
-	OpCompareAndExpire               // OK: key held Value
-	OpCompareAndDelete               // OK: key held Value
-	OpSchedule                       //
-	OpUnschedule                     //
-	OpCompareAndSwap                 // OK: key held Old, and now holds Value
+	OpGet               OpKind = iota // Got, or errs.NotFound in Err
+	OpSetNX                           // OK: set
+	OpSet                             //
+	OpCompareAndExpire                // OK: key held Value
+	OpCompareAndDelete                // OK: key held Value
+	OpSchedule                        //
+	OpUnschedule                      //
+	OpCompareAndSwap                  // OK: key held Old, and now holds Value
+	OpScheduleSharded                 // ScheduleSharded
+	OpUnscheduleSharded               // UnscheduleSharded
 )
 
 // KeepTTL, as an OpCompareAndSwap's TTL, keeps the time to live the key
@@ -44,7 +46,7 @@ const KeepTTL time.Duration = -1
 // Op is one command of a batch, and its result once the batch has run.
 type Op struct {
 	Kind   OpKind
-	Key    string // the index, for OpSchedule and OpUnschedule
+	Key    string // the index, for the kinds that schedule and unschedule
 	Value  []byte // to store, or to compare with
 	Old    []byte // what OpCompareAndSwap compares with
 	TTL    time.Duration
@@ -92,6 +94,10 @@ func (op *Op) Run(ctx context.Context, s Store) {
 		op.Err = s.Unschedule(ctx, op.Key, op.Member)
 	case OpCompareAndSwap:
 		op.OK, op.Err = swapAlone(ctx, s, op)
+	case OpScheduleSharded:
+		op.Err = ScheduleSharded(ctx, s, op.Key, op.Member, op.Due)
+	case OpUnscheduleSharded:
+		op.Err = UnscheduleSharded(ctx, s, op.Key, op.Member)
 	}
 }
 
@@ -162,31 +168,29 @@ func (r *Redis) RunInOrder(ctx context.Context, ops []*Op) bool {
 		}
 	}
 	ctx = xcontext.OrBackground(ctx)
-	cmds := make([]redis.Cmder, len(ops))
+	reads := make([]func(), 0, len(ops))
 	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := 0; i < len(ops); {
-			n := swapsAt(ops[i:])
-			if n == 0 {
-				cmds[i] = queue(ctx, p, ops[i])
-				i++
+			op := ops[i]
+			if n := swapsAt(ops[i:]); n > 0 {
+				run := ops[i : i+n]
+				cmd := queueSwaps(ctx, p, run)
+				reads = append(reads, func() { readSwaps(cmd, run) })
+				i += n
 				continue
 			}
-			cmd := queueSwaps(ctx, p, ops[i:i+n])
-			for ; n > 0; n-- {
-				cmds[i] = cmd
-				i++
+			if op.sharded() {
+				reads = append(reads, r.sharded(op.Key).queueOp(ctx, p, op))
+			} else {
+				cmd := queue(ctx, p, op)
+				reads = append(reads, func() { op.read(cmd) })
 			}
+			i++
 		}
 		return nil
 	})
-	for i := 0; i < len(ops); {
-		if n := swapsAt(ops[i:]); n > 0 {
-			readSwaps(cmds[i], ops[i:i+n])
-			i += n
-			continue
-		}
-		ops[i].read(cmds[i])
-		i++
+	for _, read := range reads {
+		read()
 	}
 	return true
 }
@@ -266,6 +270,9 @@ func readSwaps(cmd redis.Cmder, ops []*Op) {
 		}
 	}
 }
+
+// sharded reports whether op writes a sharded index.
+func (op *Op) sharded() bool { return op.Kind == OpScheduleSharded || op.Kind == OpUnscheduleSharded }
 
 // queue adds op to p as the command Redis's method of the same name sends.
 // The compare scripts go as EVAL, not EVALSHA: a pipeline cannot fall back

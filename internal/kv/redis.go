@@ -3,6 +3,7 @@ package kv
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -12,7 +13,8 @@ import (
 )
 
 // Redis is a Store over any go-redis client: a single node, Sentinel or
-// Cluster. Every command touches one key, so it is Cluster-safe.
+// Cluster. Every command touches one key, or the keys of one sharded index,
+// which a hash tag puts in one slot (see Sharder), so it is Cluster-safe.
 type Redis struct {
 	c     redis.UniversalClient
 	owned bool
@@ -20,6 +22,7 @@ type Redis struct {
 	// channelTag tells this store's release channels from those of stores on
 	// other databases of the same server (releaseChannel).
 	channelTag string
+	levels     sync.Map // index → *shardLevels: what the store last said of a sharded index's levels
 }
 
 var (

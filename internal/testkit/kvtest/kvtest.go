@@ -56,6 +56,7 @@ func Run(t *testing.T, h Harness) {
 		{"ConcurrentSetNXOneWinner", testConcurrentSetNX},
 		{"ConcurrentCompareAndSwapOneWinner", testConcurrentCompareAndSwap},
 		{"DueIndex", testDueIndex},
+		{"ShardedIndex", testShardedIndex},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, h) })

@@ -1,0 +1,642 @@
+package kv
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/oauthflow/oauthflow/internal/xcontext"
+	"github.com/redis/go-redis/v9"
+)
+
+// On Redis a sharded index named "oauth:sys:due" is these keys, the last
+// segment of its name in braces, a hash tag: Redis Cluster puts them all in
+// one slot, so that a script may touch the head and one shard at once.
+//
+//	oauth:sys:{due}              head: each shard that holds members, by its earliest due time
+//	oauth:sys:{due}:levels       the level writes go to ("at"), the lowest one still holding members
+//	                             ("from"), and how many shards of each level hold members ("n{level}")
+//	oauth:sys:{due}:{level}:{i}  a shard: the members whose hash ends in i, in the level's bits
+//
+// A level L has 2^L shards. A write goes to its member's shard at the
+// current level; a shard that reaches shardRaiseAt members raises the level
+// in the same script, so that no shard outgrows Redis's compact encoding
+// whatever the number of members (level 0, one shard, for the first
+// hundred). Members written before a raise stay in their shard until they
+// are due: the claim that takes one there moves it up, and a member is only
+// ever run from its shard at the current level. Every script touches the
+// head, the levels and one shard, and keeps the head exact: a shard with a
+// due member is in the head, due at that member's time, so a pass that
+// finds nothing due reads the head alone. A script on a shard written at a
+// level behind the current one writes nothing and answers the level, and
+// the writer tries again there; each Redis store keeps the last level it
+// was told per index, so that happens once a level.
+//
+// The index as one sorted set, "oauth:sys:due", holds what an earlier version
+// of the library wrote there. A claim takes from it too and moves what it
+// takes to the member's shard.
+
+const (
+	// shardRaiseAt is the members a shard holds when its write raises the
+	// level: Redis keeps a sorted set of up to 128 (zset-max-listpack-entries)
+	// compact, and hash shares are uneven.
+	shardRaiseAt = 96
+	// shardTopLevel is the last level: 65,536 shards, compact up to about
+	// four million members.
+	shardTopLevel = 16
+	// claimRounds bounds the rounds of one claim: each reads the head for
+	// the shards with due members and claims a share of the rest from each.
+	claimRounds = 4
+)
+
+// shardLevels is what a store last heard of an index's levels.
+type shardLevels struct{ at, from atomic.Int64 }
+
+// saw raises the levels to what the store answered; they never go down.
+func (l *shardLevels) saw(at, from int64) {
+	raiseTo(&l.at, at)
+	raiseTo(&l.from, from)
+}
+
+func raiseTo(v *atomic.Int64, to int64) {
+	for cur := v.Load(); to > cur && !v.CompareAndSwap(cur, to); cur = v.Load() {
+	}
+}
+
+// shardedIndex is one sharded index of a Redis store.
+type shardedIndex struct {
+	c      redis.UniversalClient
+	index  string // the index as one sorted set
+	base   string // its name with the hash tag: the head's
+	levels *shardLevels
+}
+
+func (r *Redis) sharded(index string) *shardedIndex {
+	l, _ := r.levels.LoadOrStore(index, new(shardLevels))
+	return &shardedIndex{c: r.c, index: index, base: shardBase(index), levels: l.(*shardLevels)}
+}
+
+// shardBase is index with its last segment in braces: "oauth:sys:due"
+// becomes "oauth:sys:{due}".
+func shardBase(index string) string {
+	i := strings.LastIndexByte(index, ':') + 1
+	return index[:i] + "{" + index[i:] + "}"
+}
+
+// shardID names member's shard at level: "{level}:{i}".
+func shardID(level int64, member string) string {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(member))
+	i := h.Sum64() & (1<<level - 1)
+	return strconv.FormatInt(level, 10) + ":" + strconv.FormatUint(i, 10)
+}
+
+// idLevel is the level of the shard id names.
+func idLevel(id string) int64 {
+	level, _, _ := strings.Cut(id, ":")
+	n, _ := strconv.ParseInt(level, 10, 64)
+	return n
+}
+
+// keys are the keys a script on shard id touches: the head, the levels, the shard.
+func (x *shardedIndex) keys(id string) []string {
+	return []string{x.base, x.base + ":levels", x.base + ":" + id}
+}
+
+// shardPrelude is the start of every script on a shard: KEYS are the head,
+// the levels and the shard. tidy sets the shard's head entry to its earliest
+// due time, or removes it once the shard is empty, and counts the shards of
+// each level that hold members, so that "from" passes a level left empty.
+const shardPrelude = `
+local head, levels, shard = KEYS[1], KEYS[2], KEYS[3]
+local function current()
+  local v = redis.call("HMGET", levels, "at", "from")
+  return tonumber(v[1]) or 0, tonumber(v[2]) or 0
+end
+local function tidy(id, level)
+  local first = redis.call("ZRANGE", shard, 0, 0, "WITHSCORES")
+  if first[2] then
+    if redis.call("ZADD", head, first[2], id) == 1 then redis.call("HINCRBY", levels, "n" .. level, 1) end
+  elseif redis.call("ZREM", head, id) == 1 and redis.call("HINCRBY", levels, "n" .. level, -1) <= 0 then
+    local at, from = current()
+    while from < at and (tonumber(redis.call("HGET", levels, "n" .. from)) or 0) <= 0 do from = from + 1 end
+    redis.call("HSET", levels, "from", from)
+  end
+end
+`
+
+var (
+	// shardSchedule writes ARGV[3] due at ARGV[4] in shard ARGV[2] of level
+	// ARGV[1] (ARGV[5] "NX": only where absent), and raises the level once
+	// the shard holds ARGV[6] members, up to ARGV[7]. It answers whether it
+	// added the member, -1 when ARGV[1] is not the current level (it wrote
+	// nothing), and the levels.
+	shardSchedule = pipedScript{redis.NewScript(shardPrelude + `
+local at, from = current()
+if tonumber(ARGV[1]) ~= at then return {-1, at, from} end
+local added
+if ARGV[5] == "NX" then added = redis.call("ZADD", shard, "NX", ARGV[4], ARGV[3])
+else added = redis.call("ZADD", shard, ARGV[4], ARGV[3]) end
+tidy(ARGV[2], at)
+if at < tonumber(ARGV[7]) and redis.call("ZCARD", shard) >= tonumber(ARGV[6]) then
+  at = at + 1
+  redis.call("HSET", levels, "at", at)
+end
+return {added, at, from}`)}
+	// shardUnschedule removes ARGV[3] from shard ARGV[2] of level ARGV[1],
+	// when ARGV[4] is "" or its due time. It answers whether it did, and the levels.
+	shardUnschedule = pipedScript{redis.NewScript(shardPrelude + `
+local score = redis.call("ZSCORE", shard, ARGV[3])
+if score and (ARGV[4] == "" or tonumber(score) == tonumber(ARGV[4])) then
+  redis.call("ZREM", shard, ARGV[3])
+  tidy(ARGV[2], tonumber(ARGV[1]))
+  local at, from = current()
+  return {1, at, from}
+end
+local at, from = current()
+return {0, at, from}`)}
+	// shardClaim takes up to ARGV[5] members of shard ARGV[2] (level ARGV[1])
+	// due at ARGV[3], and moves them to ARGV[4]. It answers the levels and
+	// the members.
+	shardClaim = pipedScript{redis.NewScript(shardPrelude + `
+local at, from = current()
+local due = redis.call("ZRANGEBYSCORE", shard, "-inf", ARGV[3], "LIMIT", 0, ARGV[5])
+for _, member in ipairs(due) do redis.call("ZADD", shard, ARGV[4], member) end
+tidy(ARGV[2], tonumber(ARGV[1]))
+return {at, from, due}`)}
+	// unscheduleAt removes ARGV[1] from the sorted set KEYS[1] while it is due at ARGV[2].
+	unscheduleAt = pipedScript{redis.NewScript(`
+local score = redis.call("ZSCORE", KEYS[1], ARGV[1])
+if score and tonumber(score) == tonumber(ARGV[2]) then return redis.call("ZREM", KEYS[1], ARGV[1]) end
+return 0`)}
+)
+
+// pipedScript is a script that a pipeline sends by its SHA1 (EVALSHA): a
+// short command whatever the script's length. A command the server answers
+// NOSCRIPT (it never held the script, or flushed it) is sent again alone by
+// again, where Run loads it.
+type pipedScript struct{ *redis.Script }
+
+func (s pipedScript) queue(ctx context.Context, p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
+	return s.EvalSha(ctx, p, keys, args...)
+}
+
+// again is cmd, or the answer to it sent again alone when the server did
+// not hold its script.
+func (s pipedScript) again(ctx context.Context, c redis.Scripter, cmd *redis.Cmd) *redis.Cmd {
+	a := cmd.Args() // evalsha, sha1, len(keys), keys..., args...
+	if !redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") || len(a) < 3 || a[1] != s.Hash() {
+		return cmd
+	}
+	n, _ := a[2].(int)
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i], _ = a[3+i].(string)
+	}
+	return s.Run(ctx, c, keys, a[3+n:]...)
+}
+
+var _ Sharder = (*Redis)(nil)
+
+// ScheduleSharded sets member's due time in its shard at the current level.
+func (r *Redis) ScheduleSharded(ctx context.Context, index, member string, due time.Time) error {
+	_, err := r.sharded(index).schedule(xcontext.OrBackground(ctx), member, due.UnixMilli(), "")
+	return err
+}
+
+// UnscheduleSharded removes member from its shard at every level that holds
+// members (an earlier level keeps what was written before the level rose).
+func (r *Redis) UnscheduleSharded(ctx context.Context, index, member string) error {
+	x := r.sharded(index)
+	return x.unschedule(xcontext.OrBackground(ctx), member, x.levels.from.Load())
+}
+
+// schedule writes member due at dueMs in its shard at the level last heard
+// of, and again at the level the store answers while that one is behind;
+// mode "NX" adds it only where absent. added reports whether it added it.
+func (x *shardedIndex) schedule(ctx context.Context, member string, dueMs int64, mode string) (added bool, err error) {
+	for range shardTopLevel + 2 {
+		keys, args := x.scheduleArgs(x.levels.at.Load(), member, dueMs, mode)
+		reply, err := shardSchedule.Run(ctx, x.c, keys, args...).Int64Slice()
+		if err != nil {
+			return false, err
+		}
+		if x.heard(reply) {
+			return reply[0] == 1, nil
+		}
+	}
+	return false, errors.New("kv: the sharded index's level kept rising under the write")
+}
+
+func (x *shardedIndex) scheduleArgs(level int64, member string, dueMs int64, mode string) ([]string, []any) {
+	id := shardID(level, member)
+	return x.keys(id), []any{level, id, member, dueMs, mode, shardRaiseAt, shardTopLevel}
+}
+
+// heard notes the levels a script answered, {result, at, from}, and
+// reports whether it ran at the current level (its result is not -1). The
+// levels only rise, and answers may come back out of order, so a store
+// keeps the highest it heard of; but an answer that refused a write is
+// taken as it is, so that a store whose levels were lost (the keys deleted)
+// writes at level 0 again rather than never.
+func (x *shardedIndex) heard(reply []int64) bool {
+	switch {
+	case len(reply) != 3:
+		return false
+	case reply[0] < 0:
+		x.levels.at.Store(reply[1])
+		x.levels.from.Store(reply[2])
+		return false
+	}
+	x.levels.saw(reply[1], reply[2])
+	return true
+}
+
+// unschedule removes member from its shard at each level from lo up to the
+// current one, in one round trip, and again for the levels a reply shows
+// were added meanwhile.
+func (x *shardedIndex) unschedule(ctx context.Context, member string, lo int64) error {
+	for hi := x.levels.at.Load(); lo <= hi; hi = x.levels.at.Load() {
+		var cmds []*redis.Cmd
+		_, _ = x.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for level := lo; level <= hi; level++ {
+				cmds = append(cmds, x.queueUnschedule(ctx, p, level, member, ""))
+			}
+			return nil
+		})
+		for _, cmd := range cmds {
+			reply, err := shardUnschedule.again(ctx, x.c, cmd).Int64Slice()
+			if err != nil {
+				return err
+			}
+			x.heard(reply)
+		}
+		lo = max(hi+1, x.levels.from.Load())
+	}
+	return nil
+}
+
+func (x *shardedIndex) queueUnschedule(ctx context.Context, p redis.Pipeliner, level int64, member, onlyAt string) *redis.Cmd {
+	id := shardID(level, member)
+	return shardUnschedule.queue(ctx, p, x.keys(id), level, id, member, onlyAt)
+}
+
+// ClaimSharded takes up to n due members, leased until now+lease: first
+// from the index as one sorted set (an earlier version's members), then
+// from the shards the head shows due, a share of what is left from each, in
+// rounds while a shard gave its whole share. A member taken from the index
+// as one set, or from a shard below the current level, is moved to its
+// shard at the current level and returned only if it was not there already:
+// there, its copy is the one that runs.
+func (r *Redis) ClaimSharded(ctx context.Context, index string, now time.Time, lease time.Duration, n int) ([]string, error) {
+	if err := checkClaim(lease, n); err != nil {
+		return nil, err
+	}
+	nowMs, untilMs := claimWindow(now, lease)
+	return r.sharded(index).claim(xcontext.OrBackground(ctx), nowMs, untilMs, n)
+}
+
+// move is a claimed member to move to its shard at the current level, from
+// the shard id it was claimed in ("" for the index as one set).
+type move struct{ member, from string }
+
+func (x *shardedIndex) claim(ctx context.Context, nowMs, untilMs int64, n int) ([]string, error) {
+	moves, due, err := x.firstLook(ctx, nowMs, untilMs, n)
+	if err != nil {
+		return nil, err
+	}
+	var got []string
+	for round := 0; round < claimRounds && len(due) > 0 && len(got)+len(moves) < n; round++ {
+		fresh, stale, full, cerr := x.claimShards(ctx, due, n-len(got)-len(moves), nowMs, untilMs)
+		got, moves, err = append(got, fresh...), append(moves, stale...), cerr
+		if err != nil || !full || len(got)+len(moves) >= n {
+			break
+		}
+		due, err = x.dueShards(ctx, nowMs, n-len(got)-len(moves))
+	}
+	got = append(got, x.move(ctx, moves, untilMs)...)
+	if len(got) > 0 {
+		return got, nil // what failed is claimed again once its lease lapses
+	}
+	return nil, err
+}
+
+// firstLook claims up to n due members of the index as one set and reads
+// the head for up to n shards with due members, in one round trip: all a
+// pass sends when nothing is due.
+func (x *shardedIndex) firstLook(ctx context.Context, nowMs, untilMs int64, n int) ([]move, []string, error) {
+	var earlier *redis.Cmd
+	var due *redis.StringSliceCmd
+	_, _ = x.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		earlier = pipedScript{claimDue}.queue(ctx, p, []string{x.index}, nowMs, n, untilMs)
+		due = x.queueDueShards(ctx, p, nowMs, n)
+		return nil
+	})
+	members, err := pipedScript{claimDue}.again(ctx, x.c, earlier).StringSlice()
+	if err != nil {
+		return nil, nil, err
+	}
+	moves := make([]move, len(members))
+	for i, m := range members {
+		moves[i] = move{member: m}
+	}
+	return moves, due.Val(), due.Err()
+}
+
+// dueShards reads the head for up to n shards with members due at nowMs,
+// earliest first.
+func (x *shardedIndex) dueShards(ctx context.Context, nowMs int64, n int) ([]string, error) {
+	return x.queueDueShards(ctx, x.c, nowMs, n).Result()
+}
+
+func (x *shardedIndex) queueDueShards(ctx context.Context, c redis.Cmdable, nowMs int64, n int) *redis.StringSliceCmd {
+	return c.ZRangeByScore(ctx, x.base, &redis.ZRangeBy{Min: "-inf", Max: strconv.FormatInt(nowMs, 10), Count: int64(n)})
+}
+
+// claimShards claims budget members from the shards due, in one round trip,
+// each its share (shares): fresh are those of shards at the current level,
+// stale those to move up. full reports that some shard gave its whole
+// share, and may hold more.
+func (x *shardedIndex) claimShards(ctx context.Context, due []string, budget int, nowMs, untilMs int64) (fresh []string, stale []move, full bool, err error) {
+	share := shares(budget, len(due))
+	cmds := make([]*redis.Cmd, len(share))
+	_, _ = x.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, n := range share {
+			cmds[i] = shardClaim.queue(ctx, p, x.keys(due[i]), idLevel(due[i]), due[i], nowMs, untilMs, n)
+		}
+		return nil
+	})
+	for i, cmd := range cmds {
+		cmd = shardClaim.again(ctx, x.c, cmd)
+		err = cmp.Or(err, cmd.Err())
+		at, members := x.claimed(cmd)
+		full = full || len(members) == share[i]
+		if idLevel(due[i]) == at {
+			fresh = append(fresh, members...)
+			continue
+		}
+		for _, m := range members {
+			stale = append(stale, move{member: m, from: due[i]})
+		}
+	}
+	return fresh, stale, full, err
+}
+
+// claimed reads a shard claim's answer: the current level and the members.
+func (x *shardedIndex) claimed(cmd *redis.Cmd) (at int64, members []string) {
+	reply, _ := cmd.Val().([]any)
+	if cmd.Err() != nil || len(reply) != 3 {
+		return -1, nil
+	}
+	at, _ = reply[0].(int64)
+	from, _ := reply[1].(int64)
+	x.levels.saw(at, from)
+	list, _ := reply[2].([]any)
+	for _, m := range list {
+		if s, ok := m.(string); ok {
+			members = append(members, s)
+		}
+	}
+	return at, members
+}
+
+// shares splits budget over k shards, as evenly as it goes and the first
+// ones first; no more shards than budget get a share.
+func shares(budget, k int) []int {
+	k = min(k, budget)
+	s := make([]int, k)
+	for i := range s {
+		s[i] = budget / k
+		if i < budget%k {
+			s[i]++
+		}
+	}
+	return s
+}
+
+// move adds each claimed member to its shard at the current level, where it
+// is absent, leased until untilMs, and then removes it from where it was
+// claimed while it still holds that lease there. It returns the members it
+// added and removed. A member that a shard above where it was claimed holds
+// already, the later write, is removed and left to run from there; one whose
+// move failed part-way is claimed again once its leases lapse, and runs from
+// its shard at the current level.
+func (x *shardedIndex) move(ctx context.Context, moves []move, untilMs int64) []string {
+	if len(moves) == 0 {
+		return nil
+	}
+	if _, _, err := x.readLevels(ctx); err != nil {
+		return nil // the moves are claimed again once their leases lapse
+	}
+	held := x.heldAbove(ctx, moves)
+	var added, settled []move
+	for _, m := range moves {
+		if above, known := held[m]; known && !above {
+			if ok, err := x.schedule(ctx, m.member, untilMs, "NX"); err == nil {
+				settled = append(settled, m)
+				if ok {
+					added = append(added, m)
+				}
+			}
+		} else if known {
+			settled = append(settled, m)
+		}
+	}
+	removed := x.removeMoved(ctx, settled, untilMs)
+	var out []string
+	for _, m := range added {
+		if removed[m] {
+			out = append(out, m.member)
+		}
+	}
+	return out
+}
+
+// heldAbove tells, for each move, whether a shard holds its member at a
+// level above the one it was claimed from and below the current one, in one
+// round trip; a move it could not tell of is left out.
+func (x *shardedIndex) heldAbove(ctx context.Context, moves []move) map[move]bool {
+	from, at := x.levels.from.Load(), x.levels.at.Load()
+	probes := make(map[move][]*redis.FloatCmd, len(moves))
+	_, _ = x.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, m := range moves {
+			probes[m] = nil
+			lo := from
+			if m.from != "" {
+				lo = max(lo, idLevel(m.from)+1)
+			}
+			for level := lo; level < at; level++ {
+				probes[m] = append(probes[m], p.ZScore(ctx, x.base+":"+shardID(level, m.member), m.member))
+			}
+		}
+		return nil
+	})
+	held := make(map[move]bool, len(moves))
+	for m, cmds := range probes {
+		if above, known := anyScore(cmds); known {
+			held[m] = above
+		}
+	}
+	return held
+}
+
+// anyScore reports whether one of the ZSCOREs found its member; known is
+// false when one failed before any did.
+func anyScore(cmds []*redis.FloatCmd) (found, known bool) {
+	for _, cmd := range cmds {
+		if err := cmd.Err(); err == nil {
+			return true, true
+		} else if !errors.Is(err, redis.Nil) {
+			return false, false
+		}
+	}
+	return false, true
+}
+
+// removeMoved removes each moved member from where it was claimed while it
+// still holds the lease untilMs there, in one round trip, and tells those
+// it could answer for.
+func (x *shardedIndex) removeMoved(ctx context.Context, moves []move, untilMs int64) map[move]bool {
+	if len(moves) == 0 {
+		return nil
+	}
+	until := strconv.FormatInt(untilMs, 10)
+	cmds := make([]*redis.Cmd, len(moves))
+	_, _ = x.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, m := range moves {
+			if m.from == "" {
+				cmds[i] = unscheduleAt.queue(ctx, p, []string{x.index}, m.member, until)
+			} else {
+				cmds[i] = x.queueUnschedule(ctx, p, idLevel(m.from), m.member, until)
+			}
+		}
+		return nil
+	})
+	done := make(map[move]bool, len(moves))
+	for i, cmd := range cmds {
+		done[moves[i]] = unscheduleAt.again(ctx, x.c, shardUnschedule.again(ctx, x.c, cmd)).Err() == nil
+	}
+	return done
+}
+
+// ScoreSharded is member's due time: in its shard at the highest level
+// that holds it, else in the index as one set. The reads go from the index
+// as one set up the levels, in one round trip, so a member moving up
+// meanwhile (added above before it is removed below) is found.
+func (r *Redis) ScoreSharded(ctx context.Context, index, member string) (int64, bool, error) {
+	ctx = xcontext.OrBackground(ctx)
+	x := r.sharded(index)
+	from, at, err := x.readLevels(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	cmds := make([]*redis.FloatCmd, 0, at-from+2)
+	_, err = x.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		cmds = append(cmds, p.ZScore(ctx, x.index, member))
+		for level := from; level <= at; level++ {
+			cmds = append(cmds, p.ZScore(ctx, x.base+":"+shardID(level, member), member))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, false, err
+	}
+	var ms int64
+	var ok bool
+	for _, cmd := range cmds {
+		if cmd.Err() == nil {
+			ms, ok = int64(cmd.Val()), true
+		}
+	}
+	return ms, ok, nil
+}
+
+// readLevels reads the index's levels from the store.
+func (x *shardedIndex) readLevels(ctx context.Context) (from, at int64, err error) {
+	v, err := x.c.HMGet(ctx, x.base+":levels", "from", "at").Result()
+	if err != nil {
+		return 0, 0, err
+	}
+	for i, p := range []*int64{&from, &at} {
+		if s, ok := v[i].(string); ok {
+			*p, _ = strconv.ParseInt(s, 10, 64)
+		}
+	}
+	x.levels.saw(at, from)
+	return from, at, nil
+}
+
+// MembersSharded lists every member with its due time: the shards the head
+// names, and the index as one set, read first; a member in two places is
+// given as its shard at the highest level holds it.
+func (r *Redis) MembersSharded(ctx context.Context, index string) (map[string]int64, error) {
+	ctx = xcontext.OrBackground(ctx)
+	x := r.sharded(index)
+	out, err := r.Members(ctx, x.index)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := x.c.ZRange(ctx, x.base, 0, -1).Result()
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(ids, func(a, b string) int { return cmp.Compare(idLevel(a), idLevel(b)) })
+	cmds := make([]*redis.ZSliceCmd, len(ids))
+	_, err = x.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.ZRangeWithScores(ctx, x.base+":"+id, 0, -1)
+		}
+		return nil
+	})
+	for _, cmd := range cmds {
+		for _, z := range cmd.Val() {
+			if m, ok := z.Member.(string); ok {
+				out[m] = int64(z.Score)
+			}
+		}
+	}
+	return out, err
+}
+
+// queueOp adds a sharded op to a batch at the levels last heard of, a
+// schedule at the current level and an unschedule at each level that holds
+// members, and returns what reads its result once the batch has run.
+func (x *shardedIndex) queueOp(ctx context.Context, p redis.Pipeliner, op *Op) (read func()) {
+	at := x.levels.at.Load()
+	if op.Kind == OpScheduleSharded {
+		keys, args := x.scheduleArgs(at, op.Member, op.Due.UnixMilli(), "")
+		cmd := shardSchedule.queue(ctx, p, keys, args...)
+		return func() { x.readOp(ctx, op, at, cmd) }
+	}
+	var cmds []*redis.Cmd
+	for level := x.levels.from.Load(); level <= at; level++ {
+		cmds = append(cmds, x.queueUnschedule(ctx, p, level, op.Member, ""))
+	}
+	return func() { x.readOp(ctx, op, at, cmds...) }
+}
+
+// readOp takes a sharded op's result from its commands, sent at level at. A
+// level that rose since costs the op a round trip of its own, after the
+// batch: the schedule again at the current level, the unschedule at the
+// levels added.
+func (x *shardedIndex) readOp(ctx context.Context, op *Op, at int64, cmds ...*redis.Cmd) {
+	current := true
+	for _, cmd := range cmds {
+		reply, err := shardSchedule.again(ctx, x.c, shardUnschedule.again(ctx, x.c, cmd)).Int64Slice()
+		op.Err = cmp.Or(op.Err, err)
+		current = x.heard(reply) && current
+	}
+	switch {
+	case op.Err != nil:
+	case op.Kind == OpScheduleSharded && !current:
+		_, op.Err = x.schedule(ctx, op.Member, op.Due.UnixMilli(), "")
+	case op.Kind == OpUnscheduleSharded && x.levels.at.Load() > at:
+		op.Err = x.unschedule(ctx, op.Member, at+1)
+	}
+}
