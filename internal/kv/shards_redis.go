@@ -109,17 +109,29 @@ func (x *shardedIndex) keys(id string) []string {
 	return []string{x.base, x.base + ":levels", x.base + ":" + id}
 }
 
-// shardPrelude is the start of every script on a shard: KEYS are the head,
-// the levels and the shard. tidy sets the shard's head entry to its earliest
-// due time, or removes it once the shard is empty, and counts the shards of
-// each level that hold members, so that "from" passes a level left empty.
-const shardPrelude = `
+// shardScript is every command on a shard, one script so that a server
+// learns it once. KEYS are the head, the levels and the shard; ARGV[1]
+// names the command, ARGV[2] the shard's level and ARGV[3] its id. It
+// answers {result, at, from}, and a claim its members fourth.
+//
+//	schedule ARGV[4] due at ARGV[5] (ARGV[6] "NX": only where absent), and raise
+//	         the level once the shard holds ARGV[7] members, up to ARGV[8];
+//	         result: 1 when it added the member, -1 when the shard's level is
+//	         not the current one (it wrote nothing)
+//	unschedule ARGV[4], while it is due at ARGV[5] unless that is ""; result: 1 when it did
+//	claim    up to ARGV[6] members due at ARGV[4], moved to ARGV[5]; result: how many
+//
+// tidy sets the shard's head entry to its earliest due time, or removes it
+// once the shard is empty, and counts the shards of each level that hold
+// members, so that "from" passes a level left empty.
+var shardScript = pipedScript{redis.NewScript(`
 local head, levels, shard = KEYS[1], KEYS[2], KEYS[3]
+local op, level, id = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local function current()
   local v = redis.call("HMGET", levels, "at", "from")
   return tonumber(v[1]) or 0, tonumber(v[2]) or 0
 end
-local function tidy(id, level)
+local function tidy()
   local first = redis.call("ZRANGE", shard, 0, 0, "WITHSCORES")
   if first[2] then
     if redis.call("ZADD", head, first[2], id) == 1 then redis.call("HINCRBY", levels, "n" .. level, 1) end
@@ -129,47 +141,32 @@ local function tidy(id, level)
     redis.call("HSET", levels, "from", from)
   end
 end
-`
-
-var (
-	// shardSchedule writes ARGV[3] due at ARGV[4] in shard ARGV[2] of level
-	// ARGV[1] (ARGV[5] "NX": only where absent), and raises the level once
-	// the shard holds ARGV[6] members, up to ARGV[7]. It answers whether it
-	// added the member, -1 when ARGV[1] is not the current level (it wrote
-	// nothing), and the levels.
-	shardSchedule = pipedScript{redis.NewScript(shardPrelude + `
 local at, from = current()
-if tonumber(ARGV[1]) ~= at then return {-1, at, from} end
-local added
-if ARGV[5] == "NX" then added = redis.call("ZADD", shard, "NX", ARGV[4], ARGV[3])
-else added = redis.call("ZADD", shard, ARGV[4], ARGV[3]) end
-tidy(ARGV[2], at)
-if at < tonumber(ARGV[7]) and redis.call("ZCARD", shard) >= tonumber(ARGV[6]) then
-  at = at + 1
-  redis.call("HSET", levels, "at", at)
-end
-return {added, at, from}`)}
-	// shardUnschedule removes ARGV[3] from shard ARGV[2] of level ARGV[1],
-	// when ARGV[4] is "" or its due time. It answers whether it did, and the levels.
-	shardUnschedule = pipedScript{redis.NewScript(shardPrelude + `
-local score = redis.call("ZSCORE", shard, ARGV[3])
-if score and (ARGV[4] == "" or tonumber(score) == tonumber(ARGV[4])) then
-  redis.call("ZREM", shard, ARGV[3])
-  tidy(ARGV[2], tonumber(ARGV[1]))
-  local at, from = current()
+if op == "schedule" then
+  if level ~= at then return {-1, at, from} end
+  local added
+  if ARGV[6] == "NX" then added = redis.call("ZADD", shard, "NX", ARGV[5], ARGV[4])
+  else added = redis.call("ZADD", shard, ARGV[5], ARGV[4]) end
+  tidy()
+  if at < tonumber(ARGV[8]) and redis.call("ZCARD", shard) >= tonumber(ARGV[7]) then
+    at = at + 1
+    redis.call("HSET", levels, "at", at)
+  end
+  return {added, at, from}
+elseif op == "unschedule" then
+  local score = redis.call("ZSCORE", shard, ARGV[4])
+  if not score or (ARGV[5] ~= "" and tonumber(score) ~= tonumber(ARGV[5])) then return {0, at, from} end
+  redis.call("ZREM", shard, ARGV[4])
+  tidy()
+  at, from = current()
   return {1, at, from}
 end
-local at, from = current()
-return {0, at, from}`)}
-	// shardClaim takes up to ARGV[5] members of shard ARGV[2] (level ARGV[1])
-	// due at ARGV[3], and moves them to ARGV[4]. It answers the levels and
-	// the members.
-	shardClaim = pipedScript{redis.NewScript(shardPrelude + `
-local at, from = current()
-local due = redis.call("ZRANGEBYSCORE", shard, "-inf", ARGV[3], "LIMIT", 0, ARGV[5])
-for _, member in ipairs(due) do redis.call("ZADD", shard, ARGV[4], member) end
-tidy(ARGV[2], tonumber(ARGV[1]))
-return {at, from, due}`)}
+local due = redis.call("ZRANGEBYSCORE", shard, "-inf", ARGV[4], "LIMIT", 0, ARGV[6])
+for _, member in ipairs(due) do redis.call("ZADD", shard, ARGV[5], member) end
+tidy()
+return {#due, at, from, due}`)}
+
+var (
 	// unscheduleAt removes ARGV[1] from the sorted set KEYS[1] while it is due at ARGV[2].
 	unscheduleAt = pipedScript{redis.NewScript(`
 local score = redis.call("ZSCORE", KEYS[1], ARGV[1])
@@ -180,7 +177,7 @@ return 0`)}
 // pipedScript is a script that a pipeline sends by its SHA1 (EVALSHA): a
 // short command whatever the script's length. A command the server answers
 // NOSCRIPT (it never held the script, or flushed it) is sent again alone by
-// again, where Run loads it.
+// again, as EVAL, which loads it.
 type pipedScript struct{ *redis.Script }
 
 func (s pipedScript) queue(ctx context.Context, p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
@@ -199,7 +196,7 @@ func (s pipedScript) again(ctx context.Context, c redis.Scripter, cmd *redis.Cmd
 	for i := range keys {
 		keys[i], _ = a[3+i].(string)
 	}
-	return s.Run(ctx, c, keys, a[3+n:]...)
+	return s.Eval(ctx, c, keys, a[3+n:]...)
 }
 
 var _ Sharder = (*Redis)(nil)
@@ -223,7 +220,7 @@ func (r *Redis) UnscheduleSharded(ctx context.Context, index, member string) err
 func (x *shardedIndex) schedule(ctx context.Context, member string, dueMs int64, mode string) (added bool, err error) {
 	for range shardTopLevel + 2 {
 		keys, args := x.scheduleArgs(x.levels.at.Load(), member, dueMs, mode)
-		reply, err := shardSchedule.Run(ctx, x.c, keys, args...).Int64Slice()
+		reply, err := shardScript.Run(ctx, x.c, keys, args...).Int64Slice()
 		if err != nil {
 			return false, err
 		}
@@ -236,7 +233,7 @@ func (x *shardedIndex) schedule(ctx context.Context, member string, dueMs int64,
 
 func (x *shardedIndex) scheduleArgs(level int64, member string, dueMs int64, mode string) ([]string, []any) {
 	id := shardID(level, member)
-	return x.keys(id), []any{level, id, member, dueMs, mode, shardRaiseAt, shardTopLevel}
+	return x.keys(id), []any{"schedule", level, id, member, dueMs, mode, shardRaiseAt, shardTopLevel}
 }
 
 // heard notes the levels a script answered, {result, at, from}, and
@@ -271,7 +268,7 @@ func (x *shardedIndex) unschedule(ctx context.Context, member string, lo int64) 
 			return nil
 		})
 		for _, cmd := range cmds {
-			reply, err := shardUnschedule.again(ctx, x.c, cmd).Int64Slice()
+			reply, err := shardScript.again(ctx, x.c, cmd).Int64Slice()
 			if err != nil {
 				return err
 			}
@@ -284,7 +281,7 @@ func (x *shardedIndex) unschedule(ctx context.Context, member string, lo int64) 
 
 func (x *shardedIndex) queueUnschedule(ctx context.Context, p redis.Pipeliner, level int64, member, onlyAt string) *redis.Cmd {
 	id := shardID(level, member)
-	return shardUnschedule.queue(ctx, p, x.keys(id), level, id, member, onlyAt)
+	return shardScript.queue(ctx, p, x.keys(id), "unschedule", level, id, member, onlyAt)
 }
 
 // ClaimSharded takes up to n due members, leased until now+lease: first
@@ -368,12 +365,12 @@ func (x *shardedIndex) claimShards(ctx context.Context, due []string, budget int
 	cmds := make([]*redis.Cmd, len(share))
 	_, _ = x.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, n := range share {
-			cmds[i] = shardClaim.queue(ctx, p, x.keys(due[i]), idLevel(due[i]), due[i], nowMs, untilMs, n)
+			cmds[i] = shardScript.queue(ctx, p, x.keys(due[i]), "claim", idLevel(due[i]), due[i], nowMs, untilMs, n)
 		}
 		return nil
 	})
 	for i, cmd := range cmds {
-		cmd = shardClaim.again(ctx, x.c, cmd)
+		cmd = shardScript.again(ctx, x.c, cmd)
 		err = cmp.Or(err, cmd.Err())
 		at, members := x.claimed(cmd)
 		full = full || len(members) == share[i]
@@ -391,13 +388,13 @@ func (x *shardedIndex) claimShards(ctx context.Context, due []string, budget int
 // claimed reads a shard claim's answer: the current level and the members.
 func (x *shardedIndex) claimed(cmd *redis.Cmd) (at int64, members []string) {
 	reply, _ := cmd.Val().([]any)
-	if cmd.Err() != nil || len(reply) != 3 {
+	if cmd.Err() != nil || len(reply) != 4 {
 		return -1, nil
 	}
-	at, _ = reply[0].(int64)
-	from, _ := reply[1].(int64)
+	at, _ = reply[1].(int64)
+	from, _ := reply[2].(int64)
 	x.levels.saw(at, from)
-	list, _ := reply[2].([]any)
+	list, _ := reply[3].([]any)
 	for _, m := range list {
 		if s, ok := m.(string); ok {
 			members = append(members, s)
@@ -520,7 +517,7 @@ func (x *shardedIndex) removeMoved(ctx context.Context, moves []move, untilMs in
 	})
 	done := make(map[move]bool, len(moves))
 	for i, cmd := range cmds {
-		done[moves[i]] = unscheduleAt.again(ctx, x.c, shardUnschedule.again(ctx, x.c, cmd)).Err() == nil
+		done[moves[i]] = unscheduleAt.again(ctx, x.c, shardScript.again(ctx, x.c, cmd)).Err() == nil
 	}
 	return done
 }
@@ -611,7 +608,7 @@ func (x *shardedIndex) queueOp(ctx context.Context, p redis.Pipeliner, op *Op) (
 	at := x.levels.at.Load()
 	if op.Kind == OpScheduleSharded {
 		keys, args := x.scheduleArgs(at, op.Member, op.Due.UnixMilli(), "")
-		cmd := shardSchedule.queue(ctx, p, keys, args...)
+		cmd := shardScript.queue(ctx, p, keys, args...)
 		return func() { x.readOp(ctx, op, at, cmd) }
 	}
 	var cmds []*redis.Cmd
@@ -628,7 +625,7 @@ func (x *shardedIndex) queueOp(ctx context.Context, p redis.Pipeliner, op *Op) (
 func (x *shardedIndex) readOp(ctx context.Context, op *Op, at int64, cmds ...*redis.Cmd) {
 	current := true
 	for _, cmd := range cmds {
-		reply, err := shardSchedule.again(ctx, x.c, shardUnschedule.again(ctx, x.c, cmd)).Int64Slice()
+		reply, err := shardScript.again(ctx, x.c, cmd).Int64Slice()
 		op.Err = cmp.Or(op.Err, err)
 		current = x.heard(reply) && current
 	}
