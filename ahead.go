@@ -113,7 +113,7 @@ func (a *refreshAhead) next(now time.Time, expiresAt int64) time.Time {
 func (a *refreshAhead) markOps(userID, providerID string, now time.Time, expiresAt int64) []*kv.Op {
 	return []*kv.Op{
 		{Kind: kv.OpSchedule, Key: keyspace.ConnIndex(userID), Member: seenMember(providerID), Due: now},
-		{Kind: kv.OpSchedule, Key: dueIndex, Member: worker.Member(jobAhead, aheadMember(userID, providerID)), Due: a.due(expiresAt)},
+		{Kind: kv.OpScheduleSharded, Key: dueIndex, Member: worker.Member(jobAhead, aheadMember(userID, providerID)), Due: a.due(expiresAt)},
 	}
 }
 
@@ -248,7 +248,7 @@ func (a *refreshAhead) refreshDue(ctx context.Context, userID, providerID string
 // reschedule makes the connection's entry due at due; it reports
 // rescheduled once it is.
 func (a *refreshAhead) reschedule(ctx context.Context, member string, due time.Time) (rescheduled bool, err error) {
-	if err := a.kv.Schedule(ctx, dueIndex, worker.Member(jobAhead, member), due); err != nil {
+	if err := kv.ScheduleSharded(ctx, a.kv, dueIndex, worker.Member(jobAhead, member), due); err != nil {
 		return false, errs.Store(ctx, "schedule refresh ahead", err)
 	}
 	return true, nil
@@ -275,7 +275,7 @@ func (a *refreshAhead) postponeIdle(ctx context.Context, member string, seen tim
 // back. It removes (or places) the entry itself: rescheduled is always true.
 func (a *refreshAhead) removeFromRefreshAhead(ctx context.Context, member string) (rescheduled bool, err error) {
 	providerID, userID, _ := strings.Cut(member, ":")
-	ops := []*kv.Op{{Kind: kv.OpUnschedule, Key: dueIndex, Member: worker.Member(jobAhead, member)}}
+	ops := []*kv.Op{{Kind: kv.OpUnscheduleSharded, Key: dueIndex, Member: worker.Member(jobAhead, member)}}
 	if keyspace.CheckIDs(userID, providerID) == nil {
 		ops = append(ops, &kv.Op{Kind: kv.OpUnschedule, Key: keyspace.ConnIndex(userID), Member: seenMember(providerID)})
 	}

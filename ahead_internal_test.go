@@ -82,7 +82,7 @@ func aheadStore(t *testing.T) (*TokenStore, *hookedKV, *countingProvider, *fakec
 
 func dueOf(t *testing.T, store kv.Store, member string) (time.Time, bool) {
 	t.Helper()
-	ms, ok, err := store.(kv.IndexReader).Score(context.Background(), dueIndex, jobAhead+":"+member)
+	ms, ok, err := kv.ScoreSharded(context.Background(), store, dueIndex, jobAhead+":"+member)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +375,7 @@ func TestRefreshAhead429SlowsTheFleet(t *testing.T) {
 	p.status.Store(http.StatusTooManyRequests)
 	f := newLimitedFleet(t, p, 2, 10, map[string]RefreshLimit{"acme": {Concurrency: 1}})
 	ctx := context.Background()
-	members, err := f.stores[0].kv.Claim(ctx, dueIndex, f.clock.Now(), worker.Lease, 1)
+	members, err := kv.ClaimSharded(ctx, f.stores[0].kv, dueIndex, f.clock.Now(), worker.Lease, 1)
 	if err != nil || len(members) != 1 {
 		t.Fatalf("claim: %v, %v", members, err)
 	}

@@ -393,7 +393,7 @@ func (e *Engine) afterRelease(ctx context.Context, id string, fn func(ctx contex
 // run id's lock when ctx's call path holds it, at once otherwise. It only
 // tidies: work left behind finds its run moved on and does nothing.
 func (e *Engine) tidyAtRelease(ctx context.Context, id, member string) error {
-	op := &kv.Op{Kind: kv.OpUnschedule, Key: dueIndex, Member: member}
+	op := &kv.Op{Kind: kv.OpUnscheduleSharded, Key: dueIndex, Member: member}
 	if h := runstore.Of(ctx, id); h != nil {
 		h.TidyAtRelease(op)
 		return nil
@@ -594,7 +594,7 @@ func (e *Engine) recordDelivery(ctx context.Context, r *Run) error {
 	if r.State != StateEnd || !reportsToParent(r) {
 		return nil
 	}
-	if err := e.kv.Schedule(ctx, dueIndex, jobDeliver+":"+r.ID, e.now()); err != nil {
+	if err := kv.ScheduleSharded(ctx, e.kv, dueIndex, jobDeliver+":"+r.ID, e.now()); err != nil {
 		return errs.Store(ctx, "record the parent delivery", err)
 	}
 	return nil
@@ -643,7 +643,7 @@ func (e *Engine) deliver(ctx context.Context, child string) (rescheduled bool, e
 
 // removeDelivery removes child's delivery from the due work.
 func (e *Engine) removeDelivery(ctx context.Context, child string) error {
-	if err := e.kv.Unschedule(ctx, dueIndex, jobDeliver+":"+child); err != nil {
+	if err := kv.UnscheduleSharded(ctx, e.kv, dueIndex, jobDeliver+":"+child); err != nil {
 		return errs.Store(ctx, "settle a delivery", err)
 	}
 	return nil

@@ -262,7 +262,10 @@ func newMemoryKV(now func() time.Time) *MemoryKV {
 // RedisKV is a [KV] over any go-redis client: a single node, Sentinel or
 // Cluster. Every command touches one key, so it is Cluster-safe. Due-time
 // indexes are sorted sets scored by Unix milliseconds; Claim is one script on
-// one key.
+// one key. The library's own index of due work, a member per connection, is
+// kept in small sorted sets that Redis stores compactly (keys under
+// "oauth:sys:{due}", whose hash tag puts them in one Cluster slot); what an
+// earlier version wrote to "oauth:sys:due" is still claimed from there.
 type RedisKV struct {
 	backend
 	r *kv.Redis

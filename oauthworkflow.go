@@ -577,7 +577,7 @@ func (o *oauthWorkflow) watchCompletion(ctx context.Context, s *Session) context
 		return ctx // a sign-in outside a workflow has no run to end
 	}
 	due := o.now().Add(o.completionTimeout + o.runLockLease)
-	watch := &kv.Op{Kind: kv.OpSchedule, Key: dueIndex, Member: jobAbandon + ":" + s.WorkflowID, Due: due}
+	watch := &kv.Op{Kind: kv.OpScheduleSharded, Key: dueIndex, Member: jobAbandon + ":" + s.WorkflowID, Due: due}
 	prompt := &kv.Op{Kind: kv.OpGet, Key: keyspace.Doc(s.WorkflowID, PromptDocumentName)}
 	return o.engine.withTake(ctx, s.WorkflowID, watch, prompt)
 }

@@ -15,11 +15,12 @@ import (
 	"github.com/oauthflow/oauthflow/internal/kv"
 )
 
-// Work waits in one due-time index in the KV, shared by every instance; each
-// pass claims what is due with one atomic, single-key command that also leases
-// it, so of many instances exactly one does a piece of work, and work whose
-// instance died is claimed again when its lease lapses. An idle pass costs one
-// command.
+// Work waits in one due-time index in the KV, shared by every instance, kept
+// in small shards where the store can (kv.Sharder: Redis keeps each in its
+// compact encoding); each pass claims what is due with atomic commands that
+// also lease it, each on one shard, so of many instances exactly one does a
+// piece of work, and work whose instance died is claimed again when its lease
+// lapses. An idle pass costs one round trip, whatever the index holds.
 //
 // A limit bounds what it names, not the worker: each kind of work, and each
 // group of one kind (a provider's refreshes ahead), has a share of the
@@ -29,7 +30,10 @@ import (
 // maxHeld of them it goes back to the index for a second, so that what is
 // due behind it is claimed.
 
-// Index is the KV index of due work. Members are "{kind}:{id}" (Member).
+// Index is the KV index of due work, a sharded one (kv.ScheduleSharded and
+// the rest): on Redis, the keys under "oauth:sys:{due}", and what an
+// earlier version wrote to "oauth:sys:due". Members are "{kind}:{id}"
+// (Member).
 const Index = "oauth:sys:due"
 
 // Member is the index member of id's work under kind.
@@ -149,7 +153,7 @@ func (w *Worker) Handle(kind string, sh Share, j Job) {
 
 // Schedule makes id's work under kind due at due.
 func (w *Worker) Schedule(ctx context.Context, kind, id string, due time.Time) error {
-	if err := w.kv.Schedule(ctx, Index, Member(kind, id), due); err != nil {
+	if err := kv.ScheduleSharded(ctx, w.kv, Index, Member(kind, id), due); err != nil {
 		return errs.Store(ctx, "schedule "+kind, err)
 	}
 	return nil
@@ -157,7 +161,7 @@ func (w *Worker) Schedule(ctx context.Context, kind, id string, due time.Time) e
 
 // Cancel removes id's work under kind, if any.
 func (w *Worker) Cancel(ctx context.Context, kind, id string) error {
-	if err := w.kv.Unschedule(ctx, Index, Member(kind, id)); err != nil {
+	if err := kv.UnscheduleSharded(ctx, w.kv, Index, Member(kind, id)); err != nil {
 		return errs.Store(ctx, "unschedule "+kind, err)
 	}
 	return nil
@@ -226,7 +230,7 @@ func (w *Worker) dispatch(ctx context.Context, members []string, back *int) {
 			w.hold(key, p)
 		default:
 			due := now.Add(busyRetry + time.Duration(*back)*busyRetry/maxHeld)
-			again = append(again, &kv.Op{Kind: kv.OpSchedule, Key: Index, Member: member, Due: due})
+			again = append(again, &kv.Op{Kind: kv.OpScheduleSharded, Key: Index, Member: member, Due: due})
 			*back++
 		}
 	}
@@ -343,7 +347,7 @@ func (w *Worker) next(ctx context.Context, done piece) (piece, bool) {
 
 // claim claims up to n pieces of due work, leased for Lease.
 func (w *Worker) claim(ctx context.Context, n int) ([]string, error) {
-	members, err := w.kv.Claim(ctx, Index, w.now(), Lease, n)
+	members, err := kv.ClaimSharded(ctx, w.kv, Index, w.now(), Lease, n)
 	if err != nil {
 		if ctx.Err() == nil && !w.failing.Swap(true) {
 			w.log.WarnContext(ctx, "oauthflow: the worker cannot claim due work; it retries every pass", "error", err.Error())

@@ -13,6 +13,7 @@ import (
 	"github.com/oauthflow/oauthflow/internal/testkit/fakeclock"
 	"github.com/oauthflow/oauthflow/internal/testkit/redistest"
 	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
+	"github.com/redis/go-redis/v9"
 )
 
 // The kinds of work of these tests, named after the library's.
@@ -100,7 +101,7 @@ func TestWorkerDrainsBulkWork(t *testing.T) {
 	if most > MaxInFlight {
 		t.Fatalf("%d pieces ran at once, more than %d", most, MaxInFlight)
 	}
-	if left, err := store.Claim(ctx, Index, now, Lease, 1); err != nil || len(left) != 0 {
+	if left, err := kv.ClaimSharded(ctx, store, Index, now, Lease, 1); err != nil || len(left) != 0 {
 		t.Fatalf("left due: %v, %v", left, err)
 	}
 }
@@ -156,7 +157,7 @@ func TestWorkerHoldsBackWhatItsShareHasNoRoomFor(t *testing.T) {
 	if running != KindShare || held != maxHeld {
 		t.Fatalf("%d device polls in flight and %d held, want %d and %d", running, held, KindShare, maxHeld)
 	}
-	index, err := store.Members(ctx, Index)
+	index, err := kv.MembersSharded(ctx, store, Index)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,11 +290,82 @@ func TestWorkerKeepsTheEntryAJobRescheduled(t *testing.T) {
 	if n := w.Pass(ctx); n != 2 {
 		t.Fatalf("the pass did %d pieces, want 2", n)
 	}
-	index, err := store.Members(ctx, Index)
+	index, err := kv.MembersSharded(ctx, store, Index)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(index) != 1 || index[Member("again", "x")] != later.UnixMilli() {
 		t.Fatalf("the index holds %v; want only the rescheduled entry, due at %d", index, later.UnixMilli())
+	}
+}
+
+// Workers of several instances passing at once run each piece of due work
+// exactly once, over a Redis index in many shards at more than one level
+// (and with what an earlier version wrote to the index as one sorted set)
+// as over a MemoryKV.
+func TestWorkersRacingRunEachPieceOnce(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_800_000_000, 0)
+	stores := map[string]func(t *testing.T) (kv.Store, func() kv.Store){
+		"memory": func(*testing.T) (kv.Store, func() kv.Store) {
+			m := kv.NewMemory(func() time.Time { return now })
+			return m, func() kv.Store { return m }
+		},
+		"redis": func(t *testing.T) (kv.Store, func() kv.Store) {
+			c := redistest.Real(t)
+			prefix := redistest.Prefix(t, c)
+			for i := range 100 { // an earlier version's entries, in the index as one set
+				z := redis.Z{Score: float64(now.UnixMilli()), Member: Member(device, fmt.Sprint("old-", i))}
+				if err := c.ZAdd(context.Background(), prefix+Index, z).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return kv.WithPrefix(kv.NewRedis(c), prefix), func() kv.Store { return kv.WithPrefix(kv.NewRedis(c), prefix) }
+		},
+	}
+	for name, open := range stores {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			first, another := open(t)
+			ctx := context.Background()
+			var mu sync.Mutex
+			runs := map[string]int{}
+			job := func(_ context.Context, id string) (bool, error) {
+				mu.Lock()
+				runs[id]++
+				mu.Unlock()
+				return false, nil
+			}
+			for i := range 600 {
+				if err := New(first, Config{}).Schedule(ctx, device, fmt.Sprint("new-", i), now.Add(-time.Duration(i)*time.Millisecond)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var wg sync.WaitGroup
+			for range 4 {
+				w := New(another(), Config{Now: func() time.Time { return now }, Every: time.Hour})
+				w.Handle(device, Share{}, job)
+				wg.Go(func() {
+					for w.Pass(ctx) > 0 {
+					}
+				})
+			}
+			wg.Wait()
+			want := 600
+			if name == "redis" {
+				want += 100
+			}
+			for id, n := range runs {
+				if n != 1 {
+					t.Errorf("%s ran %d times, want once", id, n)
+				}
+			}
+			if len(runs) != want {
+				t.Errorf("%d pieces ran, want %d", len(runs), want)
+			}
+			if left, err := kv.MembersSharded(ctx, first, Index); err != nil || len(left) != 0 {
+				t.Errorf("the index holds %d entries once every piece is done, %v", len(left), err)
+			}
+		})
 	}
 }
