@@ -21,16 +21,18 @@ import (
 //
 //	oauth:sys:{due}              head: each shard that holds members, by its earliest due time
 //	oauth:sys:{due}:levels       the level writes go to ("at"), the lowest one still holding members
-//	                             ("from"), and how many shards of each level hold members ("n{level}")
+//	                             ("from"), how many shards of each level hold members ("n{level}"),
+//	                             and the claims' sweep of each level below "at" ("sweep{level}")
 //	oauth:sys:{due}:{level}:{i}  a shard: the members whose hash ends in i, in the level's bits
 //
 // A level L has 2^L shards. A write goes to its member's shard at the
 // current level; a shard that reaches shardRaiseAt members raises the level
 // in the same script, so that no shard outgrows Redis's compact encoding
 // whatever the number of members (level 0, one shard, for the first
-// hundred). Members written before a raise stay in their shard until they
-// are due: the claim that takes one there moves it up, and a member is only
-// ever run from its shard at the current level. Every script touches the
+// hundred). Members written before a raise stay in their shard until a
+// claim takes them there, due, or sweeps their shard (one a claim), and
+// moves them up: a member is only ever run from its shard at the current
+// level. Every script touches the
 // head, the levels and one shard, and keeps the head exact: a shard with a
 // due member is in the head, due at that member's time, so a pass that
 // finds nothing due reads the head alone. A script on a shard written at a
@@ -118,7 +120,8 @@ func (x *shardedIndex) keys(id string) []string {
 //	         the level once the shard holds ARGV[7] members, up to ARGV[8];
 //	         result: 1 when it added the member, -1 when the shard's level is
 //	         not the current one (it wrote nothing)
-//	unschedule ARGV[4], while it is due at ARGV[5] unless that is ""; result: 1 when it did
+//	unschedule ARGV[4], while it is due at ARGV[5] unless that is ""; result: 1 when it
+//	         did, 0 when it was not there, 2 when it was, due at another time
 //	claim    up to ARGV[6] members due at ARGV[4], moved to ARGV[5]; result: how many
 //
 // tidy sets the shard's head entry to its earliest due time, or removes it
@@ -155,7 +158,8 @@ if op == "schedule" then
   return {added, at, from}
 elseif op == "unschedule" then
   local score = redis.call("ZSCORE", shard, ARGV[4])
-  if not score or (ARGV[5] ~= "" and tonumber(score) ~= tonumber(ARGV[5])) then return {0, at, from} end
+  if not score then return {0, at, from} end
+  if ARGV[5] ~= "" and tonumber(score) ~= tonumber(ARGV[5]) then return {2, at, from} end
   redis.call("ZREM", shard, ARGV[4])
   tidy()
   at, from = current()
@@ -167,11 +171,14 @@ tidy()
 return {#due, at, from, due}`)}
 
 var (
-	// unscheduleAt removes ARGV[1] from the sorted set KEYS[1] while it is due at ARGV[2].
+	// unscheduleAt removes ARGV[1] from the sorted set KEYS[1] while it is
+	// due at ARGV[2]: 1 when it did, 0 when it was not there, 2 when it
+	// was, due at another time.
 	unscheduleAt = pipedScript{redis.NewScript(`
 local score = redis.call("ZSCORE", KEYS[1], ARGV[1])
-if score and tonumber(score) == tonumber(ARGV[2]) then return redis.call("ZREM", KEYS[1], ARGV[1]) end
-return 0`)}
+if not score then return 0 end
+if tonumber(score) ~= tonumber(ARGV[2]) then return 2 end
+return redis.call("ZREM", KEYS[1], ARGV[1])`)}
 )
 
 // pipedScript is a script that a pipeline sends by its SHA1 (EVALSHA): a
@@ -211,24 +218,35 @@ func (r *Redis) ScheduleSharded(ctx context.Context, index, member string, due t
 // members (an earlier level keeps what was written before the level rose).
 func (r *Redis) UnscheduleSharded(ctx context.Context, index, member string) error {
 	x := r.sharded(index)
-	return x.unschedule(xcontext.OrBackground(ctx), member, x.levels.from.Load())
+	return x.unschedule(xcontext.OrBackground(ctx), member, x.levels.from.Load(), "")
 }
 
 // schedule writes member due at dueMs in its shard at the level last heard
 // of, and again at the level the store answers while that one is behind;
-// mode "NX" adds it only where absent. added reports whether it added it.
-func (x *shardedIndex) schedule(ctx context.Context, member string, dueMs int64, mode string) (added bool, err error) {
+// mode "NX" adds it only where absent. It reports the level it wrote at,
+// -1 when it added nothing.
+func (x *shardedIndex) schedule(ctx context.Context, member string, dueMs int64, mode string) (level int64, err error) {
 	for range shardTopLevel + 2 {
-		keys, args := x.scheduleArgs(x.levels.at.Load(), member, dueMs, mode)
+		level = x.levels.at.Load()
+		keys, args := x.scheduleArgs(level, member, dueMs, mode)
 		reply, err := shardScript.Run(ctx, x.c, keys, args...).Int64Slice()
 		if err != nil {
-			return false, err
+			return -1, err
 		}
 		if x.heard(reply) {
-			return reply[0] == 1, nil
+			return addedAt(reply, level), nil
 		}
 	}
-	return false, errors.New("kv: the sharded index's level kept rising under the write")
+	return -1, errors.New("kv: the sharded index's level kept rising under the write")
+}
+
+// addedAt is level when a schedule's reply says it added the member, -1
+// when it found it there (ZADD NX).
+func addedAt(reply []int64, level int64) int64 {
+	if reply[0] == 1 {
+		return level
+	}
+	return -1
 }
 
 func (x *shardedIndex) scheduleArgs(level int64, member string, dueMs int64, mode string) ([]string, []any) {
@@ -257,13 +275,13 @@ func (x *shardedIndex) heard(reply []int64) bool {
 
 // unschedule removes member from its shard at each level from lo up to the
 // current one, in one round trip, and again for the levels a reply shows
-// were added meanwhile.
-func (x *shardedIndex) unschedule(ctx context.Context, member string, lo int64) error {
+// were added meanwhile; where onlyAt is not "", only while it is due then.
+func (x *shardedIndex) unschedule(ctx context.Context, member string, lo int64, onlyAt string) error {
 	for hi := x.levels.at.Load(); lo <= hi; hi = x.levels.at.Load() {
 		var cmds []*redis.Cmd
 		_, _ = x.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for level := lo; level <= hi; level++ {
-				cmds = append(cmds, x.queueUnschedule(ctx, p, level, member, ""))
+				cmds = append(cmds, x.queueUnschedule(ctx, p, level, member, onlyAt))
 			}
 			return nil
 		})
@@ -282,244 +300,6 @@ func (x *shardedIndex) unschedule(ctx context.Context, member string, lo int64) 
 func (x *shardedIndex) queueUnschedule(ctx context.Context, p redis.Pipeliner, level int64, member, onlyAt string) *redis.Cmd {
 	id := shardID(level, member)
 	return shardScript.queue(ctx, p, x.keys(id), "unschedule", level, id, member, onlyAt)
-}
-
-// ClaimSharded takes up to n due members, leased until now+lease: first
-// from the index as one sorted set (an earlier version's members), then
-// from the shards the head shows due, a share of what is left from each, in
-// rounds while a shard gave its whole share. A member taken from the index
-// as one set, or from a shard below the current level, is moved to its
-// shard at the current level and returned only if it was not there already:
-// there, its copy is the one that runs.
-func (r *Redis) ClaimSharded(ctx context.Context, index string, now time.Time, lease time.Duration, n int) ([]string, error) {
-	if err := checkClaim(lease, n); err != nil {
-		return nil, err
-	}
-	nowMs, untilMs := claimWindow(now, lease)
-	return r.sharded(index).claim(xcontext.OrBackground(ctx), nowMs, untilMs, n)
-}
-
-// move is a claimed member to move to its shard at the current level, from
-// the shard id it was claimed in ("" for the index as one set).
-type move struct{ member, from string }
-
-func (x *shardedIndex) claim(ctx context.Context, nowMs, untilMs int64, n int) ([]string, error) {
-	moves, due, err := x.firstLook(ctx, nowMs, untilMs, n)
-	if err != nil {
-		return nil, err
-	}
-	var got []string
-	for round := 0; round < claimRounds && len(due) > 0 && len(got)+len(moves) < n; round++ {
-		fresh, stale, full, cerr := x.claimShards(ctx, due, n-len(got)-len(moves), nowMs, untilMs)
-		got, moves, err = append(got, fresh...), append(moves, stale...), cerr
-		if err != nil || !full || len(got)+len(moves) >= n {
-			break
-		}
-		due, err = x.dueShards(ctx, nowMs, n-len(got)-len(moves))
-	}
-	got = append(got, x.move(ctx, moves, untilMs)...)
-	if len(got) > 0 {
-		return got, nil // what failed is claimed again once its lease lapses
-	}
-	return nil, err
-}
-
-// firstLook claims up to n due members of the index as one set and reads
-// the head for up to n shards with due members, in one round trip: all a
-// pass sends when nothing is due.
-func (x *shardedIndex) firstLook(ctx context.Context, nowMs, untilMs int64, n int) ([]move, []string, error) {
-	var earlier *redis.Cmd
-	var due *redis.StringSliceCmd
-	_, _ = x.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		earlier = pipedScript{claimDue}.queue(ctx, p, []string{x.index}, nowMs, n, untilMs)
-		due = x.queueDueShards(ctx, p, nowMs, n)
-		return nil
-	})
-	members, err := pipedScript{claimDue}.again(ctx, x.c, earlier).StringSlice()
-	if err != nil {
-		return nil, nil, err
-	}
-	moves := make([]move, len(members))
-	for i, m := range members {
-		moves[i] = move{member: m}
-	}
-	return moves, due.Val(), due.Err()
-}
-
-// dueShards reads the head for up to n shards with members due at nowMs,
-// earliest first.
-func (x *shardedIndex) dueShards(ctx context.Context, nowMs int64, n int) ([]string, error) {
-	return x.queueDueShards(ctx, x.c, nowMs, n).Result()
-}
-
-func (x *shardedIndex) queueDueShards(ctx context.Context, c redis.Cmdable, nowMs int64, n int) *redis.StringSliceCmd {
-	return c.ZRangeByScore(ctx, x.base, &redis.ZRangeBy{Min: "-inf", Max: strconv.FormatInt(nowMs, 10), Count: int64(n)})
-}
-
-// claimShards claims budget members from the shards due, in one round trip,
-// each its share (shares): fresh are those of shards at the current level,
-// stale those to move up. full reports that some shard gave its whole
-// share, and may hold more.
-func (x *shardedIndex) claimShards(ctx context.Context, due []string, budget int, nowMs, untilMs int64) (fresh []string, stale []move, full bool, err error) {
-	share := shares(budget, len(due))
-	cmds := make([]*redis.Cmd, len(share))
-	_, _ = x.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, n := range share {
-			cmds[i] = shardScript.queue(ctx, p, x.keys(due[i]), "claim", idLevel(due[i]), due[i], nowMs, untilMs, n)
-		}
-		return nil
-	})
-	for i, cmd := range cmds {
-		cmd = shardScript.again(ctx, x.c, cmd)
-		err = cmp.Or(err, cmd.Err())
-		at, members := x.claimed(cmd)
-		full = full || len(members) == share[i]
-		if idLevel(due[i]) == at {
-			fresh = append(fresh, members...)
-			continue
-		}
-		for _, m := range members {
-			stale = append(stale, move{member: m, from: due[i]})
-		}
-	}
-	return fresh, stale, full, err
-}
-
-// claimed reads a shard claim's answer: the current level and the members.
-func (x *shardedIndex) claimed(cmd *redis.Cmd) (at int64, members []string) {
-	reply, _ := cmd.Val().([]any)
-	if cmd.Err() != nil || len(reply) != 4 {
-		return -1, nil
-	}
-	at, _ = reply[1].(int64)
-	from, _ := reply[2].(int64)
-	x.levels.saw(at, from)
-	list, _ := reply[3].([]any)
-	for _, m := range list {
-		if s, ok := m.(string); ok {
-			members = append(members, s)
-		}
-	}
-	return at, members
-}
-
-// shares splits budget over k shards, as evenly as it goes and the first
-// ones first; no more shards than budget get a share.
-func shares(budget, k int) []int {
-	k = min(k, budget)
-	s := make([]int, k)
-	for i := range s {
-		s[i] = budget / k
-		if i < budget%k {
-			s[i]++
-		}
-	}
-	return s
-}
-
-// move adds each claimed member to its shard at the current level, where it
-// is absent, leased until untilMs, and then removes it from where it was
-// claimed while it still holds that lease there. It returns the members it
-// added and removed. A member that a shard above where it was claimed holds
-// already, the later write, is removed and left to run from there; one whose
-// move failed part-way is claimed again once its leases lapse, and runs from
-// its shard at the current level.
-func (x *shardedIndex) move(ctx context.Context, moves []move, untilMs int64) []string {
-	if len(moves) == 0 {
-		return nil
-	}
-	if _, _, err := x.readLevels(ctx); err != nil {
-		return nil // the moves are claimed again once their leases lapse
-	}
-	held := x.heldAbove(ctx, moves)
-	var added, settled []move
-	for _, m := range moves {
-		if above, known := held[m]; known && !above {
-			if ok, err := x.schedule(ctx, m.member, untilMs, "NX"); err == nil {
-				settled = append(settled, m)
-				if ok {
-					added = append(added, m)
-				}
-			}
-		} else if known {
-			settled = append(settled, m)
-		}
-	}
-	removed := x.removeMoved(ctx, settled, untilMs)
-	var out []string
-	for _, m := range added {
-		if removed[m] {
-			out = append(out, m.member)
-		}
-	}
-	return out
-}
-
-// heldAbove tells, for each move, whether a shard holds its member at a
-// level above the one it was claimed from and below the current one, in one
-// round trip; a move it could not tell of is left out.
-func (x *shardedIndex) heldAbove(ctx context.Context, moves []move) map[move]bool {
-	from, at := x.levels.from.Load(), x.levels.at.Load()
-	probes := make(map[move][]*redis.FloatCmd, len(moves))
-	_, _ = x.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, m := range moves {
-			probes[m] = nil
-			lo := from
-			if m.from != "" {
-				lo = max(lo, idLevel(m.from)+1)
-			}
-			for level := lo; level < at; level++ {
-				probes[m] = append(probes[m], p.ZScore(ctx, x.base+":"+shardID(level, m.member), m.member))
-			}
-		}
-		return nil
-	})
-	held := make(map[move]bool, len(moves))
-	for m, cmds := range probes {
-		if above, known := anyScore(cmds); known {
-			held[m] = above
-		}
-	}
-	return held
-}
-
-// anyScore reports whether one of the ZSCOREs found its member; known is
-// false when one failed before any did.
-func anyScore(cmds []*redis.FloatCmd) (found, known bool) {
-	for _, cmd := range cmds {
-		if err := cmd.Err(); err == nil {
-			return true, true
-		} else if !errors.Is(err, redis.Nil) {
-			return false, false
-		}
-	}
-	return false, true
-}
-
-// removeMoved removes each moved member from where it was claimed while it
-// still holds the lease untilMs there, in one round trip, and tells those
-// it could answer for.
-func (x *shardedIndex) removeMoved(ctx context.Context, moves []move, untilMs int64) map[move]bool {
-	if len(moves) == 0 {
-		return nil
-	}
-	until := strconv.FormatInt(untilMs, 10)
-	cmds := make([]*redis.Cmd, len(moves))
-	_, _ = x.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, m := range moves {
-			if m.from == "" {
-				cmds[i] = unscheduleAt.queue(ctx, p, []string{x.index}, m.member, until)
-			} else {
-				cmds[i] = x.queueUnschedule(ctx, p, idLevel(m.from), m.member, until)
-			}
-		}
-		return nil
-	})
-	done := make(map[move]bool, len(moves))
-	for i, cmd := range cmds {
-		done[moves[i]] = unscheduleAt.again(ctx, x.c, shardScript.again(ctx, x.c, cmd)).Err() == nil
-	}
-	return done
 }
 
 // ScoreSharded is member's due time: in its shard at the highest level
@@ -634,6 +414,6 @@ func (x *shardedIndex) readOp(ctx context.Context, op *Op, at int64, cmds ...*re
 	case op.Kind == OpScheduleSharded && !current:
 		_, op.Err = x.schedule(ctx, op.Member, op.Due.UnixMilli(), "")
 	case op.Kind == OpUnscheduleSharded && x.levels.at.Load() > at:
-		op.Err = x.unschedule(ctx, op.Member, at+1)
+		op.Err = x.unschedule(ctx, op.Member, at+1, "")
 	}
 }
