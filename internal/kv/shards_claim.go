@@ -16,8 +16,9 @@ import (
 
 // ClaimSharded takes up to n due members, leased until now+lease: first
 // from the index as one sorted set (an earlier version's members), then
-// from the shards the head shows due, a share of what is left from each, in
-// rounds while a shard gave its whole share. A member taken from the index
+// from the shards the head shows due, an even share of what is left from
+// each, and then what is still left from those that hold more, as they
+// hold it. A member taken from the index
 // as one set, or from a shard below the current level, is moved to its
 // shard at the current level, and returned unless a shard above where it
 // was taken holds it already: there, the later write, its copy is the one
@@ -50,13 +51,15 @@ func (x *shardedIndex) claim(ctx context.Context, nowMs, untilMs int64, n int) (
 		return nil, err
 	}
 	var got []string
-	for round := 0; round < claimRounds && len(due) > 0 && len(got)+len(moves) < n; round++ {
-		fresh, stale, full, cerr := x.claimShards(ctx, due, n-len(got)-len(moves), nowMs, untilMs)
+	share := shares(n-len(moves), len(due))
+	for round := 0; round < claimRounds && len(share) > 0; round++ {
+		fresh, stale, more, counts, cerr := x.claimShards(ctx, due, share, nowMs, untilMs)
 		got, moves, err = append(got, fresh...), append(moves, stale...), cerr
-		if err != nil || !full || len(got)+len(moves) >= n {
+		left := n - len(got) - len(moves)
+		if err != nil || len(more) == 0 || left <= 0 {
 			break
 		}
-		due, err = x.dueShards(ctx, nowMs, n-len(got)-len(moves))
+		due, share = more, fill(counts, left)
 	}
 	got = append(got, x.move(ctx, moves)...)
 	if len(got) > 0 {
@@ -87,34 +90,33 @@ func (x *shardedIndex) firstLook(ctx context.Context, nowMs, untilMs int64, n in
 	return moves, due.Val(), due.Err()
 }
 
-// dueShards reads the head for up to n shards with members due at nowMs,
-// earliest first.
-func (x *shardedIndex) dueShards(ctx context.Context, nowMs int64, n int) ([]string, error) {
-	return x.queueDueShards(ctx, x.c, nowMs, n).Result()
-}
-
 func (x *shardedIndex) queueDueShards(ctx context.Context, c redis.Cmdable, nowMs int64, n int) *redis.StringSliceCmd {
 	return c.ZRangeByScore(ctx, x.base, &redis.ZRangeBy{Min: "-inf", Max: strconv.FormatInt(nowMs, 10), Count: int64(n)})
 }
 
-// claimShards claims budget members from the shards due, in one round trip,
-// each its share (shares): fresh are those of shards at the current level,
-// stale those to move up. full reports that some shard gave its whole
-// share, and may hold more.
-func (x *shardedIndex) claimShards(ctx context.Context, due []string, budget int, nowMs, untilMs int64) (fresh []string, stale []move, full bool, err error) {
-	share := shares(budget, len(due))
+// claimShards claims from each shard of due its share, in one round trip:
+// fresh are the members of shards at the current level, stale those to
+// move up, and more the shards that still hold due members, counts of them.
+func (x *shardedIndex) claimShards(ctx context.Context, due []string, share []int, nowMs, untilMs int64) (fresh []string, stale []move, more []string, counts []int64, err error) {
 	cmds := make([]*redis.Cmd, len(share))
 	_, _ = x.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, n := range share {
-			cmds[i] = shardScript.queue(ctx, p, x.keys(due[i]), "claim", idLevel(due[i]), due[i], nowMs, untilMs, n)
+			if n > 0 {
+				cmds[i] = shardScript.queue(ctx, p, x.keys(due[i]), "claim", idLevel(due[i]), due[i], nowMs, untilMs, n)
+			}
 		}
 		return nil
 	})
 	for i, cmd := range cmds {
+		if cmd == nil {
+			continue
+		}
 		cmd = shardScript.again(ctx, x.c, cmd)
 		err = cmp.Or(err, cmd.Err())
-		at, members := x.claimed(cmd)
-		full = full || len(members) == share[i]
+		at, members, left := x.claimed(cmd)
+		if left > 0 {
+			more, counts = append(more, due[i]), append(counts, left)
+		}
 		if idLevel(due[i]) == at {
 			fresh = append(fresh, members...)
 			continue
@@ -123,15 +125,17 @@ func (x *shardedIndex) claimShards(ctx context.Context, due []string, budget int
 			stale = append(stale, move{member: m, from: due[i], due: untilMs, claimed: true})
 		}
 	}
-	return fresh, stale, full, err
+	return fresh, stale, more, counts, err
 }
 
-// claimed reads a shard claim's answer: the current level and the members.
-func (x *shardedIndex) claimed(cmd *redis.Cmd) (at int64, members []string) {
+// claimed reads a shard claim's answer: the current level, the members,
+// and how many are still due there.
+func (x *shardedIndex) claimed(cmd *redis.Cmd) (at int64, members []string, left int64) {
 	reply, _ := cmd.Val().([]any)
-	if cmd.Err() != nil || len(reply) != 4 {
-		return -1, nil
+	if cmd.Err() != nil || len(reply) != 5 {
+		return -1, nil, 0
 	}
+	left, _ = reply[4].(int64)
 	at, _ = reply[1].(int64)
 	from, _ := reply[2].(int64)
 	x.levels.saw(at, from)
@@ -141,11 +145,13 @@ func (x *shardedIndex) claimed(cmd *redis.Cmd) (at int64, members []string) {
 			members = append(members, s)
 		}
 	}
-	return at, members
+	return at, members, left
 }
 
 // shares splits budget over k shards, as evenly as it goes and the first
-// ones first; no more shards than budget get a share.
+// ones first; no more shards than budget get a share. A claim's first
+// round gives each shard with due members its share so: one full of due
+// work takes no more than the others.
 func shares(budget, k int) []int {
 	k = min(k, budget)
 	s := make([]int, k)
@@ -156,6 +162,32 @@ func shares(budget, k int) []int {
 		}
 	}
 	return s
+}
+
+// fill splits budget over shards holding counts due members: each as much
+// as the others and no more than it holds, the first ones first. A claim's
+// later rounds share what the first left so, knowing what each shard holds.
+func fill(counts []int64, budget int) []int {
+	share := make([]int, len(counts))
+	for budget > 0 {
+		open := 0
+		for i, c := range counts {
+			if int64(share[i]) < c {
+				open++
+			}
+		}
+		if open == 0 {
+			break
+		}
+		each := max(budget/open, 1)
+		for i, c := range counts {
+			add := min(each, int(c)-share[i], budget)
+			if add > 0 {
+				share[i], budget = share[i]+add, budget-add
+			}
+		}
+	}
+	return share
 }
 
 // move adds each member to its shard at the current level where it is

@@ -52,9 +52,11 @@ const (
 	// shardTopLevel is the last level: 65,536 shards, compact up to about
 	// four million members.
 	shardTopLevel = 16
-	// claimRounds bounds the rounds of one claim: each reads the head for
-	// the shards with due members and claims a share of the rest from each.
-	claimRounds = 4
+	// claimRounds bounds the rounds of one claim: the first claims an even
+	// share from each shard with due members, the next what is left from
+	// those that hold more, as they hold it; one more is for the shards
+	// other claims took from meanwhile.
+	claimRounds = 3
 )
 
 // shardLevels is what a store last heard of an index's levels.
@@ -122,7 +124,8 @@ func (x *shardedIndex) keys(id string) []string {
 //	         not the current one (it wrote nothing)
 //	unschedule ARGV[4], while it is due at ARGV[5] unless that is ""; result: 1 when it
 //	         did, 0 when it was not there, 2 when it was, due at another time
-//	claim    up to ARGV[6] members due at ARGV[4], moved to ARGV[5]; result: how many
+//	claim    up to ARGV[6] members due at ARGV[4], moved to ARGV[5]; result: how many;
+//	         fifth, how many are still due there
 //
 // tidy sets the shard's head entry to its earliest due time, or removes it
 // once the shard is empty, and counts the shards of each level that hold
@@ -168,7 +171,7 @@ end
 local due = redis.call("ZRANGEBYSCORE", shard, "-inf", ARGV[4], "LIMIT", 0, ARGV[6])
 for _, member in ipairs(due) do redis.call("ZADD", shard, ARGV[5], member) end
 tidy()
-return {#due, at, from, due}`)}
+return {#due, at, from, due, redis.call("ZCOUNT", shard, "-inf", ARGV[4])}`)}
 
 var (
 	// unscheduleAt removes ARGV[1] from the sorted set KEYS[1] while it is

@@ -3,6 +3,7 @@ package kv
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,8 +37,8 @@ func eachRedis(t *testing.T, fn func(t *testing.T, c redis.UniversalClient, pref
 
 func shardMember(i int) string { return fmt.Sprintf("ahead:acme:user-%05d", i) }
 
-// fill schedules members from..to-1 of shardMember due at due.
-func fill(t *testing.T, r *Redis, index string, from, to int, due time.Time) {
+// scheduleMembers schedules members from..to-1 of shardMember due at due.
+func scheduleMembers(t *testing.T, r *Redis, index string, from, to int, due time.Time) {
 	t.Helper()
 	for i := from; i < to; i++ {
 		if err := r.ScheduleSharded(context.Background(), index, shardMember(i), due); err != nil {
@@ -93,7 +94,7 @@ func TestShardsStayCompact(t *testing.T) {
 	r := NewRedis(c)
 	index := prefix + "due"
 	const n = 3000
-	fill(t, r, index, 0, n, shardT0)
+	scheduleMembers(t, r, index, 0, n, shardT0)
 	keys, err := c.Keys(ctx, shardBase(index)+":*:*").Result()
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +154,7 @@ func TestShardedIdlePassIsFlat(t *testing.T) {
 			counted.AddHook(hook)
 			defer counted.Close()
 			r, index := NewRedis(counted), prefix+"due"+strconv.Itoa(n)
-			fill(t, r, index, 0, n, shardT0.Add(8*time.Hour))
+			scheduleMembers(t, r, index, 0, n, shardT0.Add(8*time.Hour))
 			passes := drain(t, r, index)
 			hook.commands.Store(0)
 			hook.trips.Store(0)
@@ -210,7 +211,7 @@ func TestShardedClaimIsFairAcrossShards(t *testing.T) {
 	eachRedis(t, func(t *testing.T, c redis.UniversalClient, prefix string) {
 		ctx := context.Background()
 		r, index := NewRedis(c), prefix+"due"
-		fill(t, r, index, 0, shardRaiseAt, shardT0.Add(time.Hour)) // raises the level to 1: two shards
+		scheduleMembers(t, r, index, 0, shardRaiseAt, shardT0.Add(time.Hour)) // raises the level to 1: two shards
 		if at := r.sharded(index).levels.at.Load(); at != 1 {
 			t.Fatalf("level %d, want 1", at)
 		}
@@ -254,7 +255,7 @@ func TestShardedClaimMovesTheEarlierLayout(t *testing.T) {
 	eachRedis(t, func(t *testing.T, c redis.UniversalClient, prefix string) {
 		ctx := context.Background()
 		r, index := NewRedis(c), prefix+"due"
-		fill(t, r, index, 0, 200, shardT0.Add(time.Hour)) // in the shards, not due: 0-99 are in the old set too
+		scheduleMembers(t, r, index, 0, 200, shardT0.Add(time.Hour)) // in the shards, not due: 0-99 are in the old set too
 		old := func(from, to int, due time.Time) {
 			for i := from; i < to; i++ {
 				if err := c.ZAdd(ctx, index, redis.Z{Score: float64(due.UnixMilli()), Member: shardMember(i)}).Err(); err != nil {
@@ -311,11 +312,12 @@ func TestShardedClaimMovesTheEarlierLayout(t *testing.T) {
 	})
 }
 
-// claimAllSharded claims at now until a claim takes nothing.
+// claimAllSharded claims at now until a claim takes nothing; claims that
+// never run dry stop it, failed, after ten thousand members.
 func claimAllSharded(t *testing.T, r *Redis, index string, now time.Time) []string {
 	t.Helper()
 	var all []string
-	for {
+	for len(all) < 10000 {
 		got, err := r.ClaimSharded(context.Background(), index, now, time.Minute, 16)
 		if err != nil {
 			t.Error(err)
@@ -326,6 +328,8 @@ func claimAllSharded(t *testing.T, r *Redis, index string, now time.Time) []stri
 		}
 		all = append(all, got...)
 	}
+	t.Error("claims took ten thousand members and were still taking more")
+	return all
 }
 
 // A store that last heard of a lower level never writes there: the script
@@ -339,7 +343,7 @@ func TestShardedWriteCatchesUpWithTheLevel(t *testing.T) {
 		if err := behind.ScheduleSharded(ctx, index, "first", shardT0); err != nil { // hears of level 0
 			t.Fatal(err)
 		}
-		fill(t, NewRedis(c), index, 0, 3*shardRaiseAt, shardT0) // another store raises it
+		scheduleMembers(t, NewRedis(c), index, 0, 3*shardRaiseAt, shardT0) // another store raises it
 		ops := []*Op{{Kind: OpScheduleSharded, Key: index, Member: "late", Due: shardT0}}
 		RunBatch(ctx, behind, ops...)
 		if ops[0].Err != nil {
@@ -396,7 +400,7 @@ func TestShardedScriptsAfterAFlush(t *testing.T) {
 	_, c := redistest.Mini(t)
 	ctx := context.Background()
 	r := NewRedis(c)
-	fill(t, r, "due", 0, 10, shardT0)
+	scheduleMembers(t, r, "due", 0, 10, shardT0)
 	if err := c.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -465,7 +469,7 @@ func TestShardedLaterWriteWins(t *testing.T) {
 	eachRedis(t, func(t *testing.T, c redis.UniversalClient, prefix string) {
 		ctx := context.Background()
 		r, index := NewRedis(c), prefix+"due"
-		fill(t, r, index, 0, 2*shardRaiseAt, shardT0.Add(time.Hour)) // levels 0 and 1
+		scheduleMembers(t, r, index, 0, 2*shardRaiseAt, shardT0.Add(time.Hour)) // levels 0 and 1
 		for i := range 2 * shardRaiseAt {
 			if err := c.ZAdd(ctx, index, redis.Z{Score: float64(shardT0.UnixMilli()), Member: shardMember(i)}).Err(); err != nil {
 				t.Fatal(err)
@@ -480,6 +484,184 @@ func TestShardedLaterWriteWins(t *testing.T) {
 		}
 		if got := claimAllSharded(t, r, index, shardT0.Add(time.Hour)); len(got) != 2*shardRaiseAt {
 			t.Errorf("%d members due at the shards' time, want %d", len(got), 2*shardRaiseAt)
+		}
+	})
+}
+
+// A claim takes what is due up to its count in a few rounds, however the
+// due members fall over the shards: an even share from each, then what the
+// fullest hold. (Real Redis only: a pipeline this long outgrows the
+// in-memory connection to miniredis, which blocks until either side reads.)
+func TestShardedClaimTakesAFullBatch(t *testing.T) {
+	t.Parallel()
+	c := redistest.Real(t)
+	ctx := context.Background()
+	r, index := NewRedis(c), redistest.Prefix(t, c)+"due"
+	scheduleMembers(t, r, index, 0, 3000, shardT0.Add(8*time.Hour)) // level 5 and more: 32 shards and more
+	drain(t, r, index)
+	for rep := range 20 {
+		ops := make([]*Op, 64)
+		for j := range ops {
+			ops[j] = &Op{Kind: OpScheduleSharded, Key: index, Member: fmt.Sprint("batch:", rep, ":", j), Due: shardT0.Add(-time.Hour)}
+		}
+		RunBatch(ctx, r, ops...)
+		if got, err := r.ClaimSharded(ctx, index, shardT0, time.Minute, 64); err != nil || len(got) != 64 {
+			t.Fatalf("batch %d: a claim of 64 took %d, %v, with 64 due", rep, len(got), err)
+		}
+		for _, op := range ops {
+			op.Kind = OpUnscheduleSharded
+		}
+		RunBatch(ctx, r, ops...)
+	}
+}
+
+func TestFillSharesWhatEachHolds(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		counts []int64
+		budget int
+		want   []int
+	}{
+		{[]int64{5, 1, 2}, 6, []int{3, 1, 2}},
+		{[]int64{5, 5, 5}, 4, []int{2, 1, 1}},
+		{[]int64{1, 1}, 10, []int{1, 1}},
+		{[]int64{0, 9}, 3, []int{0, 3}},
+	} {
+		if got := fill(tc.counts, tc.budget); !slices.Equal(got, tc.want) {
+			t.Errorf("fill(%v, %d) = %v, want %v", tc.counts, tc.budget, got, tc.want)
+		}
+	}
+}
+
+// beforeScript runs do once, just before the first pipeline that sends an
+// EVALSHA of script whose arguments hold member: a write of another
+// instance that lands between two steps of a move.
+type beforeScript struct {
+	script *redis.Script
+	member string
+	do     func()
+	once   sync.Once
+}
+
+func (h *beforeScript) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *beforeScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *beforeScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if a := cmd.Args(); len(a) > 1 && a[0] == "evalsha" && a[1] == h.script.Hash() && slices.Contains(a, any(h.member)) {
+				h.once.Do(h.do)
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// hooked is a client of c's server that runs h.
+func hooked(t *testing.T, c redis.UniversalClient, h redis.Hook) *redis.Client {
+	hc := redis.NewClient(c.(*redis.Client).Options())
+	hc.AddHook(h)
+	t.Cleanup(func() { _ = hc.Close() })
+	return hc
+}
+
+// A move removes a member where it was claimed only while that claim's
+// lease is still its due time there: an earlier version's instance that
+// wrote the member again in between keeps its write, claimed at its own
+// time.
+func TestShardedMoveKeepsANewerWrite(t *testing.T) {
+	t.Parallel()
+	eachRedis(t, func(t *testing.T, c redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		index, later := prefix+"due", float64(shardT0.Add(time.Hour).UnixMilli())
+		if err := c.ZAdd(ctx, index, redis.Z{Score: float64(shardT0.UnixMilli()), Member: "m"}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		h := &beforeScript{script: unscheduleAt.Script, member: "m", do: func() {
+			_ = c.ZAdd(ctx, index, redis.Z{Score: later, Member: "m"}).Err() // the old instance writes it again
+		}}
+		got, err := NewRedis(hooked(t, c, h)).ClaimSharded(ctx, index, shardT0, time.Minute, 10)
+		if err != nil || !slices.Equal(got, []string{"m"}) {
+			t.Fatalf("claimed %q, %v; want m, claimed before the write", got, err)
+		}
+		if at, err := c.ZScore(ctx, index, "m").Result(); err != nil || at != later {
+			t.Errorf("the old set holds m due at %v, %v; want the newer write's %v", at, err, later)
+		}
+	})
+}
+
+// A claimed member unscheduled before its move completes is not run, and
+// not left in the shard it was moved to.
+func TestShardedUnscheduleDuringAMoveHolds(t *testing.T) {
+	t.Parallel()
+	eachRedis(t, func(t *testing.T, c redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		index, plain := prefix+"due", NewRedis(c)
+		if err := plain.ScheduleSharded(ctx, index, "m", shardT0); err != nil { // at level 0, due
+			t.Fatal(err)
+		}
+		scheduleMembers(t, plain, index, 1, shardRaiseAt, shardT0.Add(8*time.Hour)) // the level rises to 1
+		h := &beforeScript{script: shardScript.Script, member: "m", do: func() {
+			if err := plain.UnscheduleSharded(ctx, index, "m"); err != nil { // lands before the move's add
+				t.Error(err)
+			}
+		}}
+		r := NewRedis(hooked(t, c, h))
+		if _, _, err := r.sharded(index).readLevels(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.ClaimSharded(ctx, index, shardT0, time.Minute, 10)
+		if err != nil || len(got) != 0 {
+			t.Errorf("claimed %q, %v; want nothing: m was unscheduled before its move", got, err)
+		}
+		if _, ok, err := plain.ScoreSharded(ctx, index, "m"); ok || err != nil {
+			t.Errorf("m is still in the index (%v)", err)
+		}
+	})
+}
+
+// A sweep moves up what is due after a claim's lease, and leaves a member
+// leased in its shard (claimed, its claim moving it) to that claim.
+func TestShardedSweepLeavesLeasedMembers(t *testing.T) {
+	t.Parallel()
+	eachRedis(t, func(t *testing.T, c redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		r, index := NewRedis(c), prefix+"due"
+		scheduleMembers(t, r, index, 0, shardRaiseAt, shardT0.Add(8*time.Hour)) // all in shard 0:0, the level rises to 1
+		lease := float64(shardT0.Add(time.Minute).UnixMilli())
+		shard := shardBase(index) + ":0:0"
+		if err := c.ZAdd(ctx, shard, redis.Z{Score: lease, Member: "leased"}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.ClaimSharded(ctx, index, shardT0, time.Minute, 10); err != nil { // sweeps 0:0
+			t.Fatal(err)
+		}
+		if at, err := c.ZScore(ctx, shard, "leased").Result(); err != nil || at != lease {
+			t.Errorf("the leased member in the swept shard: %v, %v; want it left, due at %v", at, err, lease)
+		}
+		if n, err := c.ZCard(ctx, shard).Result(); err != nil || n != 1 {
+			t.Errorf("the swept shard holds %d members, %v; want the leased one only", n, err)
+		}
+	})
+}
+
+// An unschedule removes a member written before the level rose from the
+// shard it was written to, though writes go to the level above now.
+func TestShardedUnscheduleReachesLowerLevels(t *testing.T) {
+	t.Parallel()
+	eachRedis(t, func(t *testing.T, c redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		r, index := NewRedis(c), prefix+"due"
+		scheduleMembers(t, r, index, 0, shardRaiseAt, shardT0.Add(time.Hour)) // in shard 0:0; the level rises to 1
+		for i := range shardRaiseAt {
+			if err := r.UnscheduleSharded(ctx, index, shardMember(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := claimAllSharded(t, r, index, shardT0.Add(2*time.Hour)); len(got) != 0 {
+			t.Errorf("%d unscheduled members claimed at their due time", len(got))
+		}
+		if n, err := c.Exists(ctx, shardBase(index)+":0:0").Result(); err != nil || n != 0 {
+			t.Errorf("shard 0:0 is still there (%d, %v)", n, err)
 		}
 	})
 }
