@@ -15,6 +15,7 @@ import (
 	"github.com/oauthflow/oauthflow/internal/kv"
 	"github.com/oauthflow/oauthflow/internal/ratelimit"
 	"github.com/oauthflow/oauthflow/internal/testkit/fakeclock"
+	"github.com/oauthflow/oauthflow/internal/testkit/redistest"
 	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
 	"github.com/oauthflow/oauthflow/internal/worker"
 	"golang.org/x/oauth2"
@@ -67,6 +68,15 @@ func (k *hookedKV) Unschedule(ctx context.Context, index, member string) error {
 	return k.Memory.Unschedule(ctx, index, member)
 }
 
+// The due index's writes go through the sharded functions; the hook sees them too.
+func (k *hookedKV) ScheduleSharded(ctx context.Context, index, member string, due time.Time) error {
+	return k.Schedule(ctx, index, member, due)
+}
+
+func (k *hookedKV) UnscheduleSharded(ctx context.Context, index, member string) error {
+	return k.Unschedule(ctx, index, member)
+}
+
 func aheadStore(t *testing.T) (*TokenStore, *hookedKV, *countingProvider, *fakeclock.Clock) {
 	t.Helper()
 	p, clock := &countingProvider{}, fakeclock.New(time.Unix(1_800_000_000, 0))
@@ -87,6 +97,34 @@ func dueOf(t *testing.T, store kv.Store, member string) (time.Time, bool) {
 		t.Fatal(err)
 	}
 	return time.UnixMilli(ms), ok
+}
+
+// On Redis a connection's refresh-ahead entry goes to a shard of the due
+// index, where Redis keeps it compact, not to the index as one sorted set
+// that an earlier version wrote.
+func TestRefreshAheadEntryGoesToAShard(t *testing.T) {
+	t.Parallel()
+	_, c := redistest.Mini(t)
+	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
+	reg := NewRegistry()
+	if err := reg.Register(&countingProvider{}); err != nil {
+		t.Fatal(err)
+	}
+	store := NewRedisKV(c)
+	s := NewTokenStore(store, reg, WithClock(clock.Now), WithLogger(slog.New(slog.DiscardHandler)),
+		withRefreshAhead(5*time.Minute, 3*time.Hour))
+	ctx := context.Background()
+	expires := clock.Now().Add(time.Hour)
+	if err := s.StoreTokens(ctx, "u", "acme", StoredTokens{AccessToken: "a", RefreshToken: "r", ExpiresAt: expires.UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Exists(ctx, dueIndex).Result(); err != nil || n != 0 {
+		t.Fatalf("the index as one sorted set exists (%d, %v)", n, err)
+	}
+	due, ok := dueOf(t, storeOf(store), aheadMember("u", "acme"))
+	if !ok || !due.Equal(expires.Add(-5*time.Minute)) {
+		t.Fatalf("the entry is due at %v (present %v), want 5 minutes before the tokens expire", due, ok)
+	}
 }
 
 // Two instances that both find a connection due (a claim whose lease lapsed
