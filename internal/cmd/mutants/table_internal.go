@@ -213,6 +213,162 @@ func kvScanMutants() []mutant {
 	}
 }
 
+// kvShardsRedisMutants guards the code of internal/kv/shards_redis.go.
+func kvShardsRedisMutants() []mutant {
+	return []mutant{
+		{
+			Name: "shards/stale-level-written",
+			File: "internal/kv/shards_redis.go",
+			Pkg:  "./internal/kv",
+			Old:  "  if level ~= at then return {-1, at, from} end\n",
+			New:  "",
+			Run:  "^(TestShardedWriteCatchesUpWithTheLevel)$",
+			Why:  "a write at a level behind the current one is refused and sent again at the current level, never left where writes no longer go",
+		},
+		{
+			Name: "shards/head-late",
+			File: "internal/kv/shards_redis.go",
+			Pkg:  "./internal/kv",
+			Old:  `if redis.call("ZADD", head, first[2], id) == 1 then`,
+			New:  `if redis.call("ZADD", head, "NX", first[2], id) == 1 then`,
+			Run:  "^(TestShardedHeadStaysExact|TestShardsStayCompact)$",
+			Why:  "the head names each shard at its earliest due time, never later: a later entry leaves a due member unclaimed",
+		},
+		{
+			Name: "shards/claim-without-lease",
+			File: "internal/kv/shards_redis.go",
+			Pkg:  "./internal/kv",
+			Old:  `for _, member in ipairs(due) do redis.call("ZADD", shard, ARGV[5], member) end`,
+			New:  "",
+			Run:  "^(TestRedisConformance|TestMiniredisConformance)$",
+			Why:  "a shard's claim leases what it takes in the same script: racing claimers take each due member exactly once",
+		},
+		{
+			Name: "shards/level-never-rises",
+			File: "internal/kv/shards_redis.go",
+			Pkg:  "./internal/kv",
+			Old:  `if at < tonumber(ARGV[8]) and redis.call("ZCARD", shard) >= tonumber(ARGV[7]) then`,
+			New:  "if false then",
+			Run:  "^(TestShardsStayCompact)$",
+			Why:  "a shard that reaches 96 members raises the level: shards stay in Redis's compact encoding as the index grows",
+		},
+		{
+			Name: "shards/from-never-rises",
+			File: "internal/kv/shards_redis.go",
+			Pkg:  "./internal/kv",
+			Old:  `    while from < at and (tonumber(redis.call("HGET", levels, "n" .. from)) or 0) <= 0 do from = from + 1 end`,
+			New:  "",
+			Run:  "^(TestShardedSweepBringsEveryMemberUp|TestShardedIdlePassIsFlat)$",
+			Why:  "once the levels below the current one hold nothing, passes sweep no more and an unschedule is one command",
+		},
+		{
+			Name: "shards/unschedule-misses-lower-levels",
+			File: "internal/kv/shards_redis.go",
+			Pkg:  "./internal/kv",
+			Old:  `return x.unschedule(xcontext.OrBackground(ctx), member, x.levels.from.Load(), "")`,
+			New:  `return x.unschedule(xcontext.OrBackground(ctx), member, x.levels.at.Load(), "")`,
+			Run:  "^(TestShardedUnscheduleReachesLowerLevels)$",
+			Why:  "an unschedule removes the member at every level that holds members, not only where writes go now",
+		},
+		{
+			Name: "shards/batch-stale-level-dropped",
+			File: "internal/kv/shards_redis.go",
+			Pkg:  "./internal/kv",
+			Old:  "\tcase op.Kind == OpScheduleSharded && !current:\n",
+			New:  "\tcase false:\n",
+			Run:  "^(TestShardedWriteCatchesUpWithTheLevel)$",
+			Why:  "a batch's schedule that a risen level refused is sent again at the current level, not lost",
+		},
+		{
+			Name: "shards/move-not-nx",
+			File: "internal/kv/shards_redis.go",
+			Pkg:  "./internal/kv",
+			Old:  "\tif reply[0] == 1 {\n\t\treturn level\n",
+			New:  "\tif reply[0] >= 0 {\n\t\treturn level\n",
+			Run:  "^(TestShardedLaterWriteWins)$",
+			Why:  "a member moved up runs only if its shard at the current level did not hold it: the copy there runs, never both",
+		},
+		{
+			Name: "shards/move-removes-a-newer-write",
+			File: "internal/kv/shards_redis.go",
+			Pkg:  "./internal/kv",
+			Old:  "if tonumber(score) ~= tonumber(ARGV[2]) then return 2 end\n",
+			New:  "",
+			Run:  "^(TestShardedMoveKeepsANewerWrite)$",
+			Why:  "a move removes the member where it was claimed only while that claim's lease is its due time there: a newer write stays",
+		},
+	}
+}
+
+// kvShardsClaimMutants guards the code of internal/kv/shards_claim.go.
+func kvShardsClaimMutants() []mutant {
+	return []mutant{
+		{
+			Name: "shards/old-index-not-claimed",
+			File: "internal/kv/shards_claim.go",
+			Pkg:  "./internal/kv",
+			Old:  "earlier = pipedScript{claimDue}.queue(ctx, p, []string{x.index}, nowMs, n, untilMs)",
+			New:  "earlier = pipedScript{claimDue}.queue(ctx, p, []string{x.index + \"-none\"}, nowMs, n, untilMs)",
+			Run:  "^(TestShardedClaimMovesTheEarlierLayout)$",
+			Why:  "what an earlier version wrote to the index as one sorted set is still claimed, and moved to the shards",
+		},
+		{
+			Name: "shards/claim-unfair",
+			File: "internal/kv/shards_claim.go",
+			Pkg:  "./internal/kv",
+			Old:  "\tk = min(k, budget)\n",
+			New:  "\tk = min(k, budget, 1)\n",
+			Run:  "^(TestShardedClaimIsFairAcrossShards)$",
+			Why:  "a claim takes a share from every shard with due members: one full of due work holds back no other",
+		},
+		{
+			Name: "shards/claim-rounds-blind",
+			File: "internal/kv/shards_claim.go",
+			Pkg:  "./internal/kv",
+			Old:  "\t\tdue, share = more, fill(counts, left)\n",
+			New:  "\t\tdue, share = more, shares(left, len(more)+0*len(counts))\n",
+			Run:  "^(TestShardedClaimTakesAFullBatch)$",
+			Why:  "a claim's later rounds share what is left by what each shard still holds due, so a claim takes a whole batch in a few rounds",
+		},
+		{
+			Name: "shards/move-ignores-a-later-write",
+			File: "internal/kv/shards_claim.go",
+			Pkg:  "./internal/kv",
+			Old:  "\t\t\theld[m] = above\n",
+			New:  "\t\t\theld[m] = above && false\n",
+			Run:  "^(TestShardedLaterWriteWins)$",
+			Why:  "a member a shard above where it was found holds is that later write's: the earlier copy is dropped, not run",
+		},
+		{
+			Name: "shards/unscheduled-member-moved-back",
+			File: "internal/kv/shards_claim.go",
+			Pkg:  "./internal/kv",
+			Old:  "\t\tcase was == 0: // unscheduled since it was claimed: the copy added goes too\n",
+			New:  "\t\tcase was == 0 && false:\n",
+			Run:  "^(TestShardedUnscheduleDuringAMoveHolds)$",
+			Why:  "a claimed member unscheduled before its move completes is neither run nor left in its new shard",
+		},
+		{
+			Name: "shards/sweep-takes-leased",
+			File: "internal/kv/shards_claim.go",
+			Pkg:  "./internal/kv",
+			Old:  "ok && int64(z.Score) > afterMs",
+			New:  "ok",
+			Run:  "^(TestShardedSweepLeavesLeasedMembers)$",
+			Why:  "a sweep leaves a member leased in its shard to the claim that is moving it",
+		},
+		{
+			Name: "shards/idle-pass-sweeps",
+			File: "internal/kv/shards_claim.go",
+			Pkg:  "./internal/kv",
+			Old:  "\tif from >= at {\n\t\treturn\n\t}\n",
+			New:  "\t_ = at\n",
+			Run:  "^(TestShardedIdlePassIsFlat)$",
+			Why:  "a pass sweeps only while levels below the current one hold members: an idle pass is two commands in one round trip",
+		},
+	}
+}
+
 // layoutWaitsMutants guards the code of internal/layout/waits_test.go.
 func layoutWaitsMutants() []mutant {
 	return []mutant{
@@ -744,6 +900,15 @@ func workerMutants() []mutant {
 			New:  "kv.ClaimSharded(ctx, w.kv, Index, w.now(), 0, n)",
 			Run:  "TestWorkerClaimLeasesTheWork",
 			Why:  "a claimed piece of work is leased: no other pass takes it again, and a failing job waits out its lease",
+		},
+		{
+			Name: "worker/claims-the-old-index",
+			File: "internal/worker/worker.go",
+			Pkg:  "./internal/worker",
+			Old:  "kv.ClaimSharded(ctx, w.kv, Index, w.now(), Lease, n)",
+			New:  "w.kv.Claim(ctx, Index, w.now(), Lease, n)",
+			Run:  "^(TestWorkersRacingRunEachPieceOnce)$",
+			Why:  "the worker claims from the sharded index, where its work is written, and from the earlier layout through it",
 		},
 		{
 			Name: "worker/provider-takes-the-worker",

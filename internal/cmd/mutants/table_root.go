@@ -4,6 +4,14 @@ package main
 func aheadMutants() []mutant {
 	return []mutant{
 		{
+			Name: "ahead/entry-in-the-old-index",
+			File: "ahead.go",
+			Old:  "{Kind: kv.OpScheduleSharded, Key: dueIndex, Member: worker.Member(jobAhead, aheadMember(userID, providerID)), Due: a.due(expiresAt)},",
+			New:  "{Kind: kv.OpSchedule, Key: dueIndex, Member: worker.Member(jobAhead, aheadMember(userID, providerID)), Due: a.due(expiresAt)},",
+			Run:  "^(TestRefreshAheadEntryGoesToAShard)$",
+			Why:  "a connection's refresh-ahead entry goes to a shard of the due index, which Redis keeps compact, not to one big sorted set",
+		},
+		{
 			Name: "ahead/idle-kept-alive",
 			File: "ahead.go",
 			Old:  "\tcase now.Sub(seen) > a.idle:\n",
