@@ -19,7 +19,8 @@ type keyKind struct {
 var keyKinds = []keyKind{
 	{name: "token", label: "token record `oauth:{user}:{provider}`"},
 	{name: "conn", label: "connection index `oauth:conn:{user}`", zset: true},
-	{name: "due", label: "due index `oauth:sys:due` (shared)", zset: true},
+	{name: "due", label: "due index shards `oauth:sys:{due}:{level}:{i}`", zset: true},
+	{name: "duehead", label: "due index head `oauth:sys:{due}` and levels (shared)", zset: true},
 	{name: "seen", label: "seen index `oauth:sys:seen` (shared)", zset: true},
 	{name: "meta", label: "connection health `oauth:meta:{user}:{provider}`"},
 	{name: "run", label: "run `oauth:run:{id}`"},
@@ -39,10 +40,12 @@ func kindOf(name string) string {
 	case "conn", "meta", "run", "doc", "session", "lock":
 		return first
 	case "sys":
-		switch rest {
-		case "sys:due":
+		switch {
+		case rest == "sys:{due}" || rest == "sys:{due}:levels":
+			return "duehead"
+		case rest == "sys:due" || strings.HasPrefix(rest, "sys:{due}:"): // the shards, and the index as one set
 			return "due"
-		case "sys:seen":
+		case rest == "sys:seen":
 			return "seen"
 		}
 		return "other"
@@ -92,7 +95,9 @@ func takeCensus(ctx context.Context, rdb *redis.Client, prefix string) (census, 
 	}
 }
 
-// add counts keys, reading their sizes in one round trip.
+// add counts keys, reading their sizes in one round trip. A key of
+// another type than its kind's (the due index's levels, a hash) counts no
+// members or value bytes.
 func (c census) add(ctx context.Context, rdb *redis.Client, prefix string, keys []string) error {
 	pipe := rdb.Pipeline()
 	usage, size := make([]*redis.IntCmd, len(keys)), make([]*redis.IntCmd, len(keys))
@@ -104,13 +109,13 @@ func (c census) add(ctx context.Context, rdb *redis.Client, prefix string, keys 
 			size[i] = pipe.StrLen(ctx, key)
 		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-		return err
-	}
+	_, _ = pipe.Exec(ctx)
 	for i, key := range keys {
 		kind := kindOf(strings.TrimPrefix(key, prefix))
-		if usage[i].Err() == redis.Nil {
+		if err := usage[i].Err(); err == redis.Nil {
 			continue // expired between the SCAN and the read
+		} else if err != nil {
+			return err
 		}
 		k := c.kind(kind)
 		k.keys, k.bytes, k.names = k.keys+1, k.bytes+usage[i].Val(), k.names+int64(len(key))

@@ -55,6 +55,11 @@ type configResult struct {
 	census      census
 	store, read time.Duration
 	usedMemory  int64 // INFO used_memory's growth over the store and the reads
+	// sweeps are the idle passes that swept the due index's levels below its
+	// own after the store, as the worker's do, before the census; swept is
+	// how long they took.
+	sweeps int
+	swept  time.Duration
 }
 
 // perConn is the kind's bytes per connection.
@@ -108,6 +113,9 @@ func (s *scaler) config(ctx context.Context, n int, cfg scaleConfig, p *scalePoi
 	if c.store, c.read, err = storeAll(ctx, mod, n); err != nil {
 		return nil, err
 	}
+	if c.sweeps, c.swept, err = s.sweepLevels(ctx, mod.KV); err != nil {
+		return nil, fmt.Errorf("sweep: %w", err)
+	}
 	c.usedMemory = s.usedMemory(ctx) - used
 	if c.census, err = takeCensus(ctx, s.e.rdb, s.e.prefix); err != nil {
 		return nil, fmt.Errorf("census: %w", err)
@@ -155,13 +163,17 @@ func (s *scaler) kindFloors(ctx context.Context, c census, n int) (kindFloors, e
 		if f.members[kind], err = s.sampleMembers(ctx, kind); err != nil {
 			return f, err
 		}
-		if !shared(c, kind) {
+		count := n // a shared sorted set holds every connection's member
+		switch {
+		case kind == "due": // the members of a shard, beside those of a set of a shard's size
+			count = int((got.members + got.keys/2) / max(got.keys, 1))
+		case !shared(c, kind):
 			continue // a sorted set per user is weighed per key
 		}
-		if f.sameLen[kind], err = s.floors.perMember(ctx, len(f.members[kind][0]), n); err != nil {
+		if f.sameLen[kind], err = s.floors.perMember(ctx, len(f.members[kind][0]), count); err != nil {
 			return f, err
 		}
-		if f.oneByte[kind], err = s.floors.perMember(ctx, 1, n); err != nil {
+		if f.oneByte[kind], err = s.floors.perMember(ctx, 1, count); err != nil {
 			return f, err
 		}
 	}
@@ -169,10 +181,22 @@ func (s *scaler) kindFloors(ctx context.Context, c census, n int) (kindFloors, e
 }
 
 // sampleMembers are the members of user-0000000's sorted set of kind, or the
-// first member of a shared one.
+// first member of a shared one (of the due index's head, of the shard it
+// names first).
 func (s *scaler) sampleMembers(ctx context.Context, kind string) ([]string, error) {
 	name, stop := "oauth:conn:"+userOf(0), int64(-1)
-	if kind != "conn" {
+	switch kind {
+	case "conn":
+	case "due", "duehead":
+		name, stop = "oauth:sys:{due}", 0
+		if kind == "due" {
+			ids, err := s.e.rdb.ZRange(ctx, s.e.prefix+name, 0, 0).Result()
+			if err != nil || len(ids) == 0 {
+				return nil, fmt.Errorf("the due index's head names no shard: %v", err)
+			}
+			name += ":" + ids[0]
+		}
+	default:
 		name, stop = "oauth:sys:"+kind, 0
 	}
 	ms, err := s.e.rdb.ZRange(ctx, s.e.prefix+name, 0, stop).Result()
@@ -199,8 +223,13 @@ func (s *scaler) usedMemory(ctx context.Context) int64 {
 
 // storeByHand is the store's limit: the commands a sign-in's write sends
 // (the record's SET with its time to live, the connection index's ZADD and
-// refresh ahead's two), one pipeline per connection, on as many goroutines,
-// with a value as long as the library's record, under a prefix of its own.
+// refresh ahead's two, its due entry's into one of handShards sorted sets),
+// one pipeline per connection, on as many goroutines, with a value as long
+// as the library's record, under a prefix of its own.
+// handShards are the sorted sets storeByHand writes due entries to, as many
+// as the library's due index has shards at a hundred thousand connections.
+const handShards = 2048
+
 func (s *scaler) storeByHand(ctx context.Context, n int, c census) (time.Duration, error) {
 	prefix := s.e.prefix + "hand:"
 	defer func() { _ = clearPrefix(ctx, s.e.rdb, prefix) }()
@@ -213,7 +242,7 @@ func (s *scaler) storeByHand(ctx context.Context, n int, c census) (time.Duratio
 		pipe.Set(ctx, prefix+"oauth:"+user+":"+scaleProvider, value, refreshableTTL)
 		pipe.ZAdd(ctx, prefix+"oauth:conn:"+user, redis.Z{Score: now, Member: scaleProvider})
 		pipe.ZAdd(ctx, prefix+"oauth:sys:seen", redis.Z{Score: now, Member: scaleProvider + ":" + user})
-		pipe.ZAdd(ctx, prefix+"oauth:sys:due", redis.Z{Score: now + 7*3600e3, Member: "ahead:" + scaleProvider + ":" + user})
+		pipe.ZAdd(ctx, prefix+"oauth:sys:{due}:"+strconv.Itoa(i%handShards), redis.Z{Score: now + 7*3600e3, Member: "ahead:" + scaleProvider + ":" + user})
 		_, err := pipe.Exec(ctx)
 		return err
 	})

@@ -151,6 +151,10 @@ func (r *scaleResult) breakdown(b *strings.Builder) {
 		case shared(c.census, k.name):
 			r.breakdownRow(b, k.label+", per member", c.perConn(k.name, p.n), p.floor.oneByte[k.name],
 				fmt.Sprintf("a 1-byte member; %.0f B with members as long as ours", p.floor.sameLen[k.name]), p.ours(k.name))
+		case k.name == "due":
+			r.breakdownRow(b, k.label+", per member", c.perConn(k.name, p.n), p.floor.oneByte[k.name],
+				fmt.Sprintf("a 1-byte member of one sorted set of a shard's size; %.0f B with members as long as ours",
+					p.floor.sameLen[k.name]), p.ours(k.name))
 		default:
 			r.breakdownRow(b, k.label, c.perConn(k.name, p.n), float64(p.floor.key[k.name]*got.keys)/float64(p.n),
 				fmt.Sprintf("a %d-byte name holding 1 byte", got.nameLen()), p.ours(k.name))
@@ -171,6 +175,12 @@ func (p *scalePoint) ours(kind string) string {
 	case shared(c, kind):
 		m := p.floor.members[kind][0]
 		return fmt.Sprintf("the member's name, %d B (`%s`), and the share of the set's growth", len(m), m)
+	case kind == "due":
+		m := p.floor.members[kind][0]
+		return fmt.Sprintf("the member's name, %d B (`%s`), and its share of %s shards of about %.0f members, each a key of its own "+
+			"in Redis's compact encoding", len(m), m, commas(int(got.keys)), float64(got.members)/float64(got.keys))
+	case kind == "duehead":
+		return fmt.Sprintf("a member a shard (`%s`), by its earliest due time, and the levels (a hash)", p.floor.members[kind][0])
 	case zsetKind(kind):
 		return fmt.Sprintf("a sorted set of %.0f members a user (`%s` for %s), small enough for Redis's compact encoding",
 			float64(got.members)/float64(got.keys), strings.Join(p.floor.members[kind], "`, `"), userOf(0))
@@ -265,7 +275,7 @@ func ratioOf(a, b float64) string {
 // connectionKind reports whether kind belongs to a connection rather than to a sign-in.
 func connectionKind(kind string) bool {
 	switch kind {
-	case "token", "conn", "due", "seen", "meta":
+	case "token", "conn", "due", "duehead", "seen", "meta":
 		return true
 	}
 	return false
@@ -275,16 +285,23 @@ func us(l latency) string { return fmt.Sprintf("%.0f µs (p99 %.0f)", l.median, 
 
 // workerTable: the worker's commands as N grows.
 func (r *scaleResult) workerTable(b *strings.Builder) {
-	fmt.Fprintf(b, "\n## The worker's pass and claim as N grows\n\nWhen nothing is due, each tick of the background worker sends one command, "+
-		"`Claim` on `oauth:sys:due` (a script: ZRANGEBYSCORE to now, LIMIT its free slots, at most %d, and a ZADD of each piece to its lease), timed through the "+
-		"KV's exported `Claim` on the index the N connections' refresh-ahead entries are in (encryption on, refresh ahead on), "+
-		"interleaved with a PING, the round trip any command costs; %s calls each (claims of a full batch: %d). A claim that finds work "+
-		"is timed with one piece made due before it, and with %d.\n\n"+
-		"| N | entries in the index | idle pass (nothing due) | claim of 1 due piece | claim of %d due pieces | limit: PING | idle pass / PING |\n"+
-		"|---:|---:|---:|---:|---:|---:|---:|\n", batch, commas(passReps), batchReps, batch, batch)
+	fmt.Fprintf(b, "\n## The worker's pass and claim as N grows\n\nThe due index is kept in shards of at most 96 members, 2^level of them, "+
+		"under `oauth:sys:{due}`, with a head that names each shard holding members by its earliest due time. When nothing is due, "+
+		"each tick of the background worker sends two commands in one round trip: the claim of the index as one sorted set "+
+		"(`oauth:sys:due`, what an earlier version wrote) and a read of the head to now (ZRANGEBYSCORE, LIMIT its free slots, at "+
+		"most %d). A claim that finds work takes a share of its free slots from each due shard (a script a shard, in one round "+
+		"trip) and moves each piece to its lease. Timed through the sharded claim the worker calls, on the module's store and the "+
+		"index the N connections' refresh-ahead entries are in (encryption on, refresh ahead on), interleaved with a PING, the "+
+		"round trip any command costs; %s calls each (claims of a full batch: %d). A claim that finds work is timed with one "+
+		"piece made due before it, and with %d. Once the N connections are stored, and before their census, idle passes "+
+		"sweep what was written before the level last rose up to it (a shard a pass), as the worker's passes do.\n\n"+
+		"| N | entries in the index | level (shards) | passes that swept the levels below | idle pass (nothing due) | "+
+		"claim of 1 due piece | claim of %d due pieces | limit: PING | idle pass / PING |\n"+
+		"|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", batch, commas(passReps), batchReps, batch, batch)
 	for _, p := range r.points {
-		w := p.worker
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %.2fx |\n", commas(p.n), commas(int(w.entries)), us(w.idle), us(w.one), us(w.hundred),
+		w, c := p.worker, p.main()
+		fmt.Fprintf(b, "| %s | %s | %d (%s) | %s in %s | %s | %s | %s | %s | %.2fx |\n", commas(p.n), commas(int(w.entries)), w.level,
+			commas(1<<w.level), commas(c.sweeps), c.swept.Round(time.Millisecond), us(w.idle), us(w.one), us(w.hundred),
 			us(w.ping), w.idle.median/w.ping.median)
 	}
 	if len(r.points) > 1 {
@@ -295,7 +312,8 @@ func (r *scaleResult) workerTable(b *strings.Builder) {
 			verdict = "**it grew with N**"
 		}
 		fmt.Fprintf(b, "\nFrom N = %s to N = %s (%.0f times the entries) an idle pass went from %.2fx to %.2fx a PING: %s. "+
-			"Its command finds the first due member in the sorted set's skiplist (O(log N)) and stops there.\n",
+			"Its commands find the index as one set empty and the first due shard in the head (a member a shard: O(log shards)), "+
+			"and stop there.\n",
 			commas(first.n), commas(last.n), float64(last.n)/float64(first.n), from, to, verdict)
 	}
 }

@@ -77,7 +77,7 @@ func (r *scaleResult) claimPanel(b *strings.Builder, p panel, names []string) {
 		}
 	}
 	yMax := niceMax(top * 1.1)
-	p.axes(b, "The worker's claim on oauth:sys:due, in PINGs", "median time / an interleaved PING's", yMax, names)
+	p.axes(b, "The worker's claim on the due index, in PINGs", "median time / an interleaved PING's", yMax, names)
 	slot := p.w / float64(max(len(r.points), 1))
 	for _, l := range lines {
 		var pts []string

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -8,7 +9,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow"
-	"github.com/redis/go-redis/v9"
+	"github.com/oauthflow/oauthflow/internal/kv"
 )
 
 // Repetitions of the timed calls at each N.
@@ -42,46 +43,85 @@ func timed(into *[]float64, call func() error) error {
 // workerCost is what the worker's commands cost with N connections due for
 // a refresh ahead in the index, beside a PING (one round trip that does nothing).
 type workerCost struct {
-	entries                  int64 // members of oauth:sys:due
+	entries                  int64 // members of the due index
+	level                    int64 // its level: 2^level shards
 	ping, idle, one, hundred latency
 }
 
 // workerCost times, interleaved, a PING, a pass's claim when nothing is due
 // (what every idle pass sends) and a claim that finds one piece due; then
-// claims that find a whole batch due. All through the KV's exported Claim,
-// on the index the worker reads. The pieces are members of a job no
-// instance knows, scheduled (and removed) outside the timing.
-func (s *scaler) workerCost(ctx context.Context, kv oauthflow.KV) (workerCost, error) {
-	const index = "oauth:sys:due"
+// claims that find a whole batch due. All through the sharded claim the
+// worker calls, on the module's store and the index it reads, swept (see
+// config). The pieces are members of a job no instance knows, scheduled
+// (and removed) outside the timing.
+func (s *scaler) workerCost(ctx context.Context, store kv.Store) (workerCost, error) {
 	var w workerCost
-	var err error
-	if w.entries, err = s.e.rdb.ZCard(ctx, s.e.prefix+index).Result(); err != nil {
+	members, err := kv.MembersSharded(ctx, store, dueIndex)
+	if err != nil {
 		return w, err
 	}
+	w.entries, w.level = int64(len(members)), s.dueLevels(ctx)[1]
 	var ping, idle, one []float64
-	claim := func(want int) func() error {
-		return func() error {
-			got, err := kv.Claim(ctx, index, time.Now(), time.Minute, batch)
-			if err == nil && len(got) != want {
-				err = fmt.Errorf("a claim took %d pieces, want %d", len(got), want)
-			}
-			return err
-		}
-	}
 	for i := range passReps {
 		member := "scale:" + strconv.Itoa(i)
 		err = firstErr(timed(&ping, func() error { return s.e.rdb.Ping(ctx).Err() }),
-			timed(&idle, claim(0)),
-			kv.Schedule(ctx, index, member, time.Now().Add(-time.Hour)),
-			timed(&one, claim(1)),
-			kv.Unschedule(ctx, index, member))
+			timed(&idle, claimOf(ctx, store, 0)),
+			kv.ScheduleSharded(ctx, store, dueIndex, member, time.Now().Add(-time.Hour)),
+			timed(&one, claimOf(ctx, store, 1)),
+			kv.UnscheduleSharded(ctx, store, dueIndex, member))
 		if err != nil {
 			return w, err
 		}
 	}
 	w.ping, w.idle, w.one = latencyOf(ping), latencyOf(idle), latencyOf(one)
-	w.hundred, err = s.batchClaims(ctx, kv, index)
+	w.hundred, err = s.batchClaims(ctx, store)
 	return w, err
+}
+
+// dueIndex is the worker's index of due work.
+const dueIndex = "oauth:sys:due"
+
+// claimOf is a claim of a batch on the due index that must take want pieces.
+func claimOf(ctx context.Context, store kv.Store, want int) func() error {
+	return func() error {
+		got, err := kv.ClaimSharded(ctx, store, dueIndex, time.Now(), time.Minute, batch)
+		if err == nil && len(got) != want {
+			err = fmt.Errorf("a claim took %d pieces, want %d", len(got), want)
+		}
+		return err
+	}
+}
+
+// sweepLevels runs idle passes until no level below the due index's own
+// holds members, as the worker's passes do after the level rose while the
+// connections were stored, and returns how many it ran and how long they
+// took.
+func (s *scaler) sweepLevels(ctx context.Context, store kv.Store) (int, time.Duration, error) {
+	start := time.Now()
+	for passes := 0; ; passes++ {
+		if lv := s.dueLevels(ctx); lv[0] >= lv[1] {
+			return passes, time.Since(start), nil
+		} else if passes > 2<<lv[1] {
+			return passes, 0, fmt.Errorf("%d passes left levels %d to %d", passes, lv[0], lv[1])
+		}
+		if err := claimOf(ctx, store, 0)(); err != nil {
+			return passes, 0, err
+		}
+	}
+}
+
+// dueLevels are the due index's lowest level holding members, and its own.
+func (s *scaler) dueLevels(ctx context.Context) [2]int64 {
+	var lv [2]int64
+	v, _ := s.e.rdb.HMGet(ctx, s.e.prefix+"oauth:sys:{due}:levels", "from", "at").Result()
+	for i := range lv {
+		if len(v) > i {
+			if str, ok := v[i].(string); ok {
+				lv[i], _ = strconv.ParseInt(str, 10, 64)
+			}
+		}
+	}
+	return lv
 }
 
 func firstErr(errs ...error) error {
@@ -94,32 +134,34 @@ func firstErr(errs ...error) error {
 }
 
 // batchClaims times claims that each find a whole batch due.
-func (s *scaler) batchClaims(ctx context.Context, kv oauthflow.KV, index string) (latency, error) {
+func (s *scaler) batchClaims(ctx context.Context, store kv.Store) (latency, error) {
 	var us []float64
-	past := float64(time.Now().Add(-time.Hour).UnixMilli())
+	past := time.Now().Add(-time.Hour)
 	for i := range batchReps {
-		zs := make([]redis.Z, batch)
-		for j := range zs {
-			zs[j] = redis.Z{Score: past, Member: "scale:" + strconv.Itoa(i) + ":" + strconv.Itoa(j)}
+		add, remove := make([]*kv.Op, batch), make([]*kv.Op, batch)
+		for j := range add {
+			member := "scale:" + strconv.Itoa(i) + ":" + strconv.Itoa(j)
+			add[j] = &kv.Op{Kind: kv.OpScheduleSharded, Key: dueIndex, Member: member, Due: past}
+			remove[j] = &kv.Op{Kind: kv.OpUnscheduleSharded, Key: dueIndex, Member: member}
 		}
-		members := make([]any, batch)
-		for j, z := range zs {
-			members[j] = z.Member
-		}
-		err := firstErr(s.e.rdb.ZAdd(ctx, s.e.prefix+index, zs...).Err(),
-			timed(&us, func() error {
-				got, err := kv.Claim(ctx, index, time.Now(), time.Minute, batch)
-				if err == nil && len(got) != batch {
-					err = fmt.Errorf("a claim took %d pieces, want %d", len(got), batch)
-				}
-				return err
-			}),
-			s.e.rdb.ZRem(ctx, s.e.prefix+index, members...).Err())
-		if err != nil {
+		kv.RunBatch(ctx, store, add...)
+		err := firstErr(opsErr(add), timed(&us, claimOf(ctx, store, batch)))
+		kv.RunBatch(ctx, store, remove...)
+		if err = cmp.Or(err, opsErr(remove)); err != nil {
 			return latency{}, err
 		}
 	}
 	return latencyOf(us), nil
+}
+
+// opsErr is the first error of ops.
+func opsErr(ops []*kv.Op) error {
+	for _, op := range ops {
+		if op.Err != nil {
+			return op.Err
+		}
+	}
+	return nil
 }
 
 // listCost is Tokens.Connections for a user with k connections, beside the
