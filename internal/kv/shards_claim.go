@@ -18,12 +18,12 @@ import (
 // from the index as one sorted set (an earlier version's members), then
 // from the shards the head shows due, an even share of what is left from
 // each, and then what is still left from those that hold more, as they
-// hold it. A member taken from the index
-// as one set, or from a shard below the current level, is moved to its
-// shard at the current level, and returned unless a shard above where it
-// was taken holds it already: there, the later write, its copy is the one
-// that runs. While levels below the current one hold members, a claim also
-// moves up the members of one of their shards (sweep).
+// hold it. A member taken from the index as one set, or from a shard below
+// the current level, is moved to its shard at the current level, and
+// returned unless a shard above where it was taken holds it already:
+// there, the later write, its copy is the one that runs. While levels
+// below the current one hold members, a claim also moves up the members of
+// one of their shards (sweep).
 func (r *Redis) ClaimSharded(ctx context.Context, index string, now time.Time, lease time.Duration, n int) ([]string, error) {
 	if err := checkClaim(lease, n); err != nil {
 		return nil, err
@@ -45,6 +45,7 @@ type move struct {
 	claimed      bool
 }
 
+// claim is ClaimSharded's claim, in rounds of one round trip each.
 func (x *shardedIndex) claim(ctx context.Context, nowMs, untilMs int64, n int) ([]string, error) {
 	moves, due, err := x.firstLook(ctx, nowMs, untilMs, n)
 	if err != nil {

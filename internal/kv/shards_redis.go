@@ -32,13 +32,12 @@ import (
 // hundred). Members written before a raise stay in their shard until a
 // claim takes them there, due, or sweeps their shard (one a claim), and
 // moves them up: a member is only ever run from its shard at the current
-// level. Every script touches the
-// head, the levels and one shard, and keeps the head exact: a shard with a
-// due member is in the head, due at that member's time, so a pass that
-// finds nothing due reads the head alone. A script on a shard written at a
-// level behind the current one writes nothing and answers the level, and
-// the writer tries again there; each Redis store keeps the last level it
-// was told per index, so that happens once a level.
+// level. Every script touches the head, the levels and one shard, and keeps
+// the head exact: a shard with a due member is in the head, due at that
+// member's time, so a pass that finds nothing due reads the head alone. A
+// write to a shard of a level behind the current one writes nothing and
+// answers the level, and the writer tries again there; each Redis store
+// keeps the last level it was told per index, so that happens once a level.
 //
 // The index as one sorted set, "oauth:sys:due", holds what an earlier version
 // of the library wrote there. A claim takes from it too and moves what it
@@ -62,7 +61,7 @@ const (
 // shardLevels is what a store last heard of an index's levels.
 type shardLevels struct{ at, from atomic.Int64 }
 
-// saw raises the levels to what the store answered; they never go down.
+// saw raises the levels to what the store answered (see heard).
 func (l *shardLevels) saw(at, from int64) {
 	raiseTo(&l.at, at)
 	raiseTo(&l.from, from)
