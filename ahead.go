@@ -17,7 +17,7 @@ import (
 // Refresh ahead: with withRefreshAhead (Config.RefreshAhead) the Module's
 // background worker refreshes a connection's tokens before they expire, so
 // reads never wait on the provider. Each connection that is read has an
-// entry "ahead:{provider}:{user}" in the worker's due index, due the given
+// entry "a:{provider}:{user}" in the worker's due index, due the given
 // time before its access token expires. Claiming the entry leases it to one
 // instance; the refresh itself takes the same lock and writes through the
 // same fenced compare-and-swap as a refresh on read, so however many
@@ -40,8 +40,14 @@ import (
 const defaultRefreshAheadIdle = 7 * 24 * time.Hour
 
 const (
-	jobAhead   = "ahead"
-	seenPrefix = "seen:" // a connection index member "seen:{provider}": when it was last read
+	// jobAhead is refresh ahead's kind of due work: an entry is
+	// "a:{provider}:{user}". The kind is one letter because the due index
+	// holds an entry a connection, and Redis keeps each byte of it.
+	jobAhead = "a"
+	// jobAheadLegacy is the kind earlier versions wrote, "ahead:{provider}:{user}":
+	// such an entry still runs, and leaves the index for one of jobAhead's.
+	jobAheadLegacy = "ahead"
+	seenPrefix     = "seen:" // a connection index member "seen:{provider}": when it was last read
 )
 
 // seenMember names, in its user's connection index, when a provider's
@@ -237,9 +243,24 @@ func (a *refreshAhead) job(ctx context.Context, member string) (rescheduled bool
 	return false, err // tried again when the claim's lease lapses
 }
 
+// legacyJob is job for an entry an earlier version wrote under
+// jobAheadLegacy: once job has placed (or removed) the connection's entry
+// under jobAhead, the old one leaves the index. Until then it stays, leased,
+// and a failed job runs again when its lease lapses, as job's own entries do.
+func (a *refreshAhead) legacyJob(ctx context.Context, member string) (rescheduled bool, err error) {
+	if rescheduled, err = a.job(ctx, member); !rescheduled {
+		return false, err
+	}
+	if err := kv.UnscheduleSharded(ctx, a.kv, dueIndex, worker.Member(jobAheadLegacy, member)); err != nil {
+		return false, errs.Store(ctx, "remove an earlier version's refresh ahead entry", err)
+	}
+	return true, nil
+}
+
 // refreshDue refreshes the record read as raw, unless it was rewritten by the
 // time the lock is held. release gives back the slot admit gave: once the
-// provider has answered, or when no request went out at all.
+// provider has answered with tokens, else when the refresh ends (a failure
+// recorded, or no request at all).
 func (a *refreshAhead) refreshDue(ctx context.Context, userID, providerID string, raw []byte, release func()) (StoredTokens, error) {
 	defer release()
 	return a.runRefresh(ctx, userID, providerID, raw, refreshWhen{ahead: true, answered: release})

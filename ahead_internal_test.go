@@ -632,3 +632,73 @@ func TestRefreshAheadSlotFreeWhileTheAnswerIsWritten(t *testing.T) {
 		t.Fatalf("%d slots held once the refresh is done, want 0", held)
 	}
 }
+
+// An entry an earlier version wrote ("ahead:{provider}:{user}") still runs,
+// and leaves the index for the connection's entry under the current kind.
+func TestRefreshAheadLegacyEntryMovesToTheCurrentKind(t *testing.T) {
+	t.Parallel()
+	s, store, p, clock := aheadStore(t)
+	ctx := context.Background()
+	if err := s.StoreTokens(ctx, "u", "acme", StoredTokens{AccessToken: "a", RefreshToken: "r",
+		ExpiresAt: clock.Now().Add(time.Hour).UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetValidAccessToken(ctx, "u", "acme"); err != nil { // marks it read
+		t.Fatal(err)
+	}
+	if err := kv.UnscheduleSharded(ctx, store, dueIndex, worker.Member(jobAhead, aheadMember("u", "acme"))); err != nil {
+		t.Fatal(err)
+	}
+	legacy := worker.Member(jobAheadLegacy, aheadMember("u", "acme"))
+	if err := kv.ScheduleSharded(ctx, store, dueIndex, legacy, clock.Now()); err != nil { // as an earlier version left it
+		t.Fatal(err)
+	}
+	w := worker.New(store, worker.Config{Now: clock.Now, Every: time.Hour})
+	w.Handle(jobAhead, aheadShare, s.ahead.job)
+	w.Handle(jobAheadLegacy, aheadShare, s.ahead.legacyJob)
+	w.Pass(ctx)
+	w.Wait()
+	if _, ok, err := kv.ScoreSharded(ctx, store, dueIndex, legacy); err != nil || ok {
+		t.Fatalf("the earlier version's entry is still in the index (err %v)", err)
+	}
+	if due, ok := dueOf(t, store, aheadMember("u", "acme")); !ok || !due.After(clock.Now()) {
+		t.Fatalf("the connection's entry under the current kind: due %v, there %v; want it due ahead of its expiry", due, ok)
+	}
+	if n := p.calls.Load(); n != 0 {
+		t.Fatalf("%d refreshes of a token an hour from its expiry, want none", n)
+	}
+}
+
+// A Module's worker runs an earlier version's entries too.
+func TestModuleRunsLegacyRefreshAheadEntries(t *testing.T) {
+	t.Parallel()
+	p, clock := &countingProvider{}, fakeclock.New(time.Unix(1_800_000_000, 0))
+	reg := NewRegistry()
+	if err := reg.Register(p); err != nil {
+		t.Fatal(err)
+	}
+	store := newMemoryKV(clock.Now)
+	ctx := context.Background()
+	m, err := New(ctx, Config{KV: store, Registry: reg, Now: clock.Now, RefreshAhead: 5 * time.Minute,
+		WorkerInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	if err := m.Tokens.StoreTokens(ctx, "u", "acme", StoredTokens{AccessToken: "a", RefreshToken: "r",
+		ExpiresAt: clock.Now().Add(4 * time.Minute).UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	legacy := worker.Member(jobAheadLegacy, aheadMember("u", "acme"))
+	if err := kv.ScheduleSharded(ctx, store.m, dueIndex, legacy, clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	m.work.Pass(ctx)
+	m.work.Wait()
+	if _, ok, err := kv.ScoreSharded(ctx, store.m, dueIndex, legacy); err != nil || ok {
+		t.Fatalf("the earlier version's entry was not run (err %v)", err)
+	}
+	if n := p.calls.Load(); n != 1 {
+		t.Fatalf("%d refreshes of the due connection, want 1", n)
+	}
+}

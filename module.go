@@ -220,6 +220,7 @@ func New(ctx context.Context, cfg Config) (*Module, error) {
 	m.work.Handle(jobDeliver, kind, m.Engine.deliver)
 	m.work.Handle(jobAbandon, kind, m.flow.abandon)
 	m.work.Handle(jobAhead, aheadShare, m.Tokens.ahead.job)
+	m.work.Handle(jobAheadLegacy, aheadShare, m.Tokens.ahead.legacyJob)
 	m.work.Handle(jobDevice, kind, m.flow.pollDevice)
 	m.work.Start()
 	return m, nil

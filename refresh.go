@@ -309,12 +309,15 @@ func (r *refreshRun) round(ctx context.Context, l *lease.Lease, raw []byte, base
 		return StoredTokens{}, false, err
 	}
 	ts, err := r.rf.callRefresh(ctx, r.providerID, base)
-	if r.when.answered != nil {
-		r.when.answered()
-	}
 	if err != nil {
+		// A refresh ahead keeps its slot until the failure is recorded: a
+		// 429 slows the fleet down before a refresh queued for the slot
+		// asks whether it may go.
 		again, err = r.failed(ctx, l, raw, err, health, base)
 		return StoredTokens{}, again, err
+	}
+	if r.when.answered != nil {
+		r.when.answered()
 	}
 	t, again, err = r.save(ctx, l, raw, r.rf.merge(r.providerID, base, ts))
 	if !again && err == nil {

@@ -242,7 +242,7 @@ func (s *scaler) storeByHand(ctx context.Context, n int, c census) (time.Duratio
 		pipe.Set(ctx, prefix+"oauth:"+user+":"+scaleProvider, value, refreshableTTL)
 		pipe.ZAdd(ctx, prefix+"oauth:conn:"+user, redis.Z{Score: now, Member: scaleProvider})
 		pipe.ZAdd(ctx, prefix+"oauth:sys:seen", redis.Z{Score: now, Member: scaleProvider + ":" + user})
-		pipe.ZAdd(ctx, prefix+"oauth:sys:{due}:"+strconv.Itoa(i%handShards), redis.Z{Score: now + 7*3600e3, Member: "ahead:" + scaleProvider + ":" + user})
+		pipe.ZAdd(ctx, prefix+"oauth:sys:{due}:"+strconv.Itoa(i%handShards), redis.Z{Score: now + 7*3600e3, Member: "a:" + scaleProvider + ":" + user})
 		_, err := pipe.Exec(ctx)
 		return err
 	})

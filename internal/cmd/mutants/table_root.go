@@ -4,6 +4,22 @@ package main
 func aheadMutants() []mutant {
 	return []mutant{
 		{
+			Name: "ahead/legacy-entry-left-in-the-index",
+			File: "ahead.go",
+			Old:  "\tif err := kv.UnscheduleSharded(ctx, a.kv, dueIndex, worker.Member(jobAheadLegacy, member)); err != nil {",
+			New:  "\tif err := error(nil); err != nil {",
+			Run:  "^(TestRefreshAheadLegacyEntryMovesToTheCurrentKind)$",
+			Why:  "an entry an earlier version wrote leaves the index once the connection has one under the current kind",
+		},
+		{
+			Name: "ahead/legacy-entry-not-run",
+			File: "module.go",
+			Old:  "\tm.work.Handle(jobAheadLegacy, aheadShare, m.Tokens.ahead.legacyJob)\n",
+			New:  "",
+			Run:  "^(TestModuleRunsLegacyRefreshAheadEntries)$",
+			Why:  "an entry an earlier version wrote still runs, and leaves the index",
+		},
+		{
 			Name: "ahead/entry-in-the-old-index",
 			File: "ahead.go",
 			Old:  "{Kind: kv.OpScheduleSharded, Key: dueIndex, Member: worker.Member(jobAhead, aheadMember(userID, providerID)), Due: a.due(expiresAt)},",
