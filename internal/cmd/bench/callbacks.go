@@ -55,42 +55,40 @@ func newRig(e *env) (*rig, error) {
 	return r, r.startModule()
 }
 
-// startModule wires the library as a host app would, on its own counted client.
+// startModule wires the library as a host app would, on its own counted
+// client, and a second Module with Config{} defaults beside it.
 func (r *rig) startModule() error {
-	mux := http.NewServeMux()
-	r.lib = httptest.NewServer(mux)
-	reg, err := benchRegistry(r.token.URL, r.lib.URL+oauthflow.CallbackPath)
-	if err != nil {
-		return err
-	}
+	var err error
 	r.modRDB = newClient(r.e.rdb.Options().Addr)
 	r.modRDB.AddHook(r.hook)
-	r.mod, err = oauthflow.New(context.Background(), oauthflow.Config{KV: oauthflow.NewRedisKV(r.modRDB), KeyPrefix: r.e.prefix,
-		Registry: reg, Logger: r.e.log, WorkerInterval: time.Hour}) // the worker's polls would blur the round-trip count
-	if err != nil {
-		return err
-	}
-	r.mod.Mount(mux)
-	return r.startDefaultModule()
-}
-
-// startDefaultModule wires a second Module with Config{} defaults: only its
-// store, key prefix and providers are set.
-func (r *rig) startDefaultModule() error {
-	mux := http.NewServeMux()
-	r.defLib = httptest.NewServer(mux)
-	reg, err := benchRegistry(r.token.URL, r.defLib.URL+oauthflow.CallbackPath)
+	r.mod, r.lib, err = r.serveModule(r.modRDB, func(cfg *oauthflow.Config) {
+		cfg.Logger, cfg.WorkerInterval = r.e.log, time.Hour // the worker's polls would blur the round-trip count
+	})
 	if err != nil {
 		return err
 	}
 	r.defRDB = newClient(r.e.rdb.Options().Addr)
-	r.def, err = oauthflow.New(context.Background(), oauthflow.Config{KV: oauthflow.NewRedisKV(r.defRDB), KeyPrefix: r.e.prefix,
-		Registry: reg})
+	r.def, r.defLib, err = r.serveModule(r.defRDB, func(*oauthflow.Config) {}) // only its store, key prefix and providers
+	return err
+}
+
+// serveModule starts a Module on rdb, under the run's key prefix, with the
+// area's providers and what set adds to its Config, mounted on a server of its own.
+func (r *rig) serveModule(rdb *redis.Client, set func(*oauthflow.Config)) (*oauthflow.Module, *httptest.Server, error) {
+	mux := http.NewServeMux()
+	srv := httptest.NewServer(mux)
+	reg, err := benchRegistry(r.token.URL, srv.URL+oauthflow.CallbackPath)
 	if err != nil {
-		return err
+		return nil, srv, err
 	}
-	r.def.Mount(mux)
-	return nil
+	cfg := oauthflow.Config{KV: oauthflow.NewRedisKV(rdb), KeyPrefix: r.e.prefix, Registry: reg}
+	set(&cfg)
+	m, err := oauthflow.New(context.Background(), cfg)
+	if err != nil {
+		return nil, srv, err
+	}
+	m.Mount(mux)
+	return m, srv, nil
 }
 
 // benchRegistry holds the area's two providers, public clients of the token
