@@ -621,7 +621,7 @@ func TestRefreshAheadSlotFreeWhileTheAnswerIsWritten(t *testing.T) {
 	w := worker.New(store, worker.Config{Now: clock.Now, Every: time.Hour})
 	w.Handle(jobAhead, aheadShare, s.ahead.job)
 	w.Pass(ctx)
-	w.Wait()
+	waitWorker(t, w)
 	if n := p.calls.Load(); n != 1 {
 		t.Fatalf("%d refreshes, want 1", n)
 	}
@@ -657,7 +657,7 @@ func TestRefreshAheadLegacyEntryMovesToTheCurrentKind(t *testing.T) {
 	w.Handle(jobAhead, aheadShare, s.ahead.job)
 	w.Handle(jobAheadLegacy, aheadShare, s.ahead.legacyJob)
 	w.Pass(ctx)
-	w.Wait()
+	waitWorker(t, w)
 	if _, ok, err := kv.ScoreSharded(ctx, store, dueIndex, legacy); err != nil || ok {
 		t.Fatalf("the earlier version's entry is still in the index (err %v)", err)
 	}
@@ -694,11 +694,19 @@ func TestModuleRunsLegacyRefreshAheadEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.work.Pass(ctx)
-	m.work.Wait()
+	waitWorker(t, m.work)
 	if _, ok, err := kv.ScoreSharded(ctx, store.m, dueIndex, legacy); err != nil || ok {
 		t.Fatalf("the earlier version's entry was not run (err %v)", err)
 	}
 	if n := p.calls.Load(); n != 1 {
 		t.Fatalf("%d refreshes of the due connection, want 1", n)
 	}
+}
+
+// waitWorker waits, with a deadline, for the pieces w has in flight.
+func waitWorker(t *testing.T, w *worker.Worker) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { w.Wait(); close(done) }()
+	waitfor.Recv(t, done, "the worker's pieces in flight")
 }

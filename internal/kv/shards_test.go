@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/oauthflow/oauthflow/internal/testkit/redistest"
+	"github.com/oauthflow/oauthflow/internal/testkit/waitfor"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -279,7 +280,7 @@ func TestShardedClaimMovesTheEarlierLayout(t *testing.T) {
 				}
 			})
 		}
-		wg.Wait()
+		waitfor.Group(t, &wg, "the racing claims")
 		for _, m := range claimAllSharded(t, r, index, shardT0) { // what the old instance wrote last
 			taken[m]++
 		}
@@ -388,7 +389,7 @@ func TestShardedHeadStaysExact(t *testing.T) {
 				}
 			})
 		}
-		wg.Wait()
+		waitfor.Group(t, &wg, "the racing writes")
 		checkHead(t, c, index)
 	})
 }

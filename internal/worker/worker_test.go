@@ -350,7 +350,7 @@ func TestWorkersRacingRunEachPieceOnce(t *testing.T) {
 					}
 				})
 			}
-			wg.Wait()
+			waitfor.Group(t, &wg, "the racing workers")
 			want := 600
 			if name == "redis" {
 				want += 100
