@@ -710,3 +710,52 @@ func waitWorker(t *testing.T, w *worker.Worker) {
 	go func() { w.Wait(); close(done) }()
 	waitfor.Recv(t, done, "the worker's pieces in flight")
 }
+
+// setWatchKV calls onSet before each Set.
+type setWatchKV struct {
+	*kv.Memory
+	onSet func(key string)
+}
+
+func (k *setWatchKV) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	if k.onSet != nil {
+		k.onSet(key)
+	}
+	return k.Memory.Set(ctx, key, value, ttl)
+}
+
+// A refresh ahead that hears 429 keeps its slot until the slow-down is
+// shared: a refresh queued for the slot asks after it, never before.
+func TestRefreshAheadSlotHeldUntilA429IsShared(t *testing.T) {
+	t.Parallel()
+	p, clock := &heldProvider{}, fakeclock.New(time.Unix(1_800_000_000, 0))
+	p.status.Store(http.StatusTooManyRequests)
+	reg := NewRegistry()
+	if err := reg.Register(p); err != nil {
+		t.Fatal(err)
+	}
+	store := &setWatchKV{Memory: kv.NewMemory(clock.Now)}
+	s := NewTokenStore(store, reg, WithClock(clock.Now), WithLogger(slog.New(slog.DiscardHandler)),
+		withRefreshAhead(5*time.Minute, 3*time.Hour), withRefreshLimits(map[string]RefreshLimit{"acme": {Concurrency: 1}}))
+	ctx := context.Background()
+	if err := s.StoreTokens(ctx, "u1", "acme", StoredTokens{AccessToken: "a", RefreshToken: "r",
+		ExpiresAt: clock.Now().Add(4 * time.Minute).UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetValidAccessToken(ctx, "u1", "acme"); err != nil { // marks it read: due now
+		t.Fatal(err)
+	}
+	heldAtSlowDown := -1
+	store.onSet = func(key string) {
+		if strings.HasSuffix(key, ":acme") && strings.Contains(key, "slow") {
+			heldAtSlowDown = s.ahead.limiter.Held("acme")
+		}
+	}
+	w := worker.New(store, worker.Config{Now: clock.Now, Every: time.Hour})
+	w.Handle(jobAhead, aheadShare, s.ahead.job)
+	w.Pass(ctx)
+	waitWorker(t, w)
+	if heldAtSlowDown != 1 {
+		t.Fatalf("%d of the provider's slots held while its 429 was shared, want 1 (-1: never shared)", heldAtSlowDown)
+	}
+}

@@ -1658,6 +1658,14 @@ func recordsMutants() []mutant {
 func refreshMutants() []mutant {
 	return []mutant{
 		{
+			Name: "refresh/ahead-slot-given-back-before-a-429-is-shared",
+			File: "refresh.go",
+			Old:  "\tts, err := r.rf.callRefresh(ctx, r.providerID, base)\n\tif err != nil {",
+			New:  "\tts, err := r.rf.callRefresh(ctx, r.providerID, base)\n\tif err != nil && r.when.answered != nil {\n\t\tr.when.answered()\n\t}\n\tif err != nil {",
+			Run:  "^(TestRefreshAheadSlotHeldUntilA429IsShared)$",
+			Why:  "a refresh ahead that hears 429 keeps its slot until the slow-down is shared, so a queued refresh does not go out before it",
+		},
+		{
 			Name: "refresh/take-time-read-reused",
 			File: "refresh.go",
 			Old:  "\tr.record = nil\n",
