@@ -577,31 +577,37 @@ func TestWorkerNotStarvedByAHangingProvider(t *testing.T) {
 	}
 }
 
-// swapWatchKV calls onSwap before each compare-and-swap: the refresh's
-// write of what the provider answered.
-type swapWatchKV struct {
+// watchKV calls onSwap before each compare-and-swap (the refresh's write of
+// what the provider answered) and onSet before each Set (a 429's slow-down).
+type watchKV struct {
 	*kv.Memory
-	onSwap func(key string)
+	onSwap, onSet func(key string)
 }
 
-func (k *swapWatchKV) CompareAndSwap(ctx context.Context, key string, old, value []byte, ttl time.Duration) (bool, error) {
+func (k *watchKV) CompareAndSwap(ctx context.Context, key string, old, value []byte, ttl time.Duration) (bool, error) {
 	if k.onSwap != nil {
 		k.onSwap(key)
 	}
 	return k.Memory.CompareAndSwap(ctx, key, old, value, ttl)
 }
 
-// A refresh ahead holds its slot under the provider's limit while its request
-// is at the provider, not while the answer is written: the limit bounds the
-// requests in flight, and the store's time is not taken out of it.
-func TestRefreshAheadSlotFreeWhileTheAnswerIsWritten(t *testing.T) {
-	t.Parallel()
-	p, clock := &countingProvider{}, fakeclock.New(time.Unix(1_800_000_000, 0))
+func (k *watchKV) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	if k.onSet != nil {
+		k.onSet(key)
+	}
+	return k.Memory.Set(ctx, key, value, ttl)
+}
+
+// oneDueUnderOneSlot is a TokenStore over store whose one connection, u1's
+// to p ("acme"), is due for refresh ahead now under a limit of one in
+// flight, and a worker that runs it.
+func oneDueUnderOneSlot(t *testing.T, p Provider, store kv.Store) (*TokenStore, *worker.Worker) {
+	t.Helper()
+	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
 	reg := NewRegistry()
 	if err := reg.Register(p); err != nil {
 		t.Fatal(err)
 	}
-	store := &swapWatchKV{Memory: kv.NewMemory(nil)}
 	s := NewTokenStore(store, reg, WithClock(clock.Now), WithLogger(slog.New(slog.DiscardHandler)),
 		withRefreshAhead(5*time.Minute, 3*time.Hour), withRefreshLimits(map[string]RefreshLimit{"acme": {Concurrency: 1}}))
 	ctx := context.Background()
@@ -612,15 +618,25 @@ func TestRefreshAheadSlotFreeWhileTheAnswerIsWritten(t *testing.T) {
 	if _, err := s.GetValidAccessToken(ctx, "u1", "acme"); err != nil { // marks it read: due now
 		t.Fatal(err)
 	}
+	w := worker.New(store, worker.Config{Now: clock.Now, Every: time.Hour})
+	w.Handle(jobAhead, aheadShare, s.ahead.job)
+	return s, w
+}
+
+// A refresh ahead holds its slot under the provider's limit while its request
+// is at the provider, not while the answer is written: the limit bounds the
+// requests in flight, and the store's time is not taken out of it.
+func TestRefreshAheadSlotFreeWhileTheAnswerIsWritten(t *testing.T) {
+	t.Parallel()
+	p, store := &countingProvider{}, &watchKV{Memory: kv.NewMemory(nil)}
+	s, w := oneDueUnderOneSlot(t, p, store)
 	heldAtWrite := int64(-1)
 	store.onSwap = func(key string) {
 		if key == keyspace.Token("u1", "acme") {
 			heldAtWrite = int64(s.ahead.limiter.Held("acme"))
 		}
 	}
-	w := worker.New(store, worker.Config{Now: clock.Now, Every: time.Hour})
-	w.Handle(jobAhead, aheadShare, s.ahead.job)
-	w.Pass(ctx)
+	w.Pass(context.Background())
 	waitWorker(t, w)
 	if n := p.calls.Load(); n != 1 {
 		t.Fatalf("%d refreshes, want 1", n)
@@ -711,49 +727,20 @@ func waitWorker(t *testing.T, w *worker.Worker) {
 	waitfor.Recv(t, done, "the worker's pieces in flight")
 }
 
-// setWatchKV calls onSet before each Set.
-type setWatchKV struct {
-	*kv.Memory
-	onSet func(key string)
-}
-
-func (k *setWatchKV) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	if k.onSet != nil {
-		k.onSet(key)
-	}
-	return k.Memory.Set(ctx, key, value, ttl)
-}
-
 // A refresh ahead that hears 429 keeps its slot until the slow-down is
 // shared: a refresh queued for the slot asks after it, never before.
 func TestRefreshAheadSlotHeldUntilA429IsShared(t *testing.T) {
 	t.Parallel()
-	p, clock := &heldProvider{}, fakeclock.New(time.Unix(1_800_000_000, 0))
+	p, store := &heldProvider{}, &watchKV{Memory: kv.NewMemory(nil)}
 	p.status.Store(http.StatusTooManyRequests)
-	reg := NewRegistry()
-	if err := reg.Register(p); err != nil {
-		t.Fatal(err)
-	}
-	store := &setWatchKV{Memory: kv.NewMemory(clock.Now)}
-	s := NewTokenStore(store, reg, WithClock(clock.Now), WithLogger(slog.New(slog.DiscardHandler)),
-		withRefreshAhead(5*time.Minute, 3*time.Hour), withRefreshLimits(map[string]RefreshLimit{"acme": {Concurrency: 1}}))
-	ctx := context.Background()
-	if err := s.StoreTokens(ctx, "u1", "acme", StoredTokens{AccessToken: "a", RefreshToken: "r",
-		ExpiresAt: clock.Now().Add(4 * time.Minute).UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.GetValidAccessToken(ctx, "u1", "acme"); err != nil { // marks it read: due now
-		t.Fatal(err)
-	}
+	s, w := oneDueUnderOneSlot(t, p, store)
 	heldAtSlowDown := -1
 	store.onSet = func(key string) {
 		if strings.HasSuffix(key, ":acme") && strings.Contains(key, "slow") {
 			heldAtSlowDown = s.ahead.limiter.Held("acme")
 		}
 	}
-	w := worker.New(store, worker.Config{Now: clock.Now, Every: time.Hour})
-	w.Handle(jobAhead, aheadShare, s.ahead.job)
-	w.Pass(ctx)
+	w.Pass(context.Background())
 	waitWorker(t, w)
 	if heldAtSlowDown != 1 {
 		t.Fatalf("%d of the provider's slots held while its 429 was shared, want 1 (-1: never shared)", heldAtSlowDown)
