@@ -344,6 +344,9 @@ type RefreshLimit struct {
 	// Concurrency is how many of the provider's tokens one instance
 	// refreshes ahead at once; 0: 100, GitHub's documented secondary limit
 	// on concurrent requests, which at 100 ms a refresh is 1,000 a second.
+	// Above 128 the worker's share of one provider bounds it instead (half
+	// the worker's 256 slots, so a provider whose endpoint hangs leaves
+	// room for the others).
 	Concurrency int
 	// PerSecond is how many refreshes ahead a second the provider gets
 	// from all the instances that share the store; 0: no limit but

@@ -90,8 +90,8 @@ func (r *scaleResult) summaryRows() []scaleRow {
 		raised, def := f.raised["refreshes/s"], f.defaultLimit["refreshes/s"]
 		rows = append(rows,
 			scaleRow{fmt.Sprintf("refreshes ahead/s, one instance, %s due at once, 100 ms provider, limit raised to %d", commas(f.n), raisedInFlight),
-				fmt.Sprintf("%.0f/s", raised), fmt.Sprintf("%.0f/s (%d in flight / 100 ms)", limitRate(raisedInFlight), raisedInFlight),
-				ratioOf(raised, limitRate(raisedInFlight)), fmt.Sprintf(">= %d/s", minRefreshRate), verdict(raised >= minRefreshRate)},
+				fmt.Sprintf("%.0f/s", raised), fmt.Sprintf("%.0f/s (%d in flight, the worker's share of one provider / 100 ms)", limitRate(raisedCeiling), raisedCeiling),
+				ratioOf(raised, limitRate(raisedCeiling)), fmt.Sprintf(">= %d/s", minRefreshRate), verdict(raised >= minRefreshRate)},
 			scaleRow{fmt.Sprintf("refreshes ahead/s, the same, default limit of %d in flight", defaultInFlight), fmt.Sprintf("%.0f/s", def),
 				fmt.Sprintf("%.0f/s (the limit alone)", limitRate(defaultInFlight)), ratioOf(def, limitRate(defaultInFlight)),
 				fmt.Sprintf(">= %d/s", minDefaultRate), verdict(def >= minDefaultRate)},
