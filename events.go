@@ -68,8 +68,8 @@ func (n notifier) emit(ctx context.Context, e Event) {
 	if e.Reason == "" && (e.Kind == EventRefreshFailed || e.Kind == EventConnectionFailing) {
 		e.Reason = failureReason("The provider", e.GrantDead, e.Attempts)
 	}
-	if n.log != nil && n.log.Enabled(ctx, eventLevel(e)) { // the line is only built for a logger that keeps it
-		n.log.LogAttrs(ctx, eventLevel(e), "oauthflow: "+string(e.Kind), eventAttrs(e)...)
+	if level := moduleLevel(e); n.log != nil && n.log.Enabled(ctx, level) { // the line is only built for a logger that keeps it
+		n.log.LogAttrs(ctx, level, "oauthflow: "+string(e.Kind), eventAttrs(e)...)
 	}
 	if n.hook == nil {
 		return
@@ -81,6 +81,22 @@ func (n notifier) emit(ctx context.Context, e Event) {
 		}
 	}()
 	n.hook(ctx, e)
+}
+
+// moduleLevel is the level of e's line in the Module's own log
+// (Config.Logger): the routine successes, one or two on every sign-in and
+// refresh, at Debug, so that slog's default level writes a line only for
+// what an operator may act on (a failure, a refusal, a connection's health
+// changing); eventLevel otherwise. LogEvents keeps every event at Info and
+// above, for an audit trail.
+func moduleLevel(e Event) slog.Level {
+	switch e.Kind {
+	case EventTokensStored, EventTokensRefreshed, EventTokensDeleted, EventConnected:
+		if e.Err == nil {
+			return slog.LevelDebug
+		}
+	}
+	return eventLevel(e)
 }
 
 func eventLevel(e Event) slog.Level {
@@ -141,8 +157,9 @@ func logSafeError(err error) string {
 // LogEvents is a hook that writes each event to l as a structured record: the
 // message "oauthflow: <kind>", the user, provider and run, and for a failure
 // the error (never a token or a response body) at Warn, with grant_dead when
-// a refresh heard the grant is gone; Info otherwise. The Module already logs events to Config.Logger; this is for a
-// logger of their own (an audit trail, say).
+// a refresh heard the grant is gone; Info otherwise. The Module already logs events to Config.Logger, its routine
+// successes (a sign-in completed, tokens stored, refreshed or deleted) at Debug; this is for a logger of their own
+// that keeps every event (an audit trail, say).
 func LogEvents(l *slog.Logger) EventHook {
 	return func(ctx context.Context, e Event) {
 		if l.Enabled(ctx, eventLevel(e)) {

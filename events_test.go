@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -71,5 +72,51 @@ func TestEventLogSaysAProviderWasNotReached(t *testing.T) {
 		Err: &oauthflow.ProviderError{ProviderID: "github", StatusCode: 400, Code: "invalid_grant"}, GrantDead: true})
 	if line := logs.String(); !strings.Contains(line, "grant_dead=true") || !strings.Contains(line, "HTTP 400 invalid_grant") {
 		t.Errorf("a dead grant's refusal is logged as %q", line)
+	}
+}
+
+// The Module's own log (Config.Logger) keeps routine successes at Debug and
+// what an operator acts on at Info and above: at slog's default level a
+// completed sign-in, a stored, refreshed or deleted token writes no line,
+// while a failed refresh still does, at Warn. LogEvents is the audit trail
+// of every event.
+func TestModuleLogsRoutineEventsAtDebug(t *testing.T) {
+	t.Parallel()
+	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
+		t.Run(level.String(), func(t *testing.T) {
+			t.Parallel()
+			logs := &lockedBuffer{}
+			ctx := context.Background()
+			reg := oauthflow.NewRegistry()
+			require.NoError(t, reg.Register(newFakeProvider("acme")))
+			require.NoError(t, reg.Register(hostileProvider{code: "temporarily_unavailable"}))
+			m, err := oauthflow.New(ctx, oauthflow.Config{KV: oauthflow.NewMemoryKV(), Registry: reg,
+				Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: level}))})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = m.Close() })
+			tc := oauthflow.ToolContext{UserID: "alice"}
+			res, err := m.BuildOAuthURL.Call(ctx, tc, json.RawMessage(`{"provider":"acme","scopes":[]}`))
+			require.NoError(t, err)
+			var out oauthflow.BuildOAuthURLResult
+			require.NoError(t, json.Unmarshal(res, &out))
+			rec := httptest.NewRecorder()
+			m.CallbackHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, oauthflow.CallbackPath+"?code=c&state="+out.State, nil))
+			require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+			require.NoError(t, m.Tokens.DeleteTokens(ctx, "alice", "acme"))
+			require.NoError(t, m.Tokens.StoreTokens(ctx, "carol", "own", oauthflow.StoredTokens{AccessToken: "at", RefreshToken: "rt", ExpiresAt: 1}))
+			_, err = m.Tokens.GetValidAccessToken(ctx, "carol", "own")
+			require.Error(t, err)
+
+			logged := strings.Join(logs.lines(), "\n")
+			for _, kind := range []oauthflow.EventKind{oauthflow.EventConnected, oauthflow.EventTokensStored, oauthflow.EventTokensDeleted} {
+				line := "msg=\"oauthflow: " + string(kind) + "\""
+				if got, want := strings.Contains(logged, line), level == slog.LevelDebug; got != want {
+					t.Errorf("at %s, a line %s is written: %v, want %v\n%s", level, line, got, want, logged)
+				}
+			}
+			if !strings.Contains(logged, "level=WARN msg=\"oauthflow: refresh_failed\"") {
+				t.Errorf("at %s, the failed refresh is not logged at Warn:\n%s", level, logged)
+			}
+		})
 	}
 }

@@ -25,7 +25,7 @@ type Config struct {
 	RequireKV  bool         // with KV nil: fail instead of falling back to memory
 	KeyPrefix  string       // put before every key, so that several apps share one Redis; ends in its separator ("myapp:")
 	Registry   *Registry    // nil: NewRegistry()
-	Logger     *slog.Logger // nil: slog.Default()
+	Logger     *slog.Logger // nil: slog.Default(); a sign-in, a store, a refresh or a delete logs at Debug, a failure at Warn
 	HTTPClient *http.Client // for calls to providers that honour oauth2.HTTPClient; nil: a client with a 30 s timeout
 	Now        func() time.Time
 	OnEvent    EventHook // hears tokens stored, refreshed, refresh failed, deleted, connected and flow failed

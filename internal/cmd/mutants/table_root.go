@@ -888,6 +888,14 @@ func eventsMutants() []mutant {
 			Why:  "refresh_failed and connection_failing say in words whether the connection is gone or failing, for an app deciding to send a reconnect link",
 		},
 		{
+			Name: "events/routine-success-at-info",
+			File: "events.go",
+			Old:  "\t\t\treturn slog.LevelDebug\n",
+			New:  "\t\t\treturn slog.LevelInfo\n",
+			Run:  "^TestModuleLogsRoutineEventsAtDebug$",
+			Why:  "the Module's own log keeps a sign-in's, a store's, a refresh's and a delete's line at Debug: at slog's default level every completion wrote two lines",
+		},
+		{
 			Name: "errtext/unreached-provider-as-http-0",
 			File: "events.go",
 			Old:  "case errors.As(err, &pe) && pe.StatusCode == 0:",
