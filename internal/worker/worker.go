@@ -28,7 +28,9 @@ import (
 // work that does, leaves room for the rest. A claimed piece whose share is
 // full waits here, without a slot, for a piece of that share to end; beyond
 // maxHeld of them it goes back to the index for a second, so that what is
-// due behind it is claimed.
+// due behind it is claimed. The worker looks that far past a backlog for at
+// most maxBack pieces a second: a claim that would only put back what it
+// took waits for the next second.
 
 // Index is the KV index of due work, a sharded one (kv.ScheduleSharded and
 // the rest): on Redis, the keys under "oauth:sys:{due}", and what an
@@ -60,11 +62,16 @@ const (
 	GroupShare = MaxInFlight / 2
 	// maxHeld bounds the claimed pieces that wait here for room in their
 	// share. One beyond them is put back in the index, due busyRetry on,
-	// spread by busyRetry/maxHeld after the one put back before it in the
-	// same drain: a backlog comes back at about the pace its held pieces
-	// are done, and what is due behind it is claimed in the same drain.
+	// spread over the second after that by busyRetry/maxBack after the one
+	// put back before it, so that what is due behind a backlog is claimed.
 	maxHeld   = 8 * MaxInFlight
 	busyRetry = time.Second
+	// maxBack bounds the pieces put back in one busyRetry, spread over the
+	// second after it. Each costs two commands on a shard (the claim and
+	// the put back): without a bound, a backlog of one provider's refreshes
+	// ahead, a hundred thousand due at once, went round through the index
+	// every second while its share did 1,280 of them.
+	maxBack = MaxInFlight
 )
 
 // Share is how much of the worker one kind of work may hold: Most pieces in
@@ -117,6 +124,9 @@ type Worker struct {
 	busy  map[string]int     // pieces in flight per share key
 	held  map[string][]piece // claimed pieces waiting, under the key of the share that has no room
 	nHeld int
+	// The pieces put back since backFrom, at most maxBack a busyRetry.
+	backFrom time.Time
+	nBack    int
 
 	stopOnce sync.Once
 	stop     context.CancelFunc
@@ -191,10 +201,9 @@ func (w *Worker) Start() {
 }
 
 // Drain claims due work for the free slots and starts it, and claims again
-// as slots free up while claims come back full; Wait waits for what it
-// started.
+// as slots free up while claims come back full, until this second's
+// pieces to put back are spent; Wait waits for what it started.
 func (w *Worker) Drain(ctx context.Context) {
-	back := 0 // the pieces put back in this drain
 	for ctx.Err() == nil {
 		select {
 		case w.slots <- struct{}{}: // wait for one free slot
@@ -202,20 +211,34 @@ func (w *Worker) Drain(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
+		if w.backSpent(w.now()) {
+			return // what a claim took now would go back: the next second looks again
+		}
 		want := cap(w.slots) - len(w.slots)
 		members, err := w.claim(ctx, want)
-		w.dispatch(ctx, members, &back)
+		w.dispatch(ctx, members)
 		if err != nil || len(members) < want {
 			return // nothing more is due now
 		}
 	}
 }
 
+// backSpent tells whether maxBack pieces were put back in the busyRetry
+// up to now, and starts a new one once it has passed.
+func (w *Worker) backSpent(now time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if now.Sub(w.backFrom) >= busyRetry || now.Before(w.backFrom) {
+		w.backFrom, w.nBack = now, 0
+	}
+	return w.nBack >= maxBack
+}
+
 // dispatch starts each claimed member that its shares have room for, on a
 // slot of its own; it holds the others here until a piece of the share
 // that has no room ends, up to maxHeld, and puts the rest back in the
-// index. *back counts the pieces put back so far in this drain.
-func (w *Worker) dispatch(ctx context.Context, members []string, back *int) {
+// index, due over the second after busyRetry by their count since backFrom.
+func (w *Worker) dispatch(ctx context.Context, members []string) {
 	now := w.now()
 	var start []piece
 	var again []*kv.Op
@@ -229,9 +252,9 @@ func (w *Worker) dispatch(ctx context.Context, members []string, back *int) {
 		case w.nHeld < maxHeld:
 			w.hold(key, p)
 		default:
-			due := now.Add(busyRetry + time.Duration(*back)*busyRetry/maxHeld)
+			due := now.Add(busyRetry + time.Duration(w.nBack%maxBack)*busyRetry/maxBack)
 			again = append(again, &kv.Op{Kind: kv.OpScheduleSharded, Key: Index, Member: member, Due: due})
-			*back++
+			w.nBack++
 		}
 	}
 	w.mu.Unlock()
@@ -385,8 +408,7 @@ func (w *Worker) Close() {
 // the worker with it.
 func (w *Worker) Pass(ctx context.Context) int {
 	members, _ := w.claim(ctx, MaxInFlight)
-	back := 0
-	w.dispatch(ctx, members, &back)
+	w.dispatch(ctx, members)
 	w.running.Wait()
 	return len(members)
 }

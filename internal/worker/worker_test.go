@@ -181,6 +181,71 @@ func TestWorkerHoldsBackWhatItsShareHasNoRoomFor(t *testing.T) {
 	}
 }
 
+// Past a backlog its shares have no room for, a drain looks at most maxBack
+// pieces a second: what it takes beyond what it can hold goes back to the
+// index, and once maxBack have gone back the drain stops, where it went on
+// claiming and putting back the whole backlog (each piece two scripts on a
+// shard) every pass. What is due behind the backlog is reached a second on.
+func TestWorkerLooksPastABacklogABoundedWayEachSecond(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
+	store := kv.NewMemory(nil)
+	w := New(store, Config{Now: clock.Now, Every: time.Hour})
+	hang := make(chan struct{})
+	w.Handle(device, Share{Most: KindShare}, func(ctx context.Context, _ string) (bool, error) { // a device endpoint that hangs
+		select {
+		case <-hang:
+			return false, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	})
+	lapsed := make(chan struct{}, 1)
+	w.Handle(lapse, Share{Most: KindShare}, func(context.Context, string) (bool, error) {
+		lapsed <- struct{}{}
+		return false, nil
+	})
+	ctx := context.Background()
+	const over = maxBack + 100
+	const claim = MaxInFlight - KindShare // what each claim asks for while the polls hang
+	for i := range KindShare + maxHeld + over {
+		if err := w.Schedule(ctx, device, fmt.Sprint(i), clock.Now().Add(-time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lapseDue := clock.Now()
+	if err := w.Schedule(ctx, lapse, "run-1", lapseDue); err != nil { // due after every poll
+		t.Fatal(err)
+	}
+	w.Drain(ctx)
+	index, err := kv.MembersSharded(ctx, store, Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, untouched := 0, 0
+	for member, at := range index {
+		switch {
+		case at > clock.Now().UnixMilli() && at <= clock.Now().Add(2*busyRetry).UnixMilli():
+			back++
+		case member != Member(lapse, "run-1") && at < clock.Now().UnixMilli():
+			untouched++
+		}
+	}
+	if back < maxBack || back >= maxBack+claim || untouched != over-back {
+		t.Fatalf("one drain put back %d polls and left %d due, want %d to %d put back and the rest of the %d left",
+			back, untouched, maxBack, maxBack+claim-1, over)
+	}
+	if at, ok := index[Member(lapse, "run-1")]; !ok || at != lapseDue.UnixMilli() {
+		t.Fatalf("the lapse behind the backlog was claimed in the same drain (in the index: %v, due %d)", ok, at)
+	}
+	clock.Advance(busyRetry)
+	w.Drain(ctx)
+	waitfor.Recv(t, lapsed, "the lapse, a second on")
+	clock.Advance(Lease / 2) // the held polls could no longer end within their lease
+	close(hang)
+	waitfor.Group(t, &w.running, "the worker's pieces")
+}
+
 // Once the worker stops, the pieces it holds back are left to their leases:
 // the end of a piece in flight starts none of them.
 func TestWorkerStartsNoHeldPieceOnceStopped(t *testing.T) {
