@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"regexp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -164,11 +165,13 @@ func TestReencryptSideBySide(t *testing.T) {
 
 // midWalkHook counts what a client sends, and once armed runs write just
 // before the first pipeline that holds a script: a Reencrypt batch's
-// compare-and-swaps, sent after its reads.
+// compare-and-swaps, sent after its reads. write hears the string
+// arguments of those scripts, the keys of the records the batch read
+// among them.
 type midWalkHook struct {
 	armed     atomic.Bool
 	writing   atomic.Bool
-	write     func(ctx context.Context)
+	write     func(ctx context.Context, args []string)
 	pipelines atomic.Int64 // pipelines sent, the write's own and handshakes left out
 	alone     atomic.Int64 // reads and writes of a key sent alone, the write's own left out
 }
@@ -194,8 +197,16 @@ func (h *midWalkHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 		}
 		h.pipelines.Add(1)
 		if slices.ContainsFunc(cmds, func(c redis.Cmder) bool { return c.Name() == "eval" }) && h.armed.CompareAndSwap(true, false) {
+			var args []string
+			for _, c := range cmds {
+				for _, a := range c.Args() {
+					if s, ok := a.(string); ok && c.Name() == "eval" {
+						args = append(args, s)
+					}
+				}
+			}
 			h.writing.Store(true)
-			h.write(ctx)
+			h.write(ctx, args)
 			h.writing.Store(false)
 		}
 		return next(ctx, cmds)
@@ -236,9 +247,19 @@ func testReencryptBatchLeavesARecordWrittenMidWalk(t *testing.T, c redis.Univers
 		}
 	}
 	signIn := StoredTokens{AccessToken: "new", RefreshToken: "rt-new", ExpiresAt: expiry, Scope: "read"}
-	hook := &midWalkHook{write: func(ctx context.Context) {
-		if err := after.StoreTokens(ctx, "user-3", "demo", signIn); err != nil {
-			t.Errorf("the sign-in during the walk: %v", err)
+	// The sign-in lands on a record of the batch whose compare-and-swaps
+	// are about to go: read by the walk, not yet rewritten. (On a shared
+	// Redis the walk's SCAN may bring the records in more than one batch.)
+	signedIn := ""
+	hook := &midWalkHook{write: func(ctx context.Context, args []string) {
+		for _, a := range args {
+			if m := batchUser.FindStringSubmatch(a); m != nil {
+				signedIn = m[1]
+				break
+			}
+		}
+		if err := after.StoreTokens(ctx, signedIn, "demo", signIn); err != nil {
+			t.Errorf("the sign-in during the walk, as %q: %v", signedIn, err)
 		}
 	}}
 	c.AddHook(hook)
@@ -265,7 +286,7 @@ func testReencryptBatchLeavesARecordWrittenMidWalk(t *testing.T, c redis.Univers
 			t.Fatal(err)
 		}
 		want := StoredTokens{AccessToken: "old", ExpiresAt: expiry}
-		if i == 3 {
+		if fmt.Sprint("user-", i) == signedIn {
 			want = signIn
 		}
 		if !reflect.DeepEqual(*got, want) {
@@ -273,6 +294,9 @@ func testReencryptBatchLeavesARecordWrittenMidWalk(t *testing.T, c redis.Univers
 		}
 	}
 }
+
+// batchUser finds the user of a record's key among a script's arguments.
+var batchUser = regexp.MustCompile(`oauth:(user-[0-9]+):demo$`)
 
 // fuzzRingOf is a ring of fixed keys named by ids, the first one sealing.
 func fuzzRingOf(t *testing.T, ids ...string) *KeyRing {
