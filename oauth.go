@@ -69,6 +69,8 @@ import (
 //     endpoint with client, which authenticates each request with the grant's
 //     access token (as [TokenStore.Client] does, a proof included for a
 //     DPoP-bound one). "" means the provider did not say.
+//   - ReadsAccount() bool reports whether ReadAccount calls an endpoint; a
+//     provider that answers false is not asked after a sign-in.
 //   - CallbackFields() []string names the query parameters of the provider's
 //     redirect that are kept with the tokens, in StoredTokens.Metadata
 //     (QuickBooks' realmId names the company the grant is for).

@@ -477,9 +477,15 @@ func (si *signIns) storeSignIn(ctx context.Context, userID, provider string, ts 
 	return si.writeSignIn(ctx, userID, provider, ts, key)
 }
 
-// writeSignIn is storeSignIn's write, sent at once and tried again while the
-// store is unavailable.
+// writeSignIn is storeSignIn's write, sent at once and, while the store is
+// unavailable, tried again for half the time the completion has left. Each
+// write has a deadline of its own (storeTokenSet); the retries' bound is
+// set only once the first write failed.
 func (si *signIns) writeSignIn(ctx context.Context, userID, provider string, ts *TokenSet, key string) error {
+	err := si.tokens.storeTokenSet(ctx, userID, provider, ts, key)
+	if err == nil || !errors.Is(err, ErrStoreUnavailable) {
+		return err
+	}
 	left := si.completionTimeout
 	if d, ok := ctx.Deadline(); ok {
 		left = min(left, time.Until(d))
@@ -487,13 +493,13 @@ func (si *signIns) writeSignIn(ctx context.Context, userID, provider string, ts 
 	ctx, cancel := context.WithTimeout(ctx, left/2)
 	defer cancel()
 	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
-		err := si.tokens.storeTokenSet(ctx, userID, provider, ts, key)
-		if err == nil || !errors.Is(err, ErrStoreUnavailable) {
-			return err
-		}
 		si.log.WarnContext(ctx, "oauthflow: a sign-in's tokens could not be written; the write is tried again",
 			"provider", provider, "error", logSafeError(err))
 		if xcontext.Sleep(ctx, backoff) != nil {
+			return err
+		}
+		err = si.tokens.storeTokenSet(ctx, userID, provider, ts, key)
+		if err == nil || !errors.Is(err, ErrStoreUnavailable) {
 			return err
 		}
 	}
@@ -593,6 +599,7 @@ type (
 	accountReader interface {
 		ReadAccount(ctx context.Context, client *http.Client) (string, error)
 	}
+	accountAnswerer interface{ ReadsAccount() bool }
 	callbackFielder interface{ CallbackFields() []string }
 )
 
@@ -610,6 +617,9 @@ func (si *signIns) readAccount(ctx context.Context, p Provider, ts *TokenSet, ke
 	r, ok := p.(accountReader)
 	if !ok || ts.Account != "" {
 		return
+	}
+	if a, ok := p.(accountAnswerer); ok && !a.ReadsAccount() {
+		return // no endpoint to call: nothing of the call is built
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), accountTimeout)
 	defer cancel()

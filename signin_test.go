@@ -586,3 +586,49 @@ func TestSignInOwnerHearsARefusal(t *testing.T) {
 	assert.Contains(t, body, "account connected")
 	assert.Len(t, owner.heard, 1)
 }
+
+// accountCounter is acme with a user-info call that counts its calls, and
+// says through ReadsAccount whether it has an endpoint to call.
+type accountCounter struct {
+	*fakeProvider
+	reads    bool
+	accounts atomic.Int64
+}
+
+func (p *accountCounter) ReadsAccount() bool { return p.reads }
+func (p *accountCounter) ReadAccount(context.Context, *http.Client) (string, error) {
+	p.accounts.Add(1)
+	return "octocat", nil
+}
+
+// A provider that says it reads no account (ReadsAccount false, a
+// providers.OAuth2 without a user-info URL) is not asked after a sign-in:
+// nothing of the account read (its client, its deadline) is built for it.
+// One that reads accounts is asked once.
+func TestSignInAsksForTheAccountOnlyWhereOneIsRead(t *testing.T) {
+	t.Parallel()
+	for _, reads := range []bool{false, true} {
+		t.Run(fmt.Sprint("reads=", reads), func(t *testing.T) {
+			t.Parallel()
+			p := &accountCounter{fakeProvider: newFakeProvider("acme"), reads: reads}
+			reg := oauthflow.NewRegistry()
+			require.NoError(t, reg.Register(p))
+			m, err := oauthflow.New(context.Background(), oauthflow.Config{KV: oauthflow.NewMemoryKV(), Registry: reg, Logger: slog.New(slog.DiscardHandler)})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = m.Close() })
+			state := startWithTool(t, m)
+			rec := httptest.NewRecorder()
+			m.CallbackHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, oauthflow.CallbackPath+"?code=c&state="+state, nil))
+			require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+			want, account := int64(0), ""
+			if reads {
+				want, account = 1, "octocat"
+			}
+			assert.Equal(t, want, p.accounts.Load(), "user-info calls")
+			conns, err := m.Tokens.Connections(context.Background(), "alice")
+			require.NoError(t, err)
+			require.Len(t, conns, 1)
+			assert.Equal(t, account, conns[0].Account)
+		})
+	}
+}

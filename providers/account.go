@@ -20,6 +20,11 @@ import (
 // maxUserinfoBody bounds what is read of a user-info answer.
 const maxUserinfoBody = 256 << 10
 
+// ReadsAccount reports whether ReadAccount calls an endpoint: whether
+// Config.UserinfoURL is set. oauthflow asks no account of a provider that
+// answers false.
+func (p *OAuth2) ReadsAccount() bool { return p.cfg.UserinfoURL != "" }
+
 // ReadAccount calls Config.UserinfoURL with client (which sends the new
 // grant's token) and returns the value at Config.AccountField in the JSON
 // answer: a string, or a number as its text. A provider without a user-info

@@ -21,7 +21,7 @@ import (
 // Provider methods it has the optional methods oauthflow looks for (listed
 // on [oauthflow.Provider]): SupportsPKCE, AuthorizationIssuer, RevokeToken,
 // DisplayName, DeadGrantCodes, RefreshLimit, ExchangeCodeVerifier, UsesDPoP,
-// ReadAccount, CallbackFields, the device authorization grant's SupportsDeviceAuth,
+// ReadAccount, ReadsAccount, CallbackFields, the device authorization grant's SupportsDeviceAuth,
 // DeviceAuth and DeviceToken, and the pushed authorization requests'
 // PushesAuthorization and PushAuthorization. It is safe for concurrent use; build it with
 // NewOAuth2, New, FromEnv or Discover.

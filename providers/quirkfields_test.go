@@ -164,6 +164,9 @@ func TestReadAccount(t *testing.T) {
 		c.Params = exampleParams(mustLookup(t, tt.id))
 		p := f.catalog(t, tt.id, c)
 		client := f.srv.Client()
+		if !p.ReadsAccount() {
+			t.Errorf("%s: ReadsAccount false with a user-info endpoint", tt.id)
+		}
 		got, err := p.ReadAccount(context.Background(), client)
 		if err != nil || got != tt.want {
 			t.Errorf("%s: %q, %v; want %q", tt.id, got, err, tt.want)
@@ -179,6 +182,9 @@ func TestReadAccount(t *testing.T) {
 		}
 	}
 	plain := newFake(t, jsonReply(200, `{"login":"octocat"}`))
+	if p := plain.generic(t, nil); p.ReadsAccount() {
+		t.Errorf("no user-info endpoint, and ReadsAccount true: a sign-in would build its call for nothing")
+	}
 	if got, err := plain.generic(t, nil).ReadAccount(context.Background(), plain.srv.Client()); err != nil || got != "" || plain.calls() != 0 {
 		t.Errorf("no user-info endpoint: %q, %v", got, err)
 	}

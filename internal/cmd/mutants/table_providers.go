@@ -12,6 +12,15 @@ func providersAccountMutants() []mutant {
 			Run:  "^(TestReadAccountRefusal)$",
 			Why:  "a 401/403/429/5xx user-info answer whose JSON holds the account field is a refusal, not the account",
 		},
+		{
+			Name: "catalog/reads-account-without-endpoint",
+			File: "providers/account.go",
+			Pkg:  "./providers",
+			Old:  "func (p *OAuth2) ReadsAccount() bool { return p.cfg.UserinfoURL != \"\" }",
+			New:  "func (p *OAuth2) ReadsAccount() bool { return true }",
+			Run:  "^(TestReadAccount)$",
+			Why:  "a provider without a user-info endpoint says so, and a sign-in builds no account read for it",
+		},
 	}
 }
 

@@ -888,6 +888,14 @@ func eventsMutants() []mutant {
 			Why:  "refresh_failed and connection_failing say in words whether the connection is gone or failing, for an app deciding to send a reconnect link",
 		},
 		{
+			Name: "signin/account-asked-of-a-provider-that-reads-none",
+			File: "signin.go",
+			Old:  "\tif a, ok := p.(accountAnswerer); ok && !a.ReadsAccount() {\n",
+			New:  "\tif a, ok := p.(accountAnswerer); ok && false && !a.ReadsAccount() {\n",
+			Run:  "^TestSignInAsksForTheAccountOnlyWhereOneIsRead$",
+			Why:  "a completion builds no account read (a client, a deadline) for a provider without a user-info endpoint",
+		},
+		{
 			Name: "events/routine-success-at-info",
 			File: "events.go",
 			Old:  "\t\t\treturn slog.LevelDebug\n",
@@ -2175,8 +2183,8 @@ func signinMutants() []mutant {
 		{
 			Name: "durable/signin-write-not-retried",
 			File: "signin.go",
-			Old:  "\t\tif err == nil || !errors.Is(err, ErrStoreUnavailable) {\n",
-			New:  "\t\tif true {\n",
+			Old:  "\terr := si.tokens.storeTokenSet(ctx, userID, provider, ts, key)\n\tif err == nil || !errors.Is(err, ErrStoreUnavailable) {\n",
+			New:  "\terr := si.tokens.storeTokenSet(ctx, userID, provider, ts, key)\n\tif true {\n",
 			Run:  "^(TestSignInTokensSurviveAStoreBlip|TestDeviceApprovalSurvivesAStoreBlip)$",
 			Why:  "a store blip at a sign-in's token write (the code spent) is tried again, not the tokens dropped",
 		},
