@@ -1,6 +1,7 @@
 package oauthflow
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -57,6 +58,32 @@ func FuzzDecodeStoredTokens(f *testing.F) {
 		v, err := parseTokenView(enc)
 		if err != nil || !reflect.DeepEqual(v.tokens(), got) {
 			t.Fatalf("token view of %s: %+v, %v", enc, v.tokens(), err)
+		}
+	})
+}
+
+// encodeStoredTokens writes what encoding/json writes for every record:
+// the fast path's for plain ones, encoding/json's own for the rest.
+func FuzzEncodeStoredTokens(f *testing.F) {
+	f.Add("gho_16C7e42F292c6912E7710c838347Ae178B4a", "ghr_1B4a2e77838347a7E420ce178F2E7c6912E1", int64(1700000000000), "repo,gist", "", "", "", "")
+	f.Add("a", "", int64(0), "", "DPoP", "AQID", "octocat", "")
+	f.Add("a", "r", int64(1), "s", "", "", "", "9130349287") // QuickBooks' realmId kept
+	f.Add("a<b>&c", "r\"q\\", int64(-1), "s\u00e9", "\x7f", "\x00", "ää", "k")
+	for _, odd := range []string{"<", ">", "&", `"`, `\`, "\x1f", "\x7f", "\u2028", "\xff"} { // each alone, where encoding/json escapes it
+		f.Add("a"+odd, "", int64(1), "s", "", "", "", "")
+	}
+	f.Fuzz(func(t *testing.T, access, refresh string, expires int64, scope, tokenType, key, account, metadata string) {
+		tok := StoredTokens{AccessToken: access, RefreshToken: refresh, ExpiresAt: expires, Scope: scope,
+			TokenType: tokenType, DPoPKey: key, Account: account}
+		if metadata != "" {
+			tok.Metadata = map[string]string{"realmId": metadata}
+		}
+		want, err := json.Marshal(tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := encodeStoredTokens(tok); !bytes.Equal(got, want) {
+			t.Fatalf("encoded %+v as\n%s\nencoding/json writes\n%s", tok, got, want)
 		}
 	})
 }

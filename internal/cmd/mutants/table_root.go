@@ -1644,6 +1644,22 @@ func oauthworkflowMutants() []mutant {
 func recordsMutants() []mutant {
 	return []mutant{
 		{
+			Name: "records/encoded-lt-unescaped",
+			File: "records.go",
+			Old:  "c == '\\\\', c == '<', c == '>', c == '&':",
+			New:  "c == '\\\\', c == '>', c == '&':",
+			Run:  "^FuzzEncodeStoredTokens$",
+			Why:  "the hand-written record encoding writes what encoding/json writes: a < in a token goes to json.Marshal, which escapes it",
+		},
+		{
+			Name: "records/encoded-without-metadata",
+			File: "records.go",
+			Old:  "\tif len(t.Metadata) > 0 || len(t.AuthorizationDetails) > 0 {\n\t\treturn nil, false\n",
+			New:  "\tif len(t.AuthorizationDetails) > 0 {\n\t\treturn nil, false\n",
+			Run:  "^FuzzEncodeStoredTokens$",
+			Why:  "a record with metadata is written by encoding/json, not by the fast path that has no place for it",
+		},
+		{
 			Name: "catalog/metadata-unbounded",
 			File: "records.go",
 			Old:  "\t\tif len(out) == maxMetadata {\n\t\t\tbreak\n\t\t}\n",
