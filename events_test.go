@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -94,14 +93,7 @@ func TestModuleLogsRoutineEventsAtDebug(t *testing.T) {
 				Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: level}))})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = m.Close() })
-			tc := oauthflow.ToolContext{UserID: "alice"}
-			res, err := m.BuildOAuthURL.Call(ctx, tc, json.RawMessage(`{"provider":"acme","scopes":[]}`))
-			require.NoError(t, err)
-			var out oauthflow.BuildOAuthURLResult
-			require.NoError(t, json.Unmarshal(res, &out))
-			rec := httptest.NewRecorder()
-			m.CallbackHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, oauthflow.CallbackPath+"?code=c&state="+out.State, nil))
-			require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+			completeWithTool(t, m)
 			require.NoError(t, m.Tokens.DeleteTokens(ctx, "alice", "acme"))
 			require.NoError(t, m.Tokens.StoreTokens(ctx, "carol", "own", oauthflow.StoredTokens{AccessToken: "at", RefreshToken: "rt", ExpiresAt: 1}))
 			_, err = m.Tokens.GetValidAccessToken(ctx, "carol", "own")

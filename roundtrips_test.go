@@ -147,6 +147,16 @@ func startWithTool(t *testing.T, m *oauthflow.Module) string {
 	return out.State
 }
 
+// completeWithTool signs alice in to acme on m: build_oauth_url, then the
+// callback with the provider's code.
+func completeWithTool(t *testing.T, m *oauthflow.Module) {
+	t.Helper()
+	state := startWithTool(t, m)
+	rec := httptest.NewRecorder()
+	m.CallbackHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, oauthflow.CallbackPath+"?code=c&state="+state, nil))
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+}
+
 func startWithWorkflow(t *testing.T, m *oauthflow.Module) string {
 	_, doc, err := m.StartSignIn(context.Background(), "alice", "acme")
 	require.NoError(t, err)

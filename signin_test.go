@@ -616,10 +616,7 @@ func TestSignInAsksForTheAccountOnlyWhereOneIsRead(t *testing.T) {
 			m, err := oauthflow.New(context.Background(), oauthflow.Config{KV: oauthflow.NewMemoryKV(), Registry: reg, Logger: slog.New(slog.DiscardHandler)})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = m.Close() })
-			state := startWithTool(t, m)
-			rec := httptest.NewRecorder()
-			m.CallbackHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, oauthflow.CallbackPath+"?code=c&state="+state, nil))
-			require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+			completeWithTool(t, m)
 			want, account := int64(0), ""
 			if reads {
 				want, account = 1, "octocat"

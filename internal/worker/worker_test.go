@@ -106,15 +106,32 @@ func TestWorkerDrainsBulkWork(t *testing.T) {
 	}
 }
 
+// memoryWorker is a worker over an empty MemoryKV, on a clock of its own,
+// whose passes run only when a test drives them.
+func memoryWorker() (*Worker, *fakeclock.Clock, kv.Store) {
+	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
+	store := kv.NewMemory(nil)
+	return New(store, Config{Now: clock.Now, Every: time.Hour}), clock, store
+}
+
+// hangUntil is a job's work that hangs until hang is closed or the worker
+// stops it.
+func hangUntil(ctx context.Context, hang <-chan struct{}) (bool, error) {
+	select {
+	case <-hang:
+		return false, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
 // One kind of work that hangs holds only its share of the worker: the
 // pieces beyond it wait here up to maxHeld, the rest go back to the index
 // due in a second or so (not a lease away), another kind of work still runs,
 // and a piece held for half a lease is let go rather than started late.
 func TestWorkerHoldsBackWhatItsShareHasNoRoomFor(t *testing.T) {
 	t.Parallel()
-	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
-	store := kv.NewMemory(nil)
-	w := New(store, Config{Now: clock.Now, Every: time.Hour})
+	w, clock, store := memoryWorker()
 	hang := make(chan struct{})
 	var started, ended, inFlight atomic.Int64
 	w.Handle(device, Share{Most: KindShare}, func(ctx context.Context, _ string) (bool, error) { // a device endpoint that hangs
@@ -124,12 +141,7 @@ func TestWorkerHoldsBackWhatItsShareHasNoRoomFor(t *testing.T) {
 			return false, nil // beyond the share: ends at once, and the lapse below sees it
 		}
 		defer inFlight.Add(-1)
-		select {
-		case <-hang:
-			return false, nil
-		case <-ctx.Done():
-			return false, ctx.Err()
-		}
+		return hangUntil(ctx, hang)
 	})
 	lapsed := make(chan int64, 1)
 	w.Handle(lapse, Share{Most: KindShare}, func(context.Context, string) (bool, error) {
@@ -188,17 +200,10 @@ func TestWorkerHoldsBackWhatItsShareHasNoRoomFor(t *testing.T) {
 // shard) every pass. What is due behind the backlog is reached a second on.
 func TestWorkerLooksPastABacklogABoundedWayEachSecond(t *testing.T) {
 	t.Parallel()
-	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
-	store := kv.NewMemory(nil)
-	w := New(store, Config{Now: clock.Now, Every: time.Hour})
+	w, clock, store := memoryWorker()
 	hang := make(chan struct{})
 	w.Handle(device, Share{Most: KindShare}, func(ctx context.Context, _ string) (bool, error) { // a device endpoint that hangs
-		select {
-		case <-hang:
-			return false, nil
-		case <-ctx.Done():
-			return false, ctx.Err()
-		}
+		return hangUntil(ctx, hang)
 	})
 	lapsed := make(chan struct{}, 1)
 	w.Handle(lapse, Share{Most: KindShare}, func(context.Context, string) (bool, error) {
