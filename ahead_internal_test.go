@@ -134,10 +134,7 @@ func TestRefreshDueOnceForTwoClaims(t *testing.T) {
 	t.Parallel()
 	s, _, p, clock := aheadStore(t)
 	ctx := context.Background()
-	if err := s.StoreTokens(ctx, "u", "acme", StoredTokens{AccessToken: "a", RefreshToken: "r",
-		ExpiresAt: clock.Now().Add(4 * time.Minute).UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	storeExpiringIn(t, s, clock.Now(), 4*time.Minute)
 	raw, _, err := s.read(ctx, keyspace.Token("u", "acme"))
 	if err != nil {
 		t.Fatal(err)
@@ -159,10 +156,7 @@ func TestParkKeepsARaceWithARead(t *testing.T) {
 	t.Parallel()
 	s, store, _, clock := aheadStore(t)
 	ctx := context.Background()
-	if err := s.StoreTokens(ctx, "u", "acme", StoredTokens{AccessToken: "a", RefreshToken: "r",
-		ExpiresAt: clock.Now().Add(time.Hour).UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	storeExpiringIn(t, s, clock.Now(), time.Hour)
 	seen := clock.Now()
 	clock.Advance(4 * time.Hour) // idle, and the token long expired
 	member := aheadMember("u", "acme")
@@ -205,10 +199,7 @@ func TestRefreshAheadOffTakesEntriesOut(t *testing.T) {
 	t.Parallel()
 	s, store, p, clock := aheadStore(t)
 	ctx := context.Background()
-	if err := s.StoreTokens(ctx, "u", "acme", StoredTokens{AccessToken: "a", RefreshToken: "r",
-		ExpiresAt: clock.Now().Add(time.Minute).UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	storeExpiringIn(t, s, clock.Now(), time.Minute)
 	off := NewTokenStore(store, s.reg, WithClock(clock.Now))
 	if rescheduled, err := off.ahead.job(ctx, aheadMember("u", "acme")); err != nil || !rescheduled {
 		t.Fatalf("rescheduled %v, %v; want the entry placed by the job", rescheduled, err)
@@ -228,10 +219,7 @@ func TestRefreshAheadOfShortTokens(t *testing.T) {
 	s, store, p, clock := aheadStore(t)
 	p.lifetime = 4 * time.Minute // the ahead time is 5
 	ctx := context.Background()
-	if err := s.StoreTokens(ctx, "u", "acme", StoredTokens{AccessToken: "a", RefreshToken: "r",
-		ExpiresAt: clock.Now().Add(4 * time.Minute).UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	storeExpiringIn(t, s, clock.Now(), 4*time.Minute)
 	for range 3 {
 		if rescheduled, err := s.ahead.job(ctx, aheadMember("u", "acme")); err != nil || !rescheduled {
 			t.Fatalf("rescheduled %v, %v; want the entry placed by the job", rescheduled, err)
@@ -253,10 +241,7 @@ func TestConnectionsKeepTheLastRead(t *testing.T) {
 	t.Parallel()
 	s, _, p, clock := aheadStore(t)
 	ctx := context.Background()
-	if err := s.StoreTokens(ctx, "u", "acme", StoredTokens{AccessToken: "a", RefreshToken: "r",
-		ExpiresAt: clock.Now().Add(time.Hour).UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	storeExpiringIn(t, s, clock.Now(), time.Hour)
 	if _, err := s.GetValidAccessToken(ctx, "u", "acme"); err != nil {
 		t.Fatal(err)
 	}
@@ -649,16 +634,22 @@ func TestRefreshAheadSlotFreeWhileTheAnswerIsWritten(t *testing.T) {
 	}
 }
 
+// storeExpiringIn stores u's acme tokens on s, expiring d after now.
+func storeExpiringIn(t *testing.T, s *TokenStore, now time.Time, d time.Duration) {
+	t.Helper()
+	if err := s.StoreTokens(context.Background(), "u", "acme", StoredTokens{AccessToken: "a", RefreshToken: "r",
+		ExpiresAt: now.Add(d).UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // An entry an earlier version wrote ("ahead:{provider}:{user}") still runs,
 // and leaves the index for the connection's entry under the current kind.
 func TestRefreshAheadLegacyEntryMovesToTheCurrentKind(t *testing.T) {
 	t.Parallel()
 	s, store, p, clock := aheadStore(t)
 	ctx := context.Background()
-	if err := s.StoreTokens(ctx, "u", "acme", StoredTokens{AccessToken: "a", RefreshToken: "r",
-		ExpiresAt: clock.Now().Add(time.Hour).UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	storeExpiringIn(t, s, clock.Now(), time.Hour)
 	if _, err := s.GetValidAccessToken(ctx, "u", "acme"); err != nil { // marks it read
 		t.Fatal(err)
 	}
@@ -701,10 +692,7 @@ func TestModuleRunsLegacyRefreshAheadEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close() })
-	if err := m.Tokens.StoreTokens(ctx, "u", "acme", StoredTokens{AccessToken: "a", RefreshToken: "r",
-		ExpiresAt: clock.Now().Add(4 * time.Minute).UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	storeExpiringIn(t, m.Tokens, clock.Now(), 4*time.Minute)
 	legacy := worker.Member(jobAheadLegacy, aheadMember("u", "acme"))
 	if err := kv.ScheduleSharded(ctx, store.m, dueIndex, legacy, clock.Now()); err != nil {
 		t.Fatal(err)
